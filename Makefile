@@ -1,0 +1,34 @@
+# The two set-up commands of the README: `make demo` and `make test`.
+# Both create .venv on first use: torch==2.13.0 first (the CPU build; a bare `torch`
+# would pull a multi-GB CUDA build), then this package with its dev extras.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+VAULT  := examples/vault
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: install demo test lint format clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+demo: install
+	bash scripts/demo.sh
+
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VAULT)/.vault-ko .pytest_cache .ruff_cache

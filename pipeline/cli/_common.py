@@ -1,0 +1,59 @@
+"""Shared plumbing of the CLI shells: settings from the root group, JSON output, errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from pipeline.config import Settings, load_settings
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Human output goes to stdout; logs, progress and warnings go to stderr.
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False)
+
+
+@dataclass
+class AppContext:
+    """What the root group collects before any command runs."""
+
+    vault: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    _settings: Settings | None = None
+
+    def settings(self, vault: str | None = None, **overrides: Any) -> Settings:
+        """Effective settings; a positional VAULT argument means the same as --vault."""
+        merged = {**self.overrides, **{k: v for k, v in overrides.items() if v is not None}}
+        return load_settings(vault or self.vault, overrides=merged)
+
+
+pass_app = click.make_pass_decorator(AppContext, ensure=True)
+
+
+def json_option(func: F) -> F:
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print one JSON document for machines."
+    )(func)
+
+
+def emit_json(data: Any) -> None:
+    """Write one JSON document to stdout (UTF-8, stable key order as built)."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=_default) + "\n")
+    sys.stdout.flush()
+
+
+def _default(value: Any) -> Any:
+    from pathlib import Path
+
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

@@ -1,0 +1,136 @@
+"""Frozen value types that travel through the pipeline.
+
+Validation happens at the edges (ingest, fact import, config); inside the pipeline these
+objects are trusted and immutable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Literal
+
+SourceType = Literal["session", "wiki", "adr"]
+SOURCE_TYPES: tuple[SourceType, ...] = ("session", "wiki", "adr")
+
+Mode = Literal["semantic", "fallback"]
+Label = Literal["strong", "moderate", "weak", "no_match", "unscored"]
+CalibrationSource = Literal["vault", "embedder-default", "none"]
+
+
+def normalize_text(text: str) -> str:
+    """NFC + Unicode case folding: the form every subject comparison uses.
+
+    Done in Python because SQLite's LIKE folds ASCII only and PostgreSQL's depends on the
+    cluster locale; storing this form makes both databases agree with a plain Python scan.
+    """
+    return unicodedata.normalize("NFC", text).casefold()
+
+
+def fact_key(subject: str, predicate: str, obj: str, source_file: str) -> str:
+    """Stable identity of a fact, so re-ingesting or re-importing is idempotent."""
+    parts = (unicodedata.normalize("NFC", p) for p in (subject, predicate, obj, source_file))
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Fact:
+    subject: str
+    predicate: str
+    object: str
+    confidence: float
+    source_type: SourceType
+    source_file: str
+    extractor: str = "import"
+
+    @property
+    def key(self) -> str:
+        return fact_key(self.subject, self.predicate, self.object, self.source_file)
+
+    @property
+    def subject_norm(self) -> str:
+        return normalize_text(self.subject)
+
+
+@dataclass(frozen=True)
+class Note:
+    """A vault note as the registry knows it (no body)."""
+
+    path: str  # vault-relative, POSIX separators
+    title: str
+    source_type: SourceType
+    content_hash: str
+    mtime: float
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Hit:
+    path: str
+    title: str
+    source_type: SourceType
+    cosine: float
+
+
+@dataclass(frozen=True)
+class FactView:
+    predicate: str
+    object: str
+    confidence: float
+    source_type: SourceType
+    source_file: str
+
+
+@dataclass(frozen=True)
+class SubjectRank:
+    subject: str
+    score: int
+    source_count: int
+    per_type: dict[str, int]
+    total_facts: int
+    raw_facts: int
+    max_confidence: float
+    best_cosine: float | None
+    crystal_ready: bool
+    predicates: dict[str, int]
+    facts: tuple[FactView, ...]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    embedder: str
+    dims: int
+    probe_set_version: int
+    noise_floor: float
+    sigma: float
+    mu: float
+    n_notes: int
+    n_pairs: int
+    vault_notes_at_calibration: int
+    measured_at: float  # unix seconds
+
+
+@dataclass(frozen=True)
+class Relevance:
+    label: Label
+    top_cosine: float | None
+    z: float | None
+    noise_floor: float | None
+    sigma: float | None
+    floor_cosine: float | None
+    calibration: CalibrationSource
+    tight_vault: bool
+    hint: str | None = None
+    warning: str | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    query: str
+    mode: Mode
+    degraded_reason: str | None
+    relevance: Relevance
+    hits: tuple[Hit, ...]
+    subjects: tuple[SubjectRank, ...]
+    timings_ms: dict[str, float] = field(default_factory=dict)

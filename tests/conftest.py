@@ -1,0 +1,94 @@
+"""Shared fixtures: hermetic settings, the real PostgreSQL, the real local graph, the model.
+
+On CI (CI=true) the PostgreSQL and graph runs are mandatory: a missing server fails the
+run instead of skipping the tests.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE_VAULT = REPO / "examples" / "vault"
+TEST_DATA = Path(__file__).resolve().parent / "data"
+ON_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+PG_ADMIN_URL = os.environ.get(
+    "VAULT_KO_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def require_or_skip(reason: str) -> None:
+    """Skip locally when a real server is missing; on CI that is a failure."""
+    if ON_CI:
+        pytest.fail(f"required on CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True)
+def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No VAULT_KO_* setting of the developer's shell leaks into a test."""
+    for name in list(os.environ):
+        if name.startswith("VAULT_KO_") and name != "VAULT_KO_TEST_PG_URL":
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture
+def vault_copy(tmp_path: Path) -> Path:
+    """A private copy of the sample vault (without any state dir)."""
+    dest = tmp_path / "vault"
+    shutil.copytree(EXAMPLE_VAULT, dest, ignore=shutil.ignore_patterns(".vault-ko"))
+    return dest
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test session, dropped at the end."""
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    name = f"vaultko_test_{uuid.uuid4().hex[:12]}"
+    admin = sqlalchemy.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    except Exception as exc:  # the server is down or refuses us
+        admin.dispose()
+        require_or_skip(f"PostgreSQL at {PG_ADMIN_URL} unavailable: {exc}")
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    try:
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (name,),
+            )
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.dispose()
+
+
+@pytest.fixture
+def pg_url(pg_server_url: str) -> Iterator[str]:
+    """A PostgreSQL URL whose tables are empty at the start of the test."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(pg_server_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP SCHEMA public CASCADE")
+        conn.exec_driver_sql("CREATE SCHEMA public")
+    engine.dispose()
+    yield pg_server_url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def kodb_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each KO-DB test runs on a real SQLite file and on the real PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'ko.db'}"
+    return request.getfixturevalue("pg_url")
