@@ -1,0 +1,235 @@
+"""Calibration: measure a vault's noise floor N, note spread σ and mean μ; decide which
+calibration an answer uses; label a top cosine with it.
+
+N is measured with the probe set of the embedder's profile (the seed's maximum over its 8
+probes for BGE-M3 and unknown models; the 90th percentile of 48 per-probe maxima for
+MiniLM). μ and σ are the mean and standard deviation of note-to-note cosines, over every
+pair on small vaults and over a seeded random sample of pairs on large ones (the sample
+size is stored as n_pairs). A measurement is trusted only with at least 30 notes and 100
+pairs; otherwise the embedder defaults are used, and every answer says which.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from pipeline import noisefloor as nf
+from pipeline.model import Calibration, CalibrationSource, Relevance
+
+PAIR_SAMPLE_SEED = 20260530  # fixed, so recalibrating an unchanged vault gives the same σ
+
+
+class _Embedder(Protocol):
+    model_id: str
+    dims: int
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+def probe_noise_floor(probe_vectors: np.ndarray, notes: np.ndarray, quantile: float) -> float:
+    """N: the chosen quantile (1.0 = max) of each probe's best cosine to any note."""
+    if len(notes) == 0 or len(probe_vectors) == 0:
+        return 0.0
+    per_probe_max = (probe_vectors @ notes.T).max(axis=1)
+    if quantile >= 1.0:
+        return float(per_probe_max.max())
+    return float(np.quantile(per_probe_max, quantile))
+
+
+def note_to_note_stats(notes: np.ndarray, max_pairs: int) -> tuple[float, float, int]:
+    """(μ, σ, pairs) of note-to-note cosines; (0, 0, 0) for fewer than two notes."""
+    n = len(notes)
+    if n < 2:
+        return 0.0, 0.0, 0
+    total = n * (n - 1) // 2
+    if total <= max_pairs:
+        sims = notes @ notes.T
+        upper = sims[np.triu_indices(n, k=1)]
+    else:
+        rng = np.random.default_rng(PAIR_SAMPLE_SEED)
+        i = rng.integers(0, n, size=max_pairs * 2)
+        j = rng.integers(0, n, size=max_pairs * 2)
+        keep = i != j
+        i, j = i[keep][:max_pairs], j[keep][:max_pairs]
+        upper = np.einsum("ij,ij->i", notes[i], notes[j])
+    return float(upper.mean()), float(upper.std()), len(upper)
+
+
+def measure(
+    embedder: _Embedder,
+    note_vectors: np.ndarray,
+    *,
+    vault_notes: int,
+    max_pairs: int,
+) -> Calibration:
+    """Measure N, μ, σ for the vectors of a vault's notes."""
+    profile = nf.profile_for(embedder.model_id)
+    version = profile.probe_set_version if profile else nf.PROBE_SET_VERSION
+    quantile = profile.n_quantile if profile else 1.0
+    probes = embedder.embed(list(nf.PROBE_SETS[version]))
+    notes = np.asarray(note_vectors, dtype=np.float32)
+    n_floor = probe_noise_floor(probes, notes, quantile)
+    mu, sigma, pairs = note_to_note_stats(notes, max_pairs)
+    return Calibration(
+        embedder=embedder.model_id,
+        dims=embedder.dims,
+        probe_set_version=version,
+        noise_floor=n_floor,
+        sigma=sigma,
+        mu=mu,
+        n_notes=len(notes),
+        n_pairs=pairs,
+        vault_notes_at_calibration=vault_notes,
+        measured_at=time.time(),
+    )
+
+
+def is_trusted(cal: Calibration) -> bool:
+    """The seed's gate: a floor measured on a handful of notes is noise."""
+    return cal.n_notes >= nf.MIN_CALIB_NOTES and cal.n_pairs >= nf.MIN_CALIB_PAIRS
+
+
+def outdated_reasons(
+    cal: Calibration | None,
+    *,
+    model_id: str,
+    dims: int,
+    vault_notes: int,
+    max_drift: float,
+    max_age_days: float,
+    now: float | None = None,
+) -> list[str]:
+    """Why a stored calibration no longer describes the vault (empty list: it does)."""
+    if cal is None:
+        return ["no calibration stored: run `vault-ko calibrate`"]
+    reasons = []
+    profile = nf.profile_for(model_id)
+    version = profile.probe_set_version if profile else nf.PROBE_SET_VERSION
+    if cal.embedder != model_id or cal.dims != dims:
+        reasons.append(f"measured with {cal.embedder} ({cal.dims}d), vault uses {model_id}")
+    if cal.probe_set_version != version:
+        reasons.append(f"probe set {cal.probe_set_version} is not the current {version}")
+    base = max(cal.vault_notes_at_calibration, 1)
+    drift = abs(vault_notes - cal.vault_notes_at_calibration) / base
+    if drift > max_drift:
+        reasons.append(
+            f"note count drifted {drift:.0%} ({cal.vault_notes_at_calibration} -> {vault_notes})"
+        )
+    age_days = ((now or time.time()) - cal.measured_at) / 86400
+    if age_days > max_age_days:
+        reasons.append(f"{age_days:.0f} days old (limit {max_age_days:g})")
+    return reasons
+
+
+@dataclass(frozen=True)
+class Basis:
+    """The numbers a label is computed from, and where they came from."""
+
+    source: CalibrationSource
+    noise_floor: float | None
+    sigma: float | None
+    mu: float
+    default_n: float | None
+    margin: float
+    warning: str | None
+
+
+def choose_basis(cal: Calibration | None, model_id: str, dims: int) -> Basis:
+    """A trusted, current vault calibration, else the embedder's defaults, else nothing."""
+    profile = nf.profile_for(model_id)
+    floor_lo = profile.sigma_floor if profile else nf.SIGMA_FLOOR
+    ceil = profile.sigma_ceil if profile else nf.SIGMA_CEIL
+    margin = profile.floor_sigma_margin if profile else nf.FLOOR_SIGMA_MARGIN
+    version = profile.probe_set_version if profile else nf.PROBE_SET_VERSION
+    default_n = profile.default_n if profile else None
+    usable = (
+        cal is not None
+        and cal.embedder == model_id
+        and cal.dims == dims
+        and cal.probe_set_version == version
+    )
+    if cal is not None and usable and is_trusted(cal):
+        return Basis(
+            "vault",
+            cal.noise_floor,
+            nf.clamp_sigma(cal.sigma, floor_lo, ceil),
+            cal.mu,
+            default_n,
+            margin,
+            None,
+        )
+    why = (
+        "no usable vault calibration"
+        if cal is None or not usable
+        else f"vault calibration untrusted ({cal.n_notes} notes, {cal.n_pairs} pairs)"
+    )
+    if default_n is not None:
+        sigma = nf.clamp_sigma(nf.default_dispersion(model_id), floor_lo, ceil)
+        return Basis("embedder-default", default_n, sigma, 0.0, default_n, margin, None)
+    return Basis(
+        "none",
+        None,
+        None,
+        0.0,
+        None,
+        margin,
+        f"{why} and no default noise floor for {model_id}: no_match is disabled, so "
+        "off-topic questions are not silenced; run `vault-ko calibrate` on a vault of "
+        f"at least {nf.MIN_CALIB_NOTES} notes",
+    )
+
+
+TIGHT_HINT = (
+    "tight vault: its notes are very alike, so 'weak' may be the best available correct match"
+)
+
+
+def assess(top_cosine: float | None, basis: Basis) -> Relevance:
+    """The relevance block of an answer for the best hit's cosine."""
+    tight = nf.is_tight_vault(basis.mu)
+    hint = TIGHT_HINT if tight else None
+    if top_cosine is None:
+        return Relevance(
+            "no_match",
+            None,
+            None,
+            basis.noise_floor,
+            basis.sigma,
+            None,
+            basis.source,
+            tight,
+            hint,
+            basis.warning or "the graph returned no notes",
+        )
+    if basis.noise_floor is None or basis.sigma is None:
+        return Relevance(
+            "unscored",
+            top_cosine,
+            None,
+            None,
+            None,
+            None,
+            basis.source,
+            tight,
+            hint,
+            basis.warning,
+        )
+    v = nf.relevance(top_cosine, basis.noise_floor, basis.sigma, basis.default_n, basis.margin)
+    z = v.z if v.z is not None and math.isfinite(v.z) else None
+    return Relevance(
+        v.label,  # type: ignore[arg-type]
+        top_cosine,
+        z,
+        basis.noise_floor,
+        basis.sigma,
+        v.floor_cosine,
+        basis.source,
+        tight,
+        hint,
+        basis.warning,
+    )

@@ -1,0 +1,122 @@
+"""The seed's ranking rules as executable examples."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.model import Fact
+from pipeline.rank import rank_subjects, representative_facts, score_of
+
+
+def fact(
+    subject: str, file: str, stype: str = "wiki", pred: str = "p", obj: str = "o", conf: float = 0.8
+) -> Fact:
+    return Fact(subject, pred, obj, conf, stype, file)  # type: ignore[arg-type]
+
+
+def rank(facts: list[Fact], **kw: object) -> list:
+    opts = {"top_k": 20, "facts_per_subject": 3, "facts_per_predicate_cap": 3, **kw}
+    return rank_subjects(facts, **opts)  # type: ignore[arg-type]
+
+
+def test_one_fact_in_three_sources_beats_five_facts_in_one() -> None:
+    spread = [fact("Spread", f"f{i}.md", obj=str(i)) for i in range(3)]
+    dump = [fact("Dump", "one.md", pred=f"p{i}", obj=str(i)) for i in range(5)]
+    ranked = rank(spread + dump)
+    assert [s.subject for s in ranked] == ["Spread", "Dump"]
+
+
+def test_three_per_type_beats_nine_of_one_type() -> None:
+    balanced = [
+        fact("Balanced", f"{t}{i}.md", stype=t, obj=f"{t}{i}")
+        for t in ("session", "wiki", "adr")
+        for i in range(3)
+    ]
+    lopsided = [fact("Lopsided", f"s{i}.md", stype="session", obj=str(i)) for i in range(9)]
+    ranked = rank(balanced + lopsided)
+    assert [s.subject for s in ranked] == ["Balanced", "Lopsided"]
+    assert ranked[0].per_type == {"session": 3, "wiki": 3, "adr": 3}
+    assert ranked[0].score == 9 * 10 + 3 * 5 + 3  # 3 facts: one predicate, capped at 3
+    assert ranked[1].score == 9 * 10 + 0 + 3
+
+
+def test_equal_score_more_source_files_wins() -> None:
+    # A: 2 files, 3 distinct predicates -> 20 + 3 = 23 ... B: 1 file, 13 facts over 5 preds
+    a = [fact("A", "a1.md", pred="x"), fact("A", "a2.md", pred="y"), fact("A", "a2.md", pred="z")]
+    b = [fact("B", "b.md", pred=f"q{i}", obj=str(j)) for i in range(4) for j in range(3)]
+    b.append(fact("B", "b.md", pred="q9"))
+    ranked = rank(a + b)
+    assert ranked[0].score == ranked[1].score == 23
+    assert [s.subject for s in ranked] == ["A", "B"]
+
+
+def test_equal_source_count_broken_by_confidence() -> None:
+    lo = [fact("Low", "l1.md", conf=0.6), fact("Low", "l2.md", conf=0.7, obj="2")]
+    hi = [fact("High", "h1.md", conf=0.9), fact("High", "h2.md", conf=0.5, obj="2")]
+    ranked = rank(lo + hi)
+    assert [s.subject for s in ranked] == ["High", "Low"]
+
+
+def test_full_tie_broken_by_case_folded_subject() -> None:
+    ranked = rank([fact("beta", "b.md"), fact("Alpha", "a.md")])
+    assert [s.subject for s in ranked] == ["Alpha", "beta"]
+
+
+def test_predicate_dump_is_capped_per_predicate() -> None:
+    dump = [fact("Billing", "b.md", pred="has_value", obj=str(i)) for i in range(30)]
+    [s] = rank(dump)
+    assert s.raw_facts == 30
+    assert s.total_facts == 3
+    assert s.predicates == {"has_value": 30}
+    assert s.score == 10 + 0 + 3
+
+
+def test_score_matches_its_fields() -> None:
+    facts = [fact("S", f"{t}.md", stype=t, pred=t) for t in ("session", "wiki", "adr")]
+    [s] = rank(facts)
+    assert s.score == score_of(s.source_count, s.per_type, s.total_facts) == 30 + 5 + 3
+
+
+def test_subject_spellings_group_case_insensitively() -> None:
+    [s] = rank([fact("Redis", "a.md"), fact("redis", "b.md"), fact("Redis", "c.md")])
+    assert s.subject == "Redis"
+    assert s.source_count == 3
+
+
+@pytest.mark.parametrize(
+    ("types", "files", "conf", "ready"),
+    [
+        (("wiki", "session"), 3, 0.9, True),
+        (("session",), 3, 0.9, False),  # session noise
+        (("wiki", "adr"), 2, 0.9, False),
+        (("wiki", "adr"), 3, 0.84, False),
+        (("wiki", "adr"), 3, 0.85, True),
+    ],
+)
+def test_crystal_ready_rule(types: tuple[str, ...], files: int, conf: float, ready: bool) -> None:
+    facts = [fact("S", f"f{i}.md", stype=types[i % len(types)], conf=conf) for i in range(files)]
+    [s] = rank(facts)
+    assert s.crystal_ready is ready
+
+
+def test_crystal_only_filters() -> None:
+    ready = [fact("R", f"r{i}.md", stype=t, conf=0.9) for i, t in enumerate(["wiki", "adr", "adr"])]
+    noise = [fact("N", f"n{i}.md", stype="session", conf=0.9) for i in range(5)]
+    assert [s.subject for s in rank(ready + noise, crystal_only=True)] == ["R"]
+
+
+def test_top_k_cuts() -> None:
+    facts = [fact(f"S{i}", f"f{i}.md") for i in range(10)]
+    assert len(rank(facts, top_k=4)) == 4
+
+
+def test_representative_facts_prefer_confidence_then_spread() -> None:
+    facts = [
+        fact("S", "w1.md", "wiki", "a", "1", 0.95),
+        fact("S", "w2.md", "wiki", "a", "2", 0.94),
+        fact("S", "s1.md", "session", "b", "3", 0.60),
+        fact("S", "a1.md", "adr", "c", "4", 0.70),
+    ]
+    picked = representative_facts(facts, 3)
+    assert [f.object for f in picked] == ["1", "4", "3"]
+    assert len(representative_facts(facts, 10)) == 4
