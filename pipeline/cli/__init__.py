@@ -37,7 +37,9 @@ def cli(ctx: click.Context, vault: str | None, verbose: int) -> None:
     VAULT_KO_* environment < flags; `vault-ko config show` prints them.
     """
     level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
     ctx.obj = AppContext(vault=vault)
 
 
