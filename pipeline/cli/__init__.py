@@ -45,8 +45,10 @@ def cli(ctx: click.Context, vault: str | None, verbose: int) -> None:
 
 def _register() -> None:
     from pipeline.cli.config_cmd import config_group
+    from pipeline.cli.embed import embed_command
 
     cli.add_command(config_group)
+    cli.add_command(embed_command)
 
 
 _register()

@@ -1,0 +1,113 @@
+"""`vault-ko embed`: bring the graph's note embeddings up to date with the vault registry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import click
+
+from pipeline.cli._common import AppContext, emit_json, err, json_option, out, pass_app
+
+if TYPE_CHECKING:
+    from pipeline.embed_sync import EmbedReport, ProgressFn
+
+
+@click.command("embed")
+@click.argument("vault", required=False, type=click.Path(file_okay=False, path_type=str))
+@click.option("--full", is_flag=True, help="Re-embed every note, not only new and changed ones.")
+@click.option("--model", help="Embedding model name or folder [setting embed_model].")
+@click.option("--batch-size", type=click.IntRange(min=1), help="Notes per batch and commit [32].")
+@json_option
+@pass_app
+def embed_command(
+    app: AppContext,
+    vault: str | None,
+    full: bool,
+    model: str | None,
+    batch_size: int | None,
+    as_json: bool,
+) -> None:
+    """Embed new and changed notes into the graph, delete removed ones, and set links.
+
+    Compares the registry filled by `vault-ko ingest` with the graph (content hash, model,
+    dimensions). Each batch is committed on its own, so an interrupted run resumes where it
+    stopped. Exit 2 when the graph cannot be reached or the model cannot be loaded.
+    """
+    # Imported here so `vault-ko --help` loads neither the graph driver nor the sync code.
+    from pipeline.embed import get_embedder
+    from pipeline.embed_sync import sync_embeddings
+    from pipeline.graph import open_graph
+    from pipeline.kodb import KoDB
+
+    settings = app.settings(vault, embed_model=model, embed_batch_size=batch_size)
+    kodb = KoDB.open(settings.effective_kodb_url)
+    try:
+        graph = open_graph(settings)
+        try:
+            # The graph is opened before the model loads (seconds) so a dead graph fails fast.
+            embedder = get_embedder(settings)
+            with _progress(enabled=not as_json) as progress:
+                report = sync_embeddings(
+                    settings, kodb, graph, embedder, full=full, progress=progress
+                )
+        finally:
+            graph.close()
+    finally:
+        kodb.close()
+
+    if as_json:
+        emit_json(report_to_json(report))
+        return
+    for path, reason in report.skipped:
+        err.print(f"skipped {path}: {reason}", markup=False)
+    out.print(summary_line(report), markup=False)
+
+
+def report_to_json(report: EmbedReport) -> dict[str, object]:
+    """The `--json` document: counts first, then model, dims and the skipped notes."""
+    return {
+        "embedded": report.embedded,
+        "deleted": report.deleted,
+        "unchanged": report.unchanged,
+        "links": report.links,
+        "seconds": round(report.seconds, 3),
+        "model": report.model,
+        "dims": report.dims,
+        "skipped": [{"path": path, "reason": reason} for path, reason in report.skipped],
+    }
+
+
+def summary_line(report: EmbedReport) -> str:
+    """One line for people: what changed, how long it took, with which model."""
+    skipped = f", {len(report.skipped)} skipped" if report.skipped else ""
+    return (
+        f"embedded {report.embedded}, deleted {report.deleted}, unchanged {report.unchanged}, "
+        f"links {report.links}{skipped} in {report.seconds:.1f} s "
+        f"({report.model}, {report.dims} dims)"
+    )
+
+
+@contextmanager
+def _progress(*, enabled: bool) -> Iterator[ProgressFn | None]:
+    """A rich progress bar on stderr for people; nothing for machines or when not a terminal."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("embedding notes", total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
