@@ -1,0 +1,30 @@
+"""KO-DB: the SQL facts database (SQLAlchemy 2 Core; SQLite by default, PostgreSQL by URL).
+
+Public surface: ``KoDB`` (the store), ``ImportResult``, and the pure matching helpers that
+define subject search semantics (``reference_search`` is the reference both databases agree
+with).
+"""
+
+from __future__ import annotations
+
+from pipeline.kodb.match import (
+    contains_pattern,
+    escape_like,
+    normalize_term,
+    reference_search,
+    word_boundary_match,
+)
+from pipeline.kodb.schema import SCHEMA_VERSION
+from pipeline.kodb.store import ImportResult, KoDB, subject_key
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ImportResult",
+    "KoDB",
+    "contains_pattern",
+    "escape_like",
+    "normalize_term",
+    "reference_search",
+    "subject_key",
+    "word_boundary_match",
+]

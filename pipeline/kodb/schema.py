@@ -1,0 +1,202 @@
+"""KO-DB schema: SQLAlchemy Core tables and the ordered list of migrations.
+
+The tables describe the current schema. A database is brought up to date by running, in
+order, every migration not yet recorded in ``kodb_migrations`` (one row per applied
+migration, in the style of sqlite-utils' migrations): each is a small function taking the
+connection and the dialect name, run in the same transaction as its record. A later schema
+change is a new function appended to ``MIGRATIONS``; applied ones are never edited.
+
+Search support:
+- ``subjects`` holds each distinct ``subject_norm`` once (keyed by its SHA-256, since a btree
+  over arbitrary long text has a size limit on PostgreSQL); the store keeps it in step with
+  ``facts`` in the same transactions, so the trigram index covers distinct subjects rather
+  than every fact row.
+- SQLite: ``subjects_fts``, an FTS5 table with the ``trigram`` tokenizer over
+  ``subjects.subject_norm`` (external content, kept in sync by triggers on ``subjects``).
+- PostgreSQL: ``pg_trgm`` and a GIN ``gin_trgm_ops`` index on ``subjects.subject_norm``, which
+  the planner uses for ``LIKE '%…%'`` patterns.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+metadata = sa.MetaData()
+
+migrations_table = sa.Table(
+    "kodb_migrations",
+    metadata,
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("applied_at", sa.Float, nullable=False),
+)
+
+facts = sa.Table(
+    "facts",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("subject", sa.Text, nullable=False),
+    # Case-folded in Python (model.normalize_text): both databases compare this column only.
+    sa.Column("subject_norm", sa.Text, nullable=False),
+    sa.Column("subject_key", sa.String(64), nullable=False),  # sha256(subject_norm)
+    sa.Column("predicate", sa.Text, nullable=False),
+    sa.Column("object", sa.Text, nullable=False),
+    sa.Column("confidence", sa.Float, nullable=False),
+    sa.Column("source_type", sa.String(16), nullable=False),
+    sa.Column("source_file", sa.Text, nullable=False),
+    sa.Column("extractor", sa.String(100), nullable=False),
+    sa.Column("fact_key", sa.String(64), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("fact_key", name="uq_facts_fact_key"),
+    sa.CheckConstraint("confidence >= 0 AND confidence <= 1", name="ck_facts_confidence"),
+    sa.CheckConstraint("source_type IN ('session', 'wiki', 'adr')", name="ck_facts_source_type"),
+    sa.Index("ix_facts_subject_key", "subject_key"),
+    sa.Index("ix_facts_source_file_extractor", "source_file", "extractor"),
+    sa.Index("ix_facts_predicate", "predicate"),
+)
+
+notes = sa.Table(
+    "notes",
+    metadata,
+    sa.Column("path", sa.Text, primary_key=True),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("source_type", sa.String(16), nullable=False),
+    sa.Column("content_hash", sa.String(128), nullable=False),
+    sa.Column("mtime", sa.Float, nullable=False),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
+    sa.Column("ingested_at", sa.Float, nullable=False),
+)
+
+calibrations = sa.Table(
+    "calibrations",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("embedder", sa.Text, nullable=False),
+    sa.Column("dims", sa.Integer, nullable=False),
+    sa.Column("probe_set_version", sa.Integer, nullable=False),
+    sa.Column("noise_floor", sa.Float, nullable=False),
+    sa.Column("sigma", sa.Float, nullable=False),
+    sa.Column("mu", sa.Float, nullable=False),
+    sa.Column("n_notes", sa.Integer, nullable=False),
+    sa.Column("n_pairs", sa.Integer, nullable=False),
+    sa.Column("vault_notes_at_calibration", sa.Integer, nullable=False),
+    sa.Column("measured_at", sa.Float, nullable=False),
+    sa.Index("ix_calibrations_embedder_dims", "embedder", "dims", "measured_at"),
+)
+
+subjects = sa.Table(
+    "subjects",
+    metadata,
+    # Integer id: the SQLite FTS5 table uses it as its rowid.
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("subject_key", sa.String(64), nullable=False),
+    sa.Column("subject_norm", sa.Text, nullable=False),
+    sa.UniqueConstraint("subject_key", name="uq_subjects_subject_key"),
+)
+
+#: The SQLite FTS5 trigram table over subjects.subject_norm (created by a migration, not by
+#: metadata): a lightweight construct so queries on it are still built with Core.
+subjects_fts = sa.table("subjects_fts", sa.column("rowid"), sa.column("subject_norm"))
+
+#: FTS5's trigram tokenizer indexes 3-character sequences; shorter terms cannot use it.
+TRIGRAM = 3
+
+
+# --- migrations -------------------------------------------------------------------------
+
+
+def _m001_core_tables(conn: Connection, dialect: str) -> None:
+    """facts, notes, calibrations and the distinct-subjects table."""
+    for table in (facts, notes, calibrations, subjects):
+        table.create(conn, checkfirst=True)
+
+
+def _m002_subject_trigram_index(conn: Connection, dialect: str) -> None:
+    """Trigram acceleration of substring search over distinct subjects."""
+    if dialect == "sqlite":
+        # case_sensitive 1: subject_norm and terms are already case-folded in Python, so the
+        # index should compare code points as stored instead of folding again.
+        conn.exec_driver_sql(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS subjects_fts USING fts5("
+            "subject_norm, content='subjects', content_rowid='id', "
+            "tokenize='trigram case_sensitive 1')"
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER IF NOT EXISTS subjects_fts_ai AFTER INSERT ON subjects BEGIN "
+            "INSERT INTO subjects_fts(rowid, subject_norm) VALUES (new.id, new.subject_norm); "
+            "END"
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER IF NOT EXISTS subjects_fts_ad AFTER DELETE ON subjects BEGIN "
+            "INSERT INTO subjects_fts(subjects_fts, rowid, subject_norm) "
+            "VALUES ('delete', old.id, old.subject_norm); "
+            "END"
+        )
+        conn.exec_driver_sql("INSERT INTO subjects_fts(subjects_fts) VALUES ('rebuild')")
+    elif dialect == "postgresql":
+        conn.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        conn.exec_driver_sql(
+            "CREATE INDEX IF NOT EXISTS ix_subjects_norm_trgm "
+            "ON subjects USING gin (subject_norm gin_trgm_ops)"
+        )
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    apply: Callable[[Connection, str], None]
+
+
+#: Ordered; append only. Versions are recorded in kodb_migrations.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "core_tables", _m001_core_tables),
+    Migration(2, "subject_trigram_index", _m002_subject_trigram_index),
+)
+
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+
+def applied_versions(conn: Connection) -> set[int]:
+    """Versions recorded in kodb_migrations (empty for a new database)."""
+    if not sa.inspect(conn).has_table(migrations_table.name):
+        return set()
+    return set(conn.execute(sa.select(migrations_table.c.version)).scalars())
+
+
+def migrate(conn: Connection, dialect: str) -> list[int]:
+    """Apply pending migrations in order inside the caller's transaction; return their versions.
+
+    The caller holds the write lock (SQLite ``BEGIN IMMEDIATE``, a PostgreSQL advisory lock)
+    so two processes opening a new database do not both migrate it.
+    """
+    migrations_table.create(conn, checkfirst=True)
+    done = applied_versions(conn)
+    unknown = sorted(done - {m.version for m in MIGRATIONS})
+    if unknown:
+        raise SchemaTooNew(max(unknown))
+    ran: list[int] = []
+    for migration in MIGRATIONS:
+        if migration.version in done:
+            continue
+        migration.apply(conn, dialect)
+        conn.execute(
+            migrations_table.insert().values(
+                version=migration.version, name=migration.name, applied_at=time.time()
+            )
+        )
+        ran.append(migration.version)
+    return ran
+
+
+class SchemaTooNew(Exception):
+    """The database was migrated by a newer vault-ko (translated to KodbError by the store)."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        super().__init__(f"schema version {version} is newer than this vault-ko knows")

@@ -1,0 +1,557 @@
+"""KoDB: the facts database behind one small API (SQLite file by default, PostgreSQL by URL).
+
+This module is the one place that turns SQLAlchemy's exceptions into ``KodbError``
+(``KoDB._translate``). Every method runs in one transaction; writes on SQLite take the write
+lock up front (``BEGIN IMMEDIATE``) so two writers queue instead of failing mid-transaction.
+
+Subject search (``search_subjects``): a substring pre-filter in SQL over the distinct
+subjects, then the word-boundary check of ``match.py`` in Python on the candidates, so the
+result is exactly ``match.reference_search`` over the same data.
+- SQLite, term of 3 or more characters: an FTS5 trigram phrase query (index lookup).
+- SQLite, shorter term: the trigram index cannot serve it, so an escaped ``LIKE '%t%'`` scans
+  the distinct-subjects table (not the facts table).
+- PostgreSQL: an escaped ``LIKE '%t%'`` that the ``pg_trgm`` GIN index serves; the planner
+  falls back to a scan by itself when a term is too short to yield trigrams.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import Connection, Engine
+
+from pipeline.config import mask_url
+from pipeline.errors import KodbError
+from pipeline.kodb import schema
+from pipeline.kodb.match import LIKE_ESCAPE, contains_pattern, normalize_term, word_boundary_match
+from pipeline.model import Calibration, Fact, Note
+
+#: Values per IN list / rows per executemany batch: far below SQLite's 32766 bound
+#: parameters and small enough for PostgreSQL's planner to treat as a short list.
+CHUNK = 500
+#: Terms per UNION ALL statement in search_subjects_many (one round trip each).
+TERMS_PER_STATEMENT = 100
+#: PostgreSQL advisory lock key serialising schema migrations ("vkokodb" in ASCII).
+_PG_MIGRATE_LOCK = 0x766B6F6B6F6462
+_SUPPORTED = ("sqlite", "postgresql")
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """Outcome of ``import_facts``: new rows and rows whose fact_key was already present."""
+
+    inserted: int
+    existing: int
+
+
+def subject_key(subject_norm: str) -> str:
+    """SHA-256 of a subject_norm: the fixed-size key indexed instead of unbounded text."""
+    return hashlib.sha256(subject_norm.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _normalize_url(url: str) -> sa.URL:
+    """Parse a URL; a bare ``postgresql://`` (or ``postgres://``) uses psycopg 3."""
+    parsed = sa.make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def _short(exc: BaseException) -> str:
+    """The first line of the driver's message (SQLAlchemy adds SQL and links after it)."""
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _fts_phrase(term_norm: str) -> str:
+    """An FTS5 query matching the term as one literal phrase (quotes doubled inside)."""
+    return '"' + term_norm.replace('"', '""') + '"'
+
+
+def _fact_from_row(row: Any) -> Fact:
+    return Fact(
+        subject=row.subject,
+        predicate=row.predicate,
+        object=row.object,
+        confidence=float(row.confidence),
+        source_type=row.source_type,
+        source_file=row.source_file,
+        extractor=row.extractor,
+    )
+
+
+class KoDB:
+    """The KO-DB store. Open with ``KoDB.open(url)``; usable as a context manager."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self._engine = engine
+        self._url = url
+        self._dialect = engine.dialect.name
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, url: str) -> KoDB:
+        """Connect to ``url``, creating or migrating the schema (and a SQLite file's folder)."""
+        shown = mask_url(url)
+        try:
+            parsed = _normalize_url(url)
+        except sa.exc.ArgumentError as exc:
+            raise KodbError(f"KO-DB URL {shown!r} is not a valid SQLAlchemy URL") from exc
+        backend = parsed.get_backend_name()
+        if backend not in _SUPPORTED:
+            raise KodbError(f"KO-DB URL {shown!r}: only sqlite and postgresql are supported")
+        if backend == "sqlite":
+            engine = _sqlite_engine(parsed, shown)
+        else:
+            try:
+                engine = sa.create_engine(
+                    parsed, pool_pre_ping=True, connect_args={"connect_timeout": 5}
+                )
+            except (sa.exc.SQLAlchemyError, ImportError) as exc:
+                raise KodbError(f"KO-DB at {shown}: {_short(exc)}") from exc
+        db = cls(engine, shown)
+        try:
+            db._migrate()
+        except BaseException:
+            engine.dispose()
+            raise
+        return db
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self._engine.dispose()
+
+    def __enter__(self) -> KoDB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return self._dialect
+
+    @property
+    def url(self) -> str:
+        """The database URL with any password masked (for messages and reports)."""
+        return self._url
+
+    # --- transactions and error translation ---------------------------------------------
+
+    @contextmanager
+    def _translate(self) -> Iterator[None]:
+        """The one boundary where SQLAlchemy (and driver) errors become KodbError."""
+        try:
+            yield
+        except schema.SchemaTooNew as exc:
+            raise KodbError(f"KO-DB at {self._url}: {exc}; upgrade vault-ko") from exc
+        except sa.exc.SQLAlchemyError as exc:
+            raise KodbError(f"KO-DB ({self._dialect}) at {self._url}: {_short(exc)}") from exc
+
+    @contextmanager
+    def _tx(self, write: bool = False) -> Iterator[Connection]:
+        """One transaction; committed on success, rolled back on any exception."""
+        with self._translate(), self._engine.connect() as conn:
+            if write:
+                conn.execution_options(kodb_write=True)
+            with conn.begin():
+                yield conn
+
+    def _migrate(self) -> None:
+        with self._tx(write=True) as conn:
+            if self._dialect == "postgresql":
+                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_MIGRATE_LOCK)))
+            schema.migrate(conn, self._dialect)
+
+    def schema_versions(self) -> list[int]:
+        """Applied migration versions, ascending."""
+        with self._tx() as conn:
+            return sorted(schema.applied_versions(conn))
+
+    def _insert(self, table: sa.Table) -> Any:
+        module = sqlite_dialect if self._dialect == "sqlite" else pg_dialect
+        return module.insert(table)
+
+    # --- vault registry -----------------------------------------------------------------
+
+    def notes(self) -> dict[str, Note]:
+        """The vault registry: path -> Note."""
+        t = schema.notes
+        with self._tx() as conn:
+            rows = conn.execute(sa.select(t)).all()
+        return {
+            r.path: Note(
+                path=r.path,
+                title=r.title,
+                source_type=r.source_type,
+                content_hash=r.content_hash,
+                mtime=float(r.mtime),
+                bytes=int(r.bytes),
+            )
+            for r in rows
+        }
+
+    def apply_ingest(
+        self,
+        upserts: Sequence[tuple[Note, Sequence[Fact]]],
+        removed: Sequence[str],
+        extractor: str = "ingest",
+    ) -> None:
+        """Record one ingest run in ONE transaction.
+
+        Upserts the notes rows; for each upserted note replaces that file's facts of this
+        ``extractor`` with the given ones (stored with this extractor; duplicates by
+        fact_key are ignored); for each removed path deletes its notes row and this
+        extractor's facts of that file. Facts of other extractors are never touched.
+        """
+        now = time.time()
+        note_rows = [
+            {
+                "path": note.path,
+                "title": note.title,
+                "source_type": note.source_type,
+                "content_hash": note.content_hash,
+                "mtime": note.mtime,
+                "bytes": note.bytes,
+                "ingested_at": now,
+            }
+            for note, _ in upserts
+        ]
+        paths = list(dict.fromkeys([n.path for n, _ in upserts] + list(removed)))
+        new_facts = [f for _, fs in upserts for f in fs]
+        with self._tx(write=True) as conn:
+            if note_rows:
+                stmt = self._insert(schema.notes)
+                stmt = stmt.on_conflict_do_update(
+                    index_elements=[schema.notes.c.path],
+                    set_={
+                        name: stmt.excluded[name]
+                        for name in ("title", "source_type", "content_hash", "mtime", "bytes")
+                    }
+                    | {"ingested_at": stmt.excluded.ingested_at},
+                )
+                for chunk in _chunks(note_rows):
+                    conn.execute(stmt, list(chunk))
+            touched = self._delete_file_facts(conn, paths, extractor)
+            removed_list = list(dict.fromkeys(removed))
+            for chunk in _chunks(removed_list):
+                conn.execute(schema.notes.delete().where(schema.notes.c.path.in_(chunk)))
+            self._insert_facts(conn, new_facts, now, extractor=extractor)
+            self._prune_subjects(conn, touched)
+
+    # --- facts --------------------------------------------------------------------------
+
+    def import_facts(self, facts: Sequence[Fact]) -> ImportResult:
+        """Insert facts (keeping each one's extractor) in one transaction; idempotent.
+
+        ``existing`` counts the given facts whose fact_key was already stored, or repeated
+        earlier in ``facts``.
+        """
+        with self._tx(write=True) as conn:
+            inserted = self._insert_facts(conn, facts, time.time())
+        return ImportResult(inserted=inserted, existing=len(facts) - inserted)
+
+    def _insert_facts(
+        self,
+        conn: Connection,
+        facts: Sequence[Fact],
+        now: float,
+        extractor: str | None = None,
+    ) -> int:
+        """Insert facts not yet stored (by fact_key) and their subjects; return the count."""
+        by_key: dict[str, Fact] = {}
+        for fact in facts:
+            by_key.setdefault(fact.key, fact)
+        keys = list(by_key)
+        present: set[str] = set()
+        t = schema.facts
+        for chunk in _chunks(keys):
+            present.update(
+                conn.execute(sa.select(t.c.fact_key).where(t.c.fact_key.in_(chunk))).scalars()
+            )
+        rows = []
+        for key in keys:
+            if key in present:
+                continue
+            fact = by_key[key]
+            norm = fact.subject_norm
+            rows.append(
+                {
+                    "subject": fact.subject,
+                    "subject_norm": norm,
+                    "subject_key": subject_key(norm),
+                    "predicate": fact.predicate,
+                    "object": fact.object,
+                    "confidence": float(fact.confidence),
+                    "source_type": fact.source_type,
+                    "source_file": fact.source_file,
+                    "extractor": extractor or fact.extractor,
+                    "fact_key": key,
+                    "created_at": now,
+                }
+            )
+        if not rows:
+            return 0
+        # ON CONFLICT DO NOTHING: a concurrent writer may have stored the same fact meanwhile.
+        stmt = self._insert(t).on_conflict_do_nothing(index_elements=[t.c.fact_key])
+        for chunk in _chunks(rows):
+            conn.execute(stmt, list(chunk))
+        subjects = {r["subject_key"]: r["subject_norm"] for r in rows}
+        self._add_subjects(conn, subjects)
+        return len(rows)
+
+    def _add_subjects(self, conn: Connection, subjects: dict[str, str]) -> None:
+        s = schema.subjects
+        stmt = self._insert(s).on_conflict_do_nothing(index_elements=[s.c.subject_key])
+        rows = [{"subject_key": k, "subject_norm": v} for k, v in sorted(subjects.items())]
+        for chunk in _chunks(rows):
+            conn.execute(stmt, list(chunk))
+
+    def _delete_file_facts(
+        self, conn: Connection, paths: Sequence[str], extractor: str
+    ) -> set[str]:
+        """Delete one extractor's facts of these files; return the subject keys they had."""
+        t = schema.facts
+        touched: set[str] = set()
+        for chunk in _chunks(list(paths)):
+            where = sa.and_(t.c.extractor == extractor, t.c.source_file.in_(chunk))
+            touched.update(conn.execute(sa.select(t.c.subject_key).where(where)).scalars())
+            conn.execute(t.delete().where(where))
+        return touched
+
+    def _prune_subjects(self, conn: Connection, keys: Iterable[str]) -> None:
+        """Drop distinct-subject rows (and their trigram entries) no fact refers to anymore."""
+        s, t = schema.subjects, schema.facts
+        orphan = ~sa.exists().where(t.c.subject_key == s.c.subject_key)
+        for chunk in _chunks(sorted(keys)):
+            conn.execute(s.delete().where(s.c.subject_key.in_(chunk), orphan))
+
+    def facts_for_subjects(self, subject_norms: Iterable[str]) -> list[Fact]:
+        """All facts whose subject_norm is in the set (chunked IN lists on the subject key).
+
+        Sorted by subject_norm, then predicate, object, source_file, extractor.
+        """
+        wanted = set(subject_norms)
+        keys = sorted({subject_key(n) for n in wanted})
+        t = schema.facts
+        cols = (
+            t.c.subject,
+            t.c.subject_norm,
+            t.c.predicate,
+            t.c.object,
+            t.c.confidence,
+            t.c.source_type,
+            t.c.source_file,
+            t.c.extractor,
+        )
+        rows: list[Any] = []
+        with self._tx() as conn:
+            for chunk in _chunks(keys):
+                rows.extend(conn.execute(sa.select(*cols).where(t.c.subject_key.in_(chunk))))
+        # The hash selects; the stored norm decides (guards against a key collision).
+        rows = [r for r in rows if r.subject_norm in wanted]
+        rows.sort(key=lambda r: (r.subject_norm, r.predicate, r.object, r.source_file, r.extractor))
+        return [_fact_from_row(r) for r in rows]
+
+    def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
+        """subject_norms of the facts coming from these source files."""
+        t = schema.facts
+        files = sorted(set(paths))
+        found: set[str] = set()
+        with self._tx() as conn:
+            for chunk in _chunks(files):
+                stmt = sa.select(t.c.subject_norm).where(t.c.source_file.in_(chunk)).distinct()
+                found.update(conn.execute(stmt).scalars())
+        return found
+
+    def subject_norms(self) -> list[str]:
+        """Every distinct subject_norm, sorted by code point."""
+        with self._tx() as conn:
+            return sorted(conn.execute(sa.select(schema.subjects.c.subject_norm)).scalars())
+
+    def count_facts(self) -> int:
+        """Number of stored facts."""
+        with self._tx() as conn:
+            return int(
+                conn.execute(sa.select(sa.func.count()).select_from(schema.facts)).scalar_one()
+            )
+
+    def facts_by_predicate(self) -> dict[str, int]:
+        """predicate -> fact count, sorted by predicate."""
+        t = schema.facts
+        with self._tx() as conn:
+            rows = conn.execute(sa.select(t.c.predicate, sa.func.count()).group_by(t.c.predicate))
+            return dict(sorted((p, int(n)) for p, n in rows))
+
+    def fact_source_files(self) -> dict[str, int]:
+        """source_file -> fact count, sorted by path (freshness looks for orphan facts)."""
+        t = schema.facts
+        with self._tx() as conn:
+            stmt = sa.select(t.c.source_file, sa.func.count()).group_by(t.c.source_file)
+            return dict(sorted((f, int(n)) for f, n in conn.execute(stmt)))
+
+    # --- subject search -----------------------------------------------------------------
+
+    def _candidate_select(self, term_norm: str, tag: int) -> sa.Select[Any]:
+        """SQL substring pre-filter for one normalised term, tagged with ``tag``."""
+        if self._dialect == "sqlite" and len(term_norm) >= schema.TRIGRAM:
+            f = schema.subjects_fts
+            return sa.select(
+                sa.literal(tag, sa.Integer).label("tag"), f.c.subject_norm.label("subject_norm")
+            ).where(f.c.subject_norm.match(_fts_phrase(term_norm)))
+        s = schema.subjects
+        return sa.select(
+            sa.literal(tag, sa.Integer).label("tag"), s.c.subject_norm.label("subject_norm")
+        ).where(s.c.subject_norm.like(contains_pattern(term_norm), escape=LIKE_ESCAPE))
+
+    def search_subjects(self, term: str, limit: int | None = None) -> list[str]:
+        """subject_norms matching ``term`` at word boundaries, sorted; at most ``limit``.
+
+        Raises InputError when the term is empty once normalised.
+        """
+        return self.search_subjects_many([term], limit=limit)[term]
+
+    def search_subjects_many(
+        self, terms: Sequence[str], limit: int | None = None
+    ) -> dict[str, list[str]]:
+        """``search_subjects`` for many terms, one UNION ALL statement per 100 terms.
+
+        Keyed by the terms as given; each list is sorted and cut to ``limit``.
+        """
+        norms = {term: normalize_term(term) for term in terms}
+        distinct = sorted(set(norms.values()))
+        candidates: dict[str, set[str]] = defaultdict(set)
+        # A NUL can be stored by neither database's text type path we use, and PostgreSQL
+        # rejects it as a parameter: such a term matches nothing.
+        searchable = [n for n in distinct if "\x00" not in n]
+        if searchable:
+            with self._tx() as conn:
+                for chunk in _chunks(searchable, TERMS_PER_STATEMENT):
+                    selects = [self._candidate_select(n, i) for i, n in enumerate(chunk)]
+                    stmt = selects[0] if len(selects) == 1 else sa.union_all(*selects)
+                    for tag, norm in conn.execute(stmt):
+                        candidates[chunk[tag]].add(norm)
+        found = {n: sorted(s for s in candidates[n] if word_boundary_match(n, s)) for n in distinct}
+        return {term: found[n] if limit is None else found[n][:limit] for term, n in norms.items()}
+
+    def explain_search(self, term: str) -> str:
+        """The database's query plan for one term's pre-filter (to check index use)."""
+        stmt = self._candidate_select(normalize_term(term), 0)
+        compiled = stmt.compile(
+            dialect=self._engine.dialect, compile_kwargs={"literal_binds": True}
+        )
+        prefix = "EXPLAIN QUERY PLAN " if self._dialect == "sqlite" else "EXPLAIN "
+        with self._tx() as conn:
+            rows = conn.exec_driver_sql(prefix + str(compiled)).all()
+        return "\n".join(" ".join(str(v) for v in row) for row in rows)
+
+    def analyze(self) -> None:
+        """Refresh planner statistics (worth it after a large import)."""
+        with self._tx(write=True) as conn:
+            if self._dialect == "postgresql":
+                conn.exec_driver_sql("ANALYZE facts")
+                conn.exec_driver_sql("ANALYZE subjects")
+            else:
+                conn.exec_driver_sql("ANALYZE")
+
+    # --- calibrations -------------------------------------------------------------------
+
+    def save_calibration(self, cal: Calibration) -> None:
+        """Store one calibration measurement (history is kept)."""
+        with self._tx(write=True) as conn:
+            conn.execute(
+                schema.calibrations.insert().values(
+                    embedder=cal.embedder,
+                    dims=cal.dims,
+                    probe_set_version=cal.probe_set_version,
+                    noise_floor=cal.noise_floor,
+                    sigma=cal.sigma,
+                    mu=cal.mu,
+                    n_notes=cal.n_notes,
+                    n_pairs=cal.n_pairs,
+                    vault_notes_at_calibration=cal.vault_notes_at_calibration,
+                    measured_at=cal.measured_at,
+                )
+            )
+
+    def latest_calibration(
+        self, embedder: str | None = None, dims: int | None = None
+    ) -> Calibration | None:
+        """The most recent calibration, optionally for one embedder and/or dimension."""
+        c = schema.calibrations
+        stmt = sa.select(c)
+        if embedder is not None:
+            stmt = stmt.where(c.c.embedder == embedder)
+        if dims is not None:
+            stmt = stmt.where(c.c.dims == dims)
+        stmt = stmt.order_by(c.c.measured_at.desc(), c.c.id.desc()).limit(1)
+        with self._tx() as conn:
+            row = conn.execute(stmt).first()
+        if row is None:
+            return None
+        return Calibration(
+            embedder=row.embedder,
+            dims=int(row.dims),
+            probe_set_version=int(row.probe_set_version),
+            noise_floor=float(row.noise_floor),
+            sigma=float(row.sigma),
+            mu=float(row.mu),
+            n_notes=int(row.n_notes),
+            n_pairs=int(row.n_pairs),
+            vault_notes_at_calibration=int(row.vault_notes_at_calibration),
+            measured_at=float(row.measured_at),
+        )
+
+
+def _sqlite_engine(url: sa.URL, shown: str) -> Engine:
+    """A SQLite engine with real transactions (DDL included), WAL and a busy timeout."""
+    database = url.database
+    if database and database != ":memory:" and not database.startswith("file:"):
+        try:
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise KodbError(f"KO-DB at {shown}: cannot create its folder: {exc}") from exc
+    try:
+        engine = sa.create_engine(url, connect_args={"timeout": 30})
+    except sa.exc.SQLAlchemyError as exc:
+        raise KodbError(f"KO-DB at {shown}: {_short(exc)}") from exc
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Take transaction control from the sqlite3 module (it would not BEGIN before DDL)
+        # and emit BEGIN ourselves in _on_begin.
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        try:
+            if database and database != ":memory:":
+                cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # Writers lock at BEGIN so a read-then-write transaction never fails to upgrade.
+        write = conn.get_execution_options().get("kodb_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
