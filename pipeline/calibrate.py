@@ -233,3 +233,27 @@ def assess(top_cosine: float | None, basis: Basis) -> Relevance:
         hint,
         basis.warning,
     )
+
+
+class _Graph(Protocol):
+    def all_vectors(self) -> tuple[list, np.ndarray]: ...
+
+
+class _Kodb(Protocol):
+    def notes(self) -> dict: ...
+
+    def save_calibration(self, cal: Calibration) -> None: ...
+
+
+def calibrate_vault(
+    kodb: _Kodb, graph: _Graph, embedder: _Embedder, *, max_pairs: int
+) -> Calibration:
+    """Measure the vault's embedded notes (current model only) and store the result."""
+    states, matrix = graph.all_vectors()
+    keep = [
+        i for i, s in enumerate(states) if s.model == embedder.model_id and s.dims == embedder.dims
+    ]
+    vectors = matrix[keep] if len(keep) else np.zeros((0, embedder.dims), dtype=np.float32)
+    cal = measure(embedder, vectors, vault_notes=len(kodb.notes()), max_pairs=max_pairs)
+    kodb.save_calibration(cal)
+    return cal

@@ -10,7 +10,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.model import Answer, SubjectRank
+from pipeline.calibrate import Basis, is_trusted
+from pipeline.model import Answer, Calibration, SubjectRank
+from pipeline.noisefloor import is_tight_vault
 
 _FLOAT_DIGITS = 4
 
@@ -152,3 +154,29 @@ def to_rich(answer: Answer) -> RenderableType:
             notes.add_row(f"{h.title} ({h.path})", h.source_type, f"{h.cosine:.3f}")
         parts.append(notes)
     return Group(*parts)
+
+
+def calibration_to_dict(cal: Calibration | None, basis: Basis | None = None) -> dict[str, Any]:
+    """A stored calibration plus what an answer would use from it."""
+    data: dict[str, Any] = {"stored": None}
+    if cal is not None:
+        stored = asdict(cal)
+        for key in ("noise_floor", "sigma", "mu"):
+            stored[key] = _num(stored[key])
+        stored["trusted"] = is_trusted(cal)
+        data["stored"] = stored
+    if basis is not None:
+        data["used"] = basis.source
+        data["noise_floor"] = _num(basis.noise_floor)
+        data["sigma"] = _num(basis.sigma)
+        data["floor_cosine"] = _num(
+            None
+            if basis.noise_floor is None or basis.sigma is None
+            else min(
+                basis.noise_floor - basis.margin * basis.sigma,
+                basis.default_n if basis.default_n is not None else float("inf"),
+            )
+        )
+        data["tight_vault"] = is_tight_vault(basis.mu)
+        data["warning"] = basis.warning
+    return data

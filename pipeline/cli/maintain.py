@@ -1,0 +1,119 @@
+"""`vault-ko calibrate` and `vault-ko sync`: keep the graph and the noise floor current."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+
+import click
+from rich.table import Table
+
+from pipeline.cli._common import AppContext, emit_json, err, json_option, out, pass_app
+from pipeline.render import calibration_to_dict
+
+
+def _open(app: AppContext, vault: str | None = None):  # type: ignore[no-untyped-def]
+    from pipeline.query import Pipeline
+
+    return Pipeline(app.settings(vault))
+
+
+def _print_calibration(data: dict) -> None:
+    table = Table(title="calibration", show_header=False)
+    stored = data.get("stored") or {}
+    for key in ("embedder", "dims", "probe_set_version", "n_notes", "n_pairs"):
+        if key in stored:
+            table.add_row(key, str(stored[key]))
+    for key in ("noise_floor", "sigma", "mu"):
+        if key in stored:
+            table.add_row(f"measured {key}", f"{stored[key]:.4f}")
+    if "trusted" in stored:
+        table.add_row("trusted (≥30 notes, ≥100 pairs)", "yes" if stored["trusted"] else "no")
+    table.add_row("answers use", str(data.get("used")))
+    if data.get("floor_cosine") is not None:
+        table.add_row("no_match floor (cosine)", f"{data['floor_cosine']:.4f}")
+    table.add_row("tight vault", "yes" if data.get("tight_vault") else "no")
+    out.print(table)
+    if data.get("warning"):
+        err.print(f"warning: {data['warning']}")
+
+
+@click.command("calibrate")
+@json_option
+@pass_app
+def calibrate_cmd(app: AppContext, as_json: bool) -> None:
+    """Measure the vault's noise floor N, note spread σ and mean μ, and store them.
+
+    N comes from off-topic probe questions scored against every embedded note (the probe
+    set of the model's profile); μ and σ from note-to-note cosines (a seeded sample of
+    pairs on large vaults; the sample size is reported). Fewer than 30 notes or 100
+    pairs: the measurement is stored but answers keep using the embedder defaults.
+    """
+    from pipeline.calibrate import calibrate_vault, choose_basis
+
+    with _open(app) as p:
+        cal = calibrate_vault(
+            p.kodb, p.graph, p.embedder, max_pairs=p.settings.calibration_max_pairs
+        )
+        data = calibration_to_dict(cal, choose_basis(cal, p.embedder.model_id, p.embedder.dims))
+    if as_json:
+        emit_json(data)
+    else:
+        _print_calibration(data)
+
+
+@click.command("sync")
+@click.argument("vault", required=False, type=click.Path(file_okay=False))
+@click.option("--full", is_flag=True, help="Re-embed every note, not only changed ones.")
+@click.option("--calibrate", "force", is_flag=True, help="Recalibrate even when not outdated.")
+@json_option
+@pass_app
+def sync_cmd(app: AppContext, vault: str | None, full: bool, force: bool, as_json: bool) -> None:
+    """Ingest, embed changed notes, and recalibrate when needed: run it after editing notes.
+
+    Recalibrates when no calibration is stored, the model or probe set changed, the note
+    count drifted by more than calibration_max_drift (10%), or it is older than
+    calibration_max_age_days (90).
+    """
+    from pipeline.sync import sync_vault
+
+    t0 = time.perf_counter()
+    with _open(app, vault) as p:
+        report = sync_vault(
+            p.settings, p.kodb, p.graph, p.embedder, full=full, force_calibration=force
+        )
+        cal = calibration_to_dict(report.calibration)
+    data = {
+        "ingest": {
+            "notes": report.ingest.notes_total,
+            "by_type": report.ingest.by_type,
+            "facts": report.ingest.facts_total,
+            "skipped": [{"path": p, "reason": r} for p, r in report.ingest.skipped],
+        },
+        "embed": {k: v for k, v in asdict(report.embed).items() if k != "skipped"},
+        "calibrated": report.calibrated,
+        "calibration_reasons": list(report.calibration_reasons),
+        "calibration": cal["stored"],
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    if as_json:
+        emit_json(data)
+        return
+    e = report.embed
+    out.print(
+        f"ingested {report.ingest.notes_total} notes ({report.ingest.facts_total} facts); "
+        f"embedded {e.embedded}, deleted {e.deleted}, unchanged {e.unchanged}, "
+        f"links {e.links}"
+    )
+    if report.ingest.skipped:
+        for path, reason in report.ingest.skipped:
+            err.print(f"skipped {path}: {reason}")
+    if report.calibrated:
+        c = report.calibration
+        assert c is not None
+        out.print(
+            f"recalibrated ({'; '.join(report.calibration_reasons)}): N {c.noise_floor:.3f}, "
+            f"σ {c.sigma:.3f}, μ {c.mu:.3f} over {c.n_notes} notes / {c.n_pairs} pairs"
+        )
+    else:
+        out.print("calibration is current")

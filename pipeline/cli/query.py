@@ -1,0 +1,105 @@
+"""`vault-ko query` and the seed's `vault-ko-query`: one question, one answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from pipeline.cli._common import AppContext, emit_json, out, pass_app
+from pipeline.errors import EXIT_FAILURE
+from pipeline.query import PRESETS, Pipeline, QueryOptions
+from pipeline.render import answer_to_dict, to_markdown, to_rich
+
+
+def query_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The options shared by `vault-ko query` and `vault-ko-query`."""
+    options = [
+        click.argument("text", nargs=-1, required=True),
+        click.option("--top-k", type=click.IntRange(min=0), help="Subjects to return [20]."),
+        click.option(
+            "--hits", type=click.IntRange(min=1), help="Notes to fetch from the graph [20]."
+        ),
+        click.option(
+            "--facts-per-subject", type=click.IntRange(min=0), help="Facts shown per subject [3]."
+        ),
+        click.option(
+            "--semantic/--no-semantic",
+            default=True,
+            help="Graph search by meaning (default), or word search on KO-DB only.",
+        ),
+        click.option(
+            "--preset",
+            type=click.Choice(sorted(PRESETS)),
+            help="The seed's strategies: session 20×3, wiki-gap 30 per word, crystallize 5 "
+            "crystal-ready, routing top-3 notes, episodic top-3 session notes.",
+        ),
+        click.option(
+            "--format",
+            "fmt",
+            type=click.Choice(["text", "json", "md"]),
+            default="text",
+            help="Output format [text].",
+        ),
+        click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
+        click.option(
+            "--strict", is_flag=True, help="Exit 1 when the answer is degraded (fallback)."
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def run_query(app: AppContext, vault: str | None, text: tuple[str, ...], **kw: Any) -> int:
+    settings = app.settings(vault)
+    opts = QueryOptions.from_settings(
+        settings,
+        top_k=kw["top_k"],
+        hits=kw["hits"],
+        facts_per_subject=kw["facts_per_subject"],
+        semantic=kw["semantic"],
+        preset=kw["preset"],
+    )
+    with Pipeline(settings) as pipeline:
+        answer = pipeline.ask(" ".join(text), opts)
+    fmt = "json" if kw["as_json"] else kw["fmt"]
+    if fmt == "json":
+        emit_json(answer_to_dict(answer))
+    elif fmt == "md":
+        click.echo(to_markdown(answer), nl=False)
+    else:
+        out.print(to_rich(answer))
+    return EXIT_FAILURE if kw["strict"] and answer.mode == "fallback" else 0
+
+
+@click.command("query")
+@query_options
+@pass_app
+@click.pass_context
+def query_cmd(ctx: click.Context, app: AppContext, text: tuple[str, ...], **kw: Any) -> None:
+    """Ask the vault a question: subjects ranked by corroboration, with a relevance label.
+
+    The label (strong / moderate / weak / no_match) compares the best note's cosine with
+    the vault's calibrated noise floor; no_match returns no subjects. When the graph is
+    unreachable the answer comes from word search on KO-DB with mode "fallback" (exit 0,
+    or 1 with --strict).
+    """
+    ctx.exit(run_query(app, None, text, **kw))
+
+
+@click.command("vault-ko-query")
+@click.option(
+    "--vault", type=click.Path(file_okay=False), envvar="VAULT_KO_VAULT", help="The vault folder."
+)
+@query_options
+@click.pass_context
+def query_standalone(
+    ctx: click.Context, vault: str | None, text: tuple[str, ...], **kw: Any
+) -> None:
+    """The seed's tool name: `vault-ko-query --top-k N --semantic "question"`.
+
+    Same options and output as `vault-ko query`.
+    """
+    ctx.exit(run_query(AppContext(vault=vault), vault, text, **kw))

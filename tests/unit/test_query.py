@@ -1,0 +1,186 @@
+"""The orchestrator's stage order with fake stores: semantic, silence, fallback, presets."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.config import load_settings
+from pipeline.errors import GraphUnavailable
+from pipeline.kodb.match import reference_search
+from pipeline.model import Calibration, Fact
+from pipeline.query import Pipeline, QueryOptions
+from pipeline.rank import score_of
+
+MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class FakeHit:
+    path: str
+    title: str
+    source_type: str
+    cosine: float
+
+
+class FakeGraph:
+    def __init__(self, hits: list[FakeHit], down: bool = False) -> None:
+        self.hits = hits
+        self.down = down
+        self.searches = 0
+
+    def ping(self) -> None:
+        if self.down:
+            raise GraphUnavailable("connection refused")
+
+    def vector_search(self, vector: np.ndarray, k: int) -> list[FakeHit]:
+        self.searches += 1
+        return self.hits[:k]
+
+    def close(self) -> None:
+        pass
+
+
+class FakeEmbedder:
+    model_id = MODEL
+    dims = 4
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        return np.ones((len(texts), 4), dtype=np.float32) / 2
+
+
+class FakeKodb:
+    def __init__(self, facts: list[Fact], cal: Calibration | None) -> None:
+        self.facts = facts
+        self.cal = cal
+
+    def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
+        wanted = set(paths)
+        return {f.subject_norm for f in self.facts if f.source_file in wanted}
+
+    def search_subjects_many(self, terms: Sequence[str]) -> dict[str, list[str]]:
+        norms = {f.subject_norm for f in self.facts}
+        return {t: reference_search(t, norms) for t in terms}
+
+    def facts_for_subjects(self, subject_norms: Iterable[str]) -> list[Fact]:
+        wanted = set(subject_norms)
+        return [f for f in self.facts if f.subject_norm in wanted]
+
+    def latest_calibration(self, embedder: str | None = None, dims: int | None = None):
+        return self.cal
+
+    def close(self) -> None:
+        pass
+
+
+def F(subject: str, file: str, stype: str, pred: str = "mentioned_in", conf: float = 0.8) -> Fact:
+    return Fact(subject, pred, file, conf, stype, file)  # type: ignore[arg-type]
+
+
+FACTS = [
+    F("Redis", "wiki/redis.md", "wiki", "tagged", 0.9),
+    F("Redis", "adr/0007-use-redis.md", "adr", conf=0.95),
+    F("Redis", "sessions/s1.md", "session"),
+    F("Warm cache", "wiki/warm-cache.md", "wiki"),
+    F("Warm cache", "sessions/s1.md", "session"),
+    F("Warmstart", "sessions/s2.md", "session"),
+]
+CAL = Calibration(MODEL, 4, 2, 0.30, 0.10, 0.2, 60, 1770, 60, time.time())
+
+
+def make(tmp_path: Path, hits: list[FakeHit], *, down: bool = False, cal=CAL):
+    settings = load_settings(tmp_path, env={})
+    graph, emb, kodb = FakeGraph(hits, down), FakeEmbedder(), FakeKodb(FACTS, cal)
+    return Pipeline(settings, kodb=kodb, graph=graph, embedder=emb), graph, emb  # type: ignore[arg-type]
+
+
+HITS = [
+    FakeHit("adr/0007-use-redis.md", "Use Redis as the warm cache", "adr", 0.62),
+    FakeHit("wiki/redis.md", "Redis", "wiki", 0.55),
+    FakeHit("sessions/s2.md", "Warmstart scripts", "session", 0.20),
+]
+
+
+def test_semantic_answer_ranks_bridged_subjects_on_all_their_facts(tmp_path: Path) -> None:
+    p, _graph, emb = make(tmp_path, HITS)
+    a = p.ask("why did we pick redis for the warm cache")
+    assert a.mode == "semantic"
+    assert a.relevance.label == "strong"  # z = (0.62 - 0.30) / 0.10 = 3.2
+    names = [s.subject for s in a.subjects]
+    assert names[0] == "Redis"
+    redis = a.subjects[0]
+    assert redis.source_count == 3  # all its facts, not only the hit files
+    assert redis.best_cosine == pytest.approx(0.62)
+    assert redis.score == score_of(redis.source_count, redis.per_type, redis.total_facts)
+    assert "Warmstart" not in names  # its only note is below the floor (0.30)
+    assert emb.calls == 1
+
+
+def test_no_match_is_silence(tmp_path: Path) -> None:
+    p, _, _ = make(tmp_path, [FakeHit("wiki/redis.md", "Redis", "wiki", 0.25)])
+    a = p.ask("recipe for banana bread with walnuts")
+    assert a.relevance.label == "no_match"
+    assert a.subjects == ()
+    assert a.mode == "semantic"
+
+
+def test_fallback_when_graph_down_never_loads_the_model(tmp_path: Path) -> None:
+    p, graph, emb = make(tmp_path, HITS, down=True)
+    a = p.ask("what about the warm cache?")
+    assert a.mode == "fallback"
+    assert "graph unavailable" in (a.degraded_reason or "")
+    assert a.relevance.label == "unscored"
+    assert [s.subject for s in a.subjects] == ["Warm cache"]  # not Warmstart
+    assert emb.calls == 0 and graph.searches == 0
+    assert (tmp_path / ".vault-ko" / "fallback.log").read_text().count("\n") == 1
+
+
+def test_no_semantic_flag_answers_by_words(tmp_path: Path) -> None:
+    p, _graph, emb = make(tmp_path, HITS)
+    a = p.ask("warmstart", QueryOptions(semantic=False))
+    assert a.mode == "fallback"
+    assert [s.subject for s in a.subjects] == ["Warmstart"]
+    assert emb.calls == 0
+
+
+def test_uncalibrated_unknown_model_warns_and_never_silences(tmp_path: Path) -> None:
+    p, _, emb = make(tmp_path, [FakeHit("wiki/redis.md", "Redis", "wiki", 0.05)], cal=None)
+    emb.model_id = "someone/unknown-model"
+    a = p.ask("anything")
+    assert a.relevance.label == "unscored"
+    assert a.relevance.calibration == "none"
+    assert "no_match is disabled" in (a.relevance.warning or "")
+    assert a.subjects  # not silenced
+
+
+def test_untrusted_calibration_uses_embedder_defaults(tmp_path: Path) -> None:
+    small = Calibration(MODEL, 4, 2, 0.05, 0.10, 0.2, 12, 66, 12, time.time())
+    p, _, _ = make(tmp_path, [FakeHit("wiki/redis.md", "Redis", "wiki", 0.30)], cal=small)
+    a = p.ask("redis")
+    assert a.relevance.calibration == "embedder-default"
+    assert a.relevance.floor_cosine == pytest.approx(0.42)
+    assert a.relevance.label == "no_match"
+
+
+@pytest.mark.parametrize(
+    ("preset", "check"),
+    [
+        ("routing", lambda a: len(a.hits) == 3 and a.subjects == ()),
+        ("episodic", lambda a: [h.source_type for h in a.hits] == ["session"]),
+        ("crystallize", lambda a: all(s.crystal_ready for s in a.subjects)),
+        ("wiki-gap", lambda a: "Warmstart" in [s.subject for s in a.subjects]),
+    ],
+)
+def test_presets(tmp_path: Path, preset: str, check) -> None:
+    p, _, _ = make(tmp_path, HITS)
+    opts = QueryOptions.from_settings(p.settings, preset=preset)
+    assert check(p.ask("redis warm cache warmstart", opts))
