@@ -46,9 +46,11 @@ def cli(ctx: click.Context, vault: str | None, verbose: int) -> None:
 def _register() -> None:
     from pipeline.cli.config_cmd import config_group
     from pipeline.cli.embed import embed_command
+    from pipeline.cli.facts import facts_group
 
     cli.add_command(config_group)
     cli.add_command(embed_command)
+    cli.add_command(facts_group)
 
 
 _register()

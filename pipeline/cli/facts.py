@@ -1,0 +1,183 @@
+"""`vault-ko facts import | search`: load facts from your own extractor, look subjects up."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+import click
+from rich.table import Table
+
+from pipeline.cli._common import AppContext, emit_json, err, json_option, out, pass_app
+from pipeline.errors import FactRowsError
+from pipeline.model import Fact
+
+#: Subjects `facts search` lists when --limit is not given.
+DEFAULT_SEARCH_LIMIT = 20
+
+
+@click.group("facts")
+def facts_group() -> None:
+    """Facts in KO-DB: import them from a file, search them by subject."""
+
+
+@facts_group.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=str))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "csv"]),
+    help="The file's format; by default inferred from its extension (.jsonl, .ndjson, .csv).",
+)
+@click.option(
+    "--skip-invalid",
+    is_flag=True,
+    help="Import the valid rows and write the invalid ones to --rejects instead of stopping.",
+)
+@click.option(
+    "--rejects",
+    type=click.Path(dir_okay=False, path_type=str),
+    help="With --skip-invalid: where to write the invalid rows, as JSONL "
+    '{"line", "reason", "text"} (the row\'s original text).',
+)
+@json_option
+@pass_app
+def facts_import(
+    app: AppContext,
+    file: str,
+    fmt: str | None,
+    skip_invalid: bool,
+    rejects: str | None,
+    as_json: bool,
+) -> None:
+    """Import facts from FILE (JSONL, one object per line, or CSV with a header).
+
+    Each row needs subject, predicate, object (non-empty strings), confidence (a number
+    from 0 to 1), source_type (session, wiki or adr) and source_file; extractor is
+    optional (default "import"). Any invalid row is reported as FILE:LINE: reason and
+    nothing is written (exit 3), unless --skip-invalid is given. Importing the same
+    file again adds nothing: facts are identified by subject, predicate, object and file.
+    """
+    from pipeline.facts_import import read_fact_file, write_rejects
+    from pipeline.kodb import KoDB
+
+    if skip_invalid and not rejects:
+        raise click.UsageError("--skip-invalid needs --rejects FILE for the invalid rows")
+    if rejects and not skip_invalid:
+        raise click.UsageError("--rejects is only used with --skip-invalid")
+    try:
+        fact_file = read_fact_file(file, fmt)
+        if fact_file.rejected and not skip_invalid:
+            raise FactRowsError(fact_file.problems())
+    except FactRowsError as exc:
+        for problem in exc.problems:
+            err.print(str(problem), markup=False, highlight=False)
+        raise
+    if rejects:
+        write_rejects(rejects, fact_file)
+    settings = app.settings()
+    with KoDB.open(settings.effective_kodb_url) as db:
+        result = db.import_facts(fact_file.facts)
+        if result.inserted >= 1000:
+            db.analyze()  # large loads shift the planner's statistics
+    data = {
+        "file": fact_file.path,
+        "format": fact_file.format,
+        "rows": fact_file.rows,
+        "valid": len(fact_file.facts),
+        "inserted": result.inserted,
+        "existing": result.existing,
+        "rejected": len(fact_file.rejected),
+        "rejects_file": rejects,
+    }
+    if as_json:
+        emit_json(data)
+        return
+    out.print(
+        f"{fact_file.path}: {data['valid']} valid row(s): {result.inserted} inserted, "
+        f"{result.existing} already present",
+        markup=False,
+    )
+    if fact_file.rejected:
+        err.print(
+            f"{len(fact_file.rejected)} invalid row(s) skipped, written to {rejects}",
+            markup=False,
+        )
+
+
+@facts_group.command("search")
+@click.argument("term")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=DEFAULT_SEARCH_LIMIT,
+    show_default=True,
+    help="At most this many subjects.",
+)
+@json_option
+@pass_app
+def facts_search(app: AppContext, term: str, limit: int, as_json: bool) -> None:
+    """List subjects containing TERM as a whole word (case-insensitive), with their facts.
+
+    A debugging aid for KO-DB: "warm" finds "warm cache" but not "warmstart".
+    """
+    from pipeline.kodb import KoDB
+
+    settings = app.settings()
+    with KoDB.open(settings.effective_kodb_url) as db:
+        norms = db.search_subjects(term, limit=limit)
+        facts = db.facts_for_subjects(norms)
+    subjects = _group(norms, facts)
+    if as_json:
+        emit_json({"subjects": subjects})
+        return
+    if not subjects:
+        err.print(f"no subject contains the word {term!r}", markup=False)
+        return
+    table = Table(title=f"subjects matching {term!r}", show_lines=True)
+    for column in ("subject", "predicate", "object", "confidence", "source"):
+        table.add_column(column, overflow="fold")
+    for entry in subjects:
+        for i, fact in enumerate(entry["facts"]):
+            table.add_row(
+                entry["subject"] if i == 0 else "",
+                fact["predicate"],
+                fact["object"],
+                f"{fact['confidence']:.2f}",
+                f"{fact['source_type']}: {fact['source_file']}",
+            )
+    out.print(table)
+
+
+def _group(norms: list[str], facts: list[Fact]) -> list[dict[str, Any]]:
+    """One entry per subject, in search order; facts by confidence, then stable keys."""
+    by_norm: dict[str, list[Fact]] = defaultdict(list)
+    for fact in facts:
+        by_norm[fact.subject_norm].append(fact)
+    entries = []
+    for norm in norms:
+        group = sorted(
+            by_norm.get(norm, []),
+            key=lambda f: (-f.confidence, f.predicate, f.object, f.source_file),
+        )
+        # The spelling most facts use names the subject; ties go to the smallest string.
+        spellings = Counter(f.subject for f in group)
+        subject = min(spellings, key=lambda s: (-spellings[s], s)) if spellings else norm
+        entries.append(
+            {
+                "subject": subject,
+                "subject_norm": norm,
+                "facts": [
+                    {
+                        "predicate": f.predicate,
+                        "object": f.object,
+                        "confidence": f.confidence,
+                        "source_type": f.source_type,
+                        "source_file": f.source_file,
+                        "extractor": f.extractor,
+                    }
+                    for f in group
+                ],
+            }
+        )
+    return entries

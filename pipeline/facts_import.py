@@ -1,0 +1,352 @@
+"""Reading and validating a facts file (JSONL or CSV) from the user's own extractor.
+
+Every row is checked before anything is written (the KO-DB side is ``KoDB.import_facts``):
+- ``subject``, ``predicate``, ``object``, ``source_file``: present, non-empty strings
+  (surrounding whitespace is trimmed; a NUL character or invalid Unicode is refused, since
+  PostgreSQL cannot store either);
+- ``confidence``: a finite number in [0, 1] (JSON: a number, not a string or a boolean;
+  CSV: a plain decimal such as ``0.8`` or ``8e-1``; NaN and infinities are refused);
+- ``source_type``: one of ``session``, ``wiki``, ``adr``;
+- ``extractor`` (optional): a non-empty string; absent or empty means ``"import"``.
+
+Line numbers are physical lines of the file, counted from 1. A JSONL line that is blank is
+skipped; one that is not UTF-8, not JSON, or not an object is a bad row. A CSV file needs a
+header naming at least the required columns (in any order); a missing column is reported
+at the header's line and stops the import whatever the options, since no row can be valid.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import FactRowsError, InputError, RowProblem
+from pipeline.model import SOURCE_TYPES, Fact
+
+FORMATS = ("jsonl", "csv")
+REQUIRED_FIELDS = ("subject", "predicate", "object", "confidence", "source_type", "source_file")
+TEXT_FIELDS = ("subject", "predicate", "object", "source_file")
+DEFAULT_EXTRACTOR = "import"
+#: File extensions -> format, for when --format is not given.
+EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
+# A plain decimal number as a CSV cell may spell it; float() alone would also accept
+# "nan", "infinity" and "1_0", which a confidence must not be.
+_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_BOM = "\ufeff"
+
+
+@dataclass(frozen=True)
+class RejectedRow:
+    """A bad row: its line, its original text and why it was refused."""
+
+    line: int
+    text: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class FactFile:
+    """A read facts file: the valid facts and the rejected rows, each in file order."""
+
+    path: str
+    format: str
+    facts: tuple[Fact, ...]
+    rejected: tuple[RejectedRow, ...]
+
+    @property
+    def rows(self) -> int:
+        return len(self.facts) + len(self.rejected)
+
+    def problems(self) -> list[RowProblem]:
+        """The rejected rows as ``file:line: reason`` problems."""
+        return [RowProblem(self.path, r.line, r.reason) for r in self.rejected]
+
+
+class RowInvalid(ValueError):
+    """A row failed validation; the message lists every reason."""
+
+
+def infer_format(path: str | Path, fmt: str | None = None) -> str:
+    """The explicit format, else the one the file's extension implies."""
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise InputError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+        return fmt
+    suffix = Path(path).suffix.lower()
+    if suffix not in EXTENSIONS:
+        raise InputError(
+            f"cannot tell the format from the extension {suffix or '(none)'!r}; "
+            "pass --format jsonl or --format csv",
+            file=str(path),
+        )
+    return EXTENSIONS[suffix]
+
+
+def read_fact_file(path: str | Path, fmt: str | None = None) -> FactFile:
+    """Read and validate every row of a facts file; bad rows are collected, not raised.
+
+    Raises InputError when the file cannot be read or its format is unknown, and
+    FactRowsError when a CSV header lacks required columns (no row could be valid).
+    """
+    name = str(path)
+    kind = infer_format(path, fmt)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read the facts file: {exc.strerror or exc}", file=name) from exc
+    reader = _read_jsonl if kind == "jsonl" else _read_csv
+    facts: list[Fact] = []
+    rejected: list[RejectedRow] = []
+    for line, text, row in reader(name, data):
+        try:
+            if isinstance(row, RowInvalid):
+                raise row
+            facts.append(validate_row(row, from_csv=kind == "csv"))
+        except RowInvalid as exc:
+            rejected.append(RejectedRow(line, text, str(exc)))
+    return FactFile(path=name, format=kind, facts=tuple(facts), rejected=tuple(rejected))
+
+
+def validate_row(row: Mapping[str, Any], *, from_csv: bool = False) -> Fact:
+    """A Fact from one row, or RowInvalid listing every problem of the row."""
+    reasons: list[str] = []
+    values: dict[str, str] = {}
+    for name in TEXT_FIELDS:
+        text = _text_field(row, name, reasons, required=True)
+        if text is not None:
+            values[name] = text
+    confidence = _confidence(row, reasons, from_csv)
+    source_type = _source_type(row, reasons)
+    extractor = _text_field(row, "extractor", reasons, required=False) or DEFAULT_EXTRACTOR
+    if reasons:
+        raise RowInvalid("; ".join(reasons))
+    assert confidence is not None and source_type is not None
+    return Fact(
+        subject=values["subject"],
+        predicate=values["predicate"],
+        object=values["object"],
+        confidence=confidence,
+        source_type=source_type,  # type: ignore[arg-type]  # checked against SOURCE_TYPES
+        source_file=values["source_file"],
+        extractor=extractor,
+    )
+
+
+def _text_field(
+    row: Mapping[str, Any], name: str, reasons: list[str], *, required: bool
+) -> str | None:
+    value = row.get(name)
+    if value is None or (not required and value == ""):
+        if required:
+            reasons.append(f"missing field {name!r}")
+        return None
+    if not isinstance(value, str):
+        reasons.append(f"field {name!r} must be a string, got {_kind(value)}")
+        return None
+    text = value.strip()
+    if not text:
+        reasons.append(f"field {name!r} is empty")
+        return None
+    if "\x00" in text:
+        reasons.append(f"field {name!r} contains a NUL character")
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        reasons.append(f"field {name!r} is not valid Unicode (lone surrogate)")
+        return None
+    return text
+
+
+def _confidence(row: Mapping[str, Any], reasons: list[str], from_csv: bool) -> float | None:
+    value = row.get("confidence")
+    if value is None or (from_csv and isinstance(value, str) and not value.strip()):
+        reasons.append("missing field 'confidence'")
+        return None
+    if from_csv and isinstance(value, str):
+        if not _DECIMAL.fullmatch(value.strip()):
+            reasons.append(f"confidence must be a number in [0, 1], got {value!r}")
+            return None
+        number = float(value.strip())
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        reasons.append(f"confidence must be a number in [0, 1], got {_kind(value)}")
+        return None
+    else:
+        number = float(value)
+    if not math.isfinite(number):
+        reasons.append(f"confidence must be a finite number, got {number}")
+        return None
+    if not 0.0 <= number <= 1.0:
+        reasons.append(f"confidence must be in [0, 1], got {number:g}")
+        return None
+    return number
+
+
+def _source_type(row: Mapping[str, Any], reasons: list[str]) -> str | None:
+    value = row.get("source_type")
+    if value is None:
+        reasons.append("missing field 'source_type'")
+        return None
+    if not isinstance(value, str) or value.strip() not in SOURCE_TYPES:
+        shown = repr(value) if isinstance(value, str) else _kind(value)
+        reasons.append(f"source_type must be one of {', '.join(SOURCE_TYPES)}, got {shown}")
+        return None
+    return value.strip()
+
+
+def _kind(value: Any) -> str:
+    """How a JSON value reads in a message: its JSON type and, for scalars, the value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f"string {value!r}"
+    if isinstance(value, int | float):
+        return f"number {value}"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+# --- readers: yield (line, original text, row or RowInvalid) ----------------------------
+
+Row = Mapping[str, Any] | RowInvalid
+
+
+def _read_jsonl(name: str, data: bytes) -> Iterator[tuple[int, str, Row]]:
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        raw = raw.removesuffix(b"\r")
+        if number == 1:
+            raw = raw.removeprefix(_BOM.encode("utf-8"))
+        shown = raw.decode("utf-8", "backslashreplace")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield number, shown, RowInvalid(_utf8_reason(raw, exc.start))
+            continue
+        if not text.strip():
+            continue
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError as exc:
+            yield number, shown, RowInvalid(f"invalid JSON: {exc.msg} (column {exc.colno})")
+            continue
+        if not isinstance(row, dict):
+            yield number, shown, RowInvalid(f"expected a JSON object, got {_kind(row)}")
+            continue
+        yield number, shown, row
+
+
+def _utf8_reason(raw: bytes, start: int) -> str:
+    return f"not valid UTF-8 (byte 0x{raw[start]:02x} at byte {start + 1} of the line)"
+
+
+class _LineRecorder:
+    """Feeds csv.reader physical lines while keeping those of the record being parsed."""
+
+    def __init__(self, text: str) -> None:
+        self._lines = iter(io.StringIO(text, newline=""))
+        self.consumed = 0
+        self.pending: list[str] = []
+
+    def __iter__(self) -> _LineRecorder:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._lines)
+        self.consumed += 1
+        self.pending.append(line)
+        return line
+
+    def take(self) -> str:
+        text, self.pending = "".join(self.pending), []
+        return text
+
+
+def _read_csv(name: str, data: bytes) -> Iterator[tuple[int, str, Row]]:
+    # surrogateescape keeps undecodable bytes visible per record instead of failing the
+    # whole file; a record holding one is rejected below with its line.
+    text = data.decode("utf-8", "surrogateescape").removeprefix(_BOM)
+    lines = _LineRecorder(text)
+    reader = csv.reader(lines)
+    header: list[str] | None = None
+    header_line = 0
+    while True:
+        start = lines.consumed + 1
+        try:
+            record = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            # The csv module cannot resume after a syntax error: stop with this line.
+            raise FactRowsError([RowProblem(name, start, f"invalid CSV: {exc}")]) from exc
+        original = _shown(lines.take().rstrip("\r\n"))
+        if not record:  # a blank line
+            continue
+        bad = next((cell for cell in record if _has_bad_bytes(cell)), None)
+        if bad is not None:
+            reason = _bad_cell_reason(bad)
+            if header is None:
+                raise FactRowsError([RowProblem(name, start, f"CSV header is {reason}")])
+            yield start, original, RowInvalid(reason)
+            continue
+        if header is None:
+            header = [cell.strip() for cell in record]
+            header_line = start
+            missing = [f for f in REQUIRED_FIELDS if f not in header]
+            if missing:
+                reason = f"CSV header lacks required column(s): {', '.join(missing)}"
+                raise FactRowsError([RowProblem(name, header_line, reason)])
+            continue
+        if len(record) != len(header):
+            yield (
+                start,
+                original,
+                RowInvalid(f"has {len(record)} field(s), the header has {len(header)}"),
+            )
+            continue
+        yield start, original, dict(zip(header, record, strict=True))
+
+
+def _bad_cell_reason(cell: str) -> str:
+    raw = cell.encode("utf-8", "surrogateescape")
+    index = next(i for i, ch in enumerate(cell) if "\udc80" <= ch <= "\udcff")
+    offset = len(cell[:index].encode("utf-8"))
+    return f"not valid UTF-8 (byte 0x{raw[offset]:02x} at byte {offset + 1} of the field)"
+
+
+def _has_bad_bytes(text: str) -> bool:
+    return any("\udc80" <= ch <= "\udcff" for ch in text)
+
+
+def _shown(text: str) -> str:
+    """Original text for the rejects file, undecodable bytes as ``\\xNN``."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+# --- rejects ----------------------------------------------------------------------------
+
+
+def write_rejects(path: str | Path, fact_file: FactFile) -> None:
+    """Write the rejected rows as JSONL: ``{"line", "reason", "text"}`` per row, file order.
+
+    ``text`` is the row's original text (undecodable bytes as ``\\xNN``). The file is
+    written even when empty, so an old rejects file never outlives a clean run.
+    """
+    try:
+        with open(path, "w", encoding="utf-8", newline="\n") as fh:
+            for row in fact_file.rejected:
+                record = {"line": row.line, "reason": row.reason, "text": row.text}
+                fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise InputError(
+            f"cannot write the rejects file: {exc.strerror or exc}", file=str(path)
+        ) from exc
