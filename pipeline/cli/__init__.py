@@ -47,8 +47,15 @@ def _register() -> None:
     from pipeline.cli.config_cmd import config_group
     from pipeline.cli.embed import embed_command
     from pipeline.cli.facts import facts_group
+    from pipeline.cli.ingest import ingest_command
+    from pipeline.cli.maintain import calibrate_cmd, sync_cmd
+    from pipeline.cli.query import query_cmd
 
     cli.add_command(config_group)
+    cli.add_command(ingest_command)
+    cli.add_command(query_cmd)
+    cli.add_command(calibrate_cmd)
+    cli.add_command(sync_cmd)
     cli.add_command(embed_command)
     cli.add_command(facts_group)
 
@@ -77,3 +84,10 @@ def _run(command: click.Command, args: list[str] | None = None) -> None:
 def main() -> None:
     """Entry point of `vault-ko`."""
     _run(cli)
+
+
+def query_main() -> None:
+    """Entry point of `vault-ko-query` (the seed's name for `vault-ko query`)."""
+    from pipeline.cli.query import query_standalone
+
+    _run(query_standalone)

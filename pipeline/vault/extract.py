@@ -1,0 +1,276 @@
+"""Deterministic facts from one parsed note (extractor name ``"ingest"``).
+
+Facts are about the subjects a note talks about. The note's own subject is its frontmatter
+``subject:``, else its title; its properties are facts about that subject. Every note it
+links to is a subject too: the link is evidence about the target from this file and this
+source type, so a subject discussed across the vault gathers facts from many files and
+types — which is what corroboration ranking measures.
+
+Rules and confidences (the confidence says how directly the note states the fact):
+
+    rule                                   subject        predicate             conf
+    -------------------------------------  -------------  --------------------  ----
+    frontmatter property ``key: value``    note subject   key (``a.b`` nested)  0.95
+    frontmatter ``aliases``                note subject   ``alias``             0.95
+    ADR status (frontmatter / section)     note subject   ``adr_status``        0.95
+    Dataview inline field ``key:: value``  note subject   key                   0.90
+    tag ``#a/b`` (body or frontmatter)     note subject   ``tagged``            0.90
+    ADR decision (frontmatter / section)   note subject   ``decision``          0.90
+    ADR "Superseded by [[X]]"              note subject   ``superseded_by``     0.90
+    ADR ``Date:`` line (Nygard preamble)   note subject   ``date``              0.90
+    link in an ADR's decision              link target    ``decided_in``        0.85
+    wikilink / embed ``[[X]]``             note subject   ``links_to``          0.80
+    wikilink / embed ``[[X]]``             link target X  ``mentioned_in``      0.70
+    wikilink / embed ``[[X]]``             link target X  ``context``           0.60
+
+Details: frontmatter ``title``, ``subject``, ``aliases``, ``tags`` and ``cssclasses`` are
+not properties; lists give one fact per item; nested mappings are flattened to ``a.b``;
+a lone ``"[[X]]"`` value becomes ``X`` (other links in text become their display text);
+dates, numbers and booleans are written as ISO dates, plain numbers and ``true``/``false``.
+``mentioned_in`` has the note's title as object; ``context`` is the plain sentence or list
+item of the first mention (≤ 240 characters). Each distinct target counts once per note;
+links to the note itself are ignored. ADR rules apply to notes of source type ``adr``:
+the status is the first known word of frontmatter ``status`` or of the first line of the
+``## Status`` section, normalised to proposed / accepted / rejected / deprecated /
+superseded (``approved`` counts as accepted, ``draft`` and ``in review`` as proposed;
+an unknown word gives no ``adr_status``); the decision is frontmatter ``decision`` or the
+first paragraph of the ``## Decision`` section, as plain text cut to 300 characters.
+
+There is no generic ``has_value`` predicate: each fact keeps a meaningful predicate. Empty
+subjects, predicates and objects are dropped; a fact produced twice keeps its highest
+confidence; the order is deterministic (properties, aliases, ADR facts, inline fields, tags,
+then links in order of first mention).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pipeline.model import Fact, fact_key
+from pipeline.vault.parse import (
+    Block,
+    ParsedNote,
+    clip_text,
+    stringify,
+    unwrap_value,
+    wikilink_subjects,
+)
+
+EXTRACTOR = "ingest"
+
+CONF_PROPERTY = 0.95
+CONF_ALIAS = 0.95
+CONF_ADR_STATUS = 0.95
+CONF_INLINE_FIELD = 0.9
+CONF_TAG = 0.9
+CONF_ADR_DECISION = 0.9
+CONF_SUPERSEDED_BY = 0.9
+CONF_ADR_DATE = 0.9
+CONF_DECIDED_IN = 0.85
+CONF_LINKS_TO = 0.8
+CONF_MENTIONED_IN = 0.7
+CONF_CONTEXT = 0.6
+
+DECISION_MAX_CHARS = 300
+
+#: Frontmatter keys that describe the note itself rather than stating properties.
+NON_PROPERTY_KEYS = frozenset(
+    {"title", "subject", "aliases", "alias", "tags", "tag", "cssclasses", "cssclass"}
+)
+
+#: A YAML document can expand to a huge tree (anchors/aliases); stop flattening there.
+MAX_PROPERTY_FACTS = 2000
+MAX_PROPERTY_DEPTH = 8
+
+#: Status words → the normalised ADR status (first known word of the status line wins).
+ADR_STATUS_WORDS: Mapping[str, str] = {
+    "proposed": "proposed",
+    "proposal": "proposed",
+    "draft": "proposed",
+    "review": "proposed",  # "In Review", "Under Review"
+    "pending": "proposed",
+    "accepted": "accepted",
+    "approved": "accepted",
+    "adopted": "accepted",
+    "rejected": "rejected",
+    "declined": "rejected",
+    "deprecated": "deprecated",
+    "superseded": "superseded",
+    "superceded": "superseded",  # a common misspelling in real ADRs
+}
+
+#: Section headings that hold an ADR's status and decision (Nygard, MADR and common variants).
+STATUS_SECTIONS = frozenset({"status", "state"})
+DECISION_SECTIONS = frozenset({"decision", "decisions", "decision outcome", "the decision"})
+
+_HEADING_NOISE = re.compile(r"^[\W\d_]+")
+_WORD = re.compile(r"[^\W\d_]+")
+_SUPERSEDED_BY = re.compile(r"\bsuperseded\s+by\b[\s:]*", re.IGNORECASE)
+_DATE_LINE = re.compile(r"\s*date\s*:\s*(?P<value>\S.{0,40}?)\s*\Z", re.IGNORECASE)
+
+
+def extract_facts(note: ParsedNote) -> tuple[Fact, ...]:
+    """All facts of one note, deduplicated, in a deterministic order."""
+    subject = note.subject
+    raw: list[tuple[str, str, str, float]] = []
+    raw.extend((subject, k, v, CONF_PROPERTY) for k, v in frontmatter_properties(note.frontmatter))
+    raw.extend((subject, "alias", a, CONF_ALIAS) for a in note.aliases)
+    if note.source_type == "adr":
+        raw.extend(_adr_facts(note))
+    raw.extend((subject, f.key, f.value, CONF_INLINE_FIELD) for f in note.inline_fields)
+    raw.extend((subject, "tagged", t, CONF_TAG) for t in note.tags)
+    raw.extend(_link_facts(note))
+    return _finalise(raw, note)
+
+
+def frontmatter_properties(frontmatter: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(predicate, object) pairs of the frontmatter properties, flattened per the rules."""
+    pairs: list[tuple[str, str]] = []
+
+    def visit(key: str, value: Any, depth: int) -> None:
+        if len(pairs) >= MAX_PROPERTY_FACTS or depth > MAX_PROPERTY_DEPTH or value is None:
+            return
+        if isinstance(value, dict):
+            for sub, item in value.items():
+                visit(f"{key}.{stringify(sub)}", item, depth + 1)
+        elif isinstance(value, list | tuple | set):
+            for item in value:
+                visit(key, item, depth + 1)
+        else:
+            text = unwrap_value(stringify(value)) if isinstance(value, str) else stringify(value)
+            if text:
+                pairs.append((key, text))
+
+    for key, value in frontmatter.items():
+        if key.strip().casefold() in NON_PROPERTY_KEYS:
+            continue
+        visit(key.strip(), value, 0)
+    return pairs
+
+
+def normalise_adr_status(text: str) -> str | None:
+    """The ADR status named by the first known status word of ``text``, else None."""
+    for word in _WORD.findall(text.casefold()):
+        status = ADR_STATUS_WORDS.get(word)
+        if status:
+            return status
+    return None
+
+
+def section_key(heading: str) -> str:
+    """A heading as a section name: case-folded, numbering and trailing colons dropped."""
+    return _HEADING_NOISE.sub("", heading.casefold()).strip(" :.")
+
+
+def _section_blocks(note: ParsedNote, names: frozenset[str]) -> list[Block]:
+    """Non-empty, non-heading blocks directly under a heading named one of ``names``."""
+    return [
+        block
+        for block in note.blocks
+        if block.kind != "heading"
+        and block.section
+        and section_key(block.section) in names
+        and block.text.strip()
+    ]
+
+
+def _adr_facts(note: ParsedNote) -> Iterator[tuple[str, str, str, float]]:
+    subject = note.subject
+    fm = note.frontmatter
+
+    status_src = fm.get("status")
+    status_blocks = _section_blocks(note, STATUS_SECTIONS)
+    status = None
+    if isinstance(status_src, str | list):
+        items = status_src if isinstance(status_src, list) else [status_src]
+        status = next((s for s in (normalise_adr_status(str(i)) for i in items) if s), None)
+    if status is None and status_blocks:
+        status = normalise_adr_status(status_blocks[0].text)
+    if status:
+        yield subject, "adr_status", status, CONF_ADR_STATUS
+
+    decision_src = fm.get("decision")
+    if isinstance(decision_src, str) and decision_src.strip():
+        yield (
+            subject,
+            "decision",
+            clip_text(unwrap_value(decision_src), DECISION_MAX_CHARS),
+            (CONF_ADR_DECISION),
+        )
+        decided = wikilink_subjects(decision_src)
+    else:
+        decision_blocks = _section_blocks(note, DECISION_SECTIONS)
+        decided = []
+        if decision_blocks:
+            first = decision_blocks[0]
+            yield subject, "decision", clip_text(first.text, DECISION_MAX_CHARS), CONF_ADR_DECISION
+            decided = [span.subject for span in first.spans]
+
+    yield from _superseded_by(note, status_blocks)
+
+    if "date" not in {k.casefold() for k in fm}:
+        for block in note.blocks:
+            if block.section_level > 1:
+                break  # the Nygard "Date:" line sits above the first section
+            m = _DATE_LINE.match(block.text) if block.kind == "paragraph" else None
+            if m:
+                yield subject, "date", m["value"], CONF_ADR_DATE
+                break
+
+    for target in decided:
+        yield target, "decided_in", note.title, CONF_DECIDED_IN
+
+
+def _superseded_by(
+    note: ParsedNote, status_blocks: list[Block]
+) -> Iterator[tuple[str, str, str, float]]:
+    """'Superseded by [[X]]' anywhere; in the Status section also 'Superseded by <text>'."""
+    first_status = status_blocks[0] if status_blocks else None
+    for block in note.blocks:
+        for m in _SUPERSEDED_BY.finditer(block.text):
+            target = next((s.subject for s in block.spans if s.start >= m.end()), None)
+            if target is None and block is first_status:
+                # A markdown link or plain title: "Superseded by [20. User models](0020-….md)".
+                target = block.text[m.end() :].strip().rstrip(".;,")
+            if target:
+                yield note.subject, "superseded_by", target, CONF_SUPERSEDED_BY
+                return
+
+
+def _link_facts(note: ParsedNote) -> Iterator[tuple[str, str, str, float]]:
+    own = {note.subject.casefold(), note.title.casefold()}
+    for link in note.links:
+        target = link.subject
+        if not target or target.casefold() in own:
+            continue  # a note linking to itself says nothing new about itself
+        yield note.subject, "links_to", target, CONF_LINKS_TO
+        yield target, "mentioned_in", note.title, CONF_MENTIONED_IN
+        if link.context:
+            yield target, "context", link.context, CONF_CONTEXT
+
+
+def _finalise(raw: list[tuple[str, str, str, float]], note: ParsedNote) -> tuple[Fact, ...]:
+    """Strip, drop empties, keep each (subject, predicate, object) once at its best confidence."""
+    # Keyed like KO-DB's unique fact_key, so two spellings that collide there collide here.
+    best: dict[str, tuple[tuple[str, str, str], float]] = {}
+    for subject, predicate, obj, conf in raw:
+        triple = (subject.strip(), predicate.strip(), obj.strip())
+        if not all(triple):
+            continue
+        key = fact_key(*triple, note.path)
+        if key not in best or conf > best[key][1]:
+            best[key] = (best[key][0] if key in best else triple, conf)
+    return tuple(
+        Fact(
+            subject=s,
+            predicate=p,
+            object=o,
+            confidence=conf,
+            source_type=note.source_type,
+            source_file=note.path,
+            extractor=EXTRACTOR,
+        )
+        for (s, p, o), conf in best.values()
+    )

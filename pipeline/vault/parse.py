@@ -1,0 +1,701 @@
+"""Read one markdown note: frontmatter, title, aliases, tags, wikilinks, inline fields, blocks.
+
+The body is tokenised by markdown-it-py (CommonMark), so anything inside fenced or indented
+code blocks, inline code spans, HTML blocks, escapes (``\\[\\[``) and entities is never read as
+a link, tag or field. Inside ordinary text the Obsidian syntax is recognised:
+
+- wikilinks ``[[Target]]``, ``[[Target|alias]]``, ``[[Target#Heading]]``,
+  ``[[Target#^block]]`` and embeds ``![[Target]]``; links to attachments (``.png``,
+  ``.pdf`` …) are not note links,
+- tags ``#tag`` and ``#a/b/c`` after a space or an opening bracket (never ``#123``,
+  never a URL fragment such as ``page#part``, never the ``#`` of a heading),
+- Dataview inline fields: ``key:: value`` on a line of its own (also as a list item),
+  ``[key:: value]`` and ``(key:: value)`` inside a line,
+- Obsidian callouts ``> [!note] Title`` are blockquotes; their text counts like any other.
+
+Every block keeps a plain-text rendering (markdown stripped, links shown by their alias or
+name) that the extractor quotes as context and as ADR decisions.
+
+Bad input raises ``InputError`` naming the file (and line when known): invalid YAML, a
+frontmatter that is not a mapping, bytes that are not UTF-8, binary content (NUL bytes), or
+a file bigger than the configured limit (checked from the file size before reading).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from pipeline.errors import InputError
+from pipeline.model import Note, SourceType
+
+#: Link targets with these extensions are attachments, not notes (Obsidian's file types).
+ATTACHMENT_EXTENSIONS = frozenset(
+    {
+        "png", "jpg", "jpeg", "gif", "bmp", "svg", "webp", "avif", "ico", "tif", "tiff",
+        "mp3", "wav", "m4a", "ogg", "flac", "3gp", "webm", "mp4", "ogv", "mov", "mkv",
+        "pdf", "canvas", "base", "zip", "csv", "json", "txt", "docx", "xlsx", "pptx",
+    }
+)  # fmt: skip
+
+# Opaque stand-in for text that must not be scanned for syntax (code spans, escapes,
+# entities, image alt text); the plain rendering puts the original text back.
+_OPAQUE = "\ufffc"
+
+_WIKILINK = re.compile(r"(?P<embed>!?)\[\[(?P<inner>[^\[\]\n]+?)\]\]")
+_WHOLE_WIKILINK = re.compile(r"\s*!?\[\[(?P<inner>[^\[\]\n]+?)\]\]\s*\Z")
+# Obsidian: a tag starts after whitespace or an opening bracket; letters (any script),
+# digits, "_", "-" and "/" for nesting.
+_TAG = re.compile(r"(?:(?<=^)|(?<=[\s(\[{,;]))#(?P<tag>[\w\-/]+)")
+_TAG_HAS_NON_DIGIT = re.compile(r"[^\d/\-]")
+_FIELD_KEY = r"[^\W\d][\w\- ]{0,60}?"
+_LINE_FIELD = re.compile(rf"\s*(?P<key>{_FIELD_KEY})\s*::\s*(?P<value>.*?)\s*\Z")
+_VALUE_ATOM = r"(?:\[\[[^\[\]\n]*\]\]|[^\[\]\(\)\n])"
+_BRACKET_FIELD = re.compile(
+    rf"\[(?P<key>{_FIELD_KEY})\s*::\s*(?P<value>{_VALUE_ATOM}*?)\s*\]"
+    rf"|\((?P<pkey>{_FIELD_KEY})\s*::\s*(?P<pvalue>{_VALUE_ATOM}*?)\s*\)"
+)
+_CALLOUT_MARK = re.compile(r"\s*\[![\w\-]+\][+\-]?\s*")
+_SENTENCE_END = re.compile(r"[.!?…]+[\"'”’)\]]*\s+(?=\S)")
+_WHITESPACE = re.compile(r"\s+")
+_FM_CLOSE = ("---", "...")
+
+#: Longest context sentence and ADR decision kept (characters), per the extraction rules.
+CONTEXT_MAX_CHARS = 240
+
+
+@dataclass(frozen=True)
+class Link:
+    """One distinct wikilink/embed target of a note (first occurrence)."""
+
+    target: str  # as written, without alias, #heading, ^block and ".md"; may hold a folder
+    subject: str  # the name facts use: the last path segment of target
+    embed: bool
+    context: str | None  # plain sentence or list item of the first mention (None: frontmatter)
+    line: int | None  # 1-based line in the file of the first mention
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where a link's display text sits inside a block's plain text."""
+
+    subject: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Block:
+    """A paragraph, list item paragraph, quote paragraph or heading, as plain text."""
+
+    kind: str  # "heading" | "paragraph" | "item" | "quote"
+    level: int  # heading level (1-6); 0 for other blocks
+    text: str  # plain text, lines joined by single spaces
+    line: int  # 1-based first line in the file
+    section: str | None  # text of the nearest heading above (None before any heading)
+    section_level: int  # level of that heading; 0 when there is none
+    spans: tuple[Span, ...] = ()
+
+
+@dataclass(frozen=True)
+class InlineField:
+    key: str
+    value: str
+    line: int
+
+
+@dataclass(frozen=True)
+class ParsedNote:
+    """Everything ingestion needs from one note. Read-only (the mapping is a proxy)."""
+
+    path: str
+    source_type: SourceType
+    title: str
+    subject: str
+    aliases: tuple[str, ...]
+    tags: tuple[str, ...]
+    links: tuple[Link, ...]
+    inline_fields: tuple[InlineField, ...]
+    blocks: tuple[Block, ...]
+    frontmatter: Mapping[str, Any]
+    body: str
+    content_hash: str
+    mtime: float
+    bytes: int
+    frontmatter_lines: int = 0  # lines taken by the frontmatter, fences included
+
+    @property
+    def embed_text(self) -> str:
+        """What the graph embeds: the title, a blank line, the body without frontmatter."""
+        return f"{self.title}\n\n{self.body}"
+
+    @property
+    def link_targets(self) -> tuple[str, ...]:
+        """Distinct link targets in order of first mention (for graph LINKS_TO edges)."""
+        return tuple(link.target for link in self.links)
+
+    @property
+    def note(self) -> Note:
+        """The registry row of this note."""
+        return Note(
+            path=self.path,
+            title=self.title,
+            source_type=self.source_type,
+            content_hash=self.content_hash,
+            mtime=self.mtime,
+            bytes=self.bytes,
+        )
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_note(vault: Path, rel_path: str, source_type: SourceType, max_bytes: int) -> ParsedNote:
+    """Read and parse ``vault/rel_path``; bad input raises InputError naming the file."""
+    raw, mtime = read_note_bytes(vault, rel_path, max_bytes)
+    return parse_note(raw, rel_path, source_type, mtime=mtime)
+
+
+def read_note_bytes(vault: Path, rel_path: str, max_bytes: int) -> tuple[bytes, float]:
+    """(raw bytes, mtime) of a note; refuses a file over ``max_bytes`` before reading it."""
+    full = vault / rel_path
+    try:
+        st = full.stat()
+    except OSError as exc:
+        raise InputError(f"cannot read note: {exc.strerror or exc}", file=rel_path) from exc
+    # Size first, from the file system: a huge file is refused without reading it.
+    if st.st_size > max_bytes:
+        raise InputError(
+            f"note is {st.st_size} bytes, more than the limit of {max_bytes} "
+            "(setting vault_max_note_bytes)",
+            file=rel_path,
+        )
+    try:
+        raw = full.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read note: {exc.strerror or exc}", file=rel_path) from exc
+    if len(raw) > max_bytes:  # it grew between stat and read
+        raise InputError(f"note is larger than the limit of {max_bytes} bytes", file=rel_path)
+    return raw, st.st_mtime
+
+
+def content_hash(raw: bytes) -> str:
+    """The registry's content hash of a note: sha256 of its raw bytes, hex."""
+    return hashlib.sha256(raw).hexdigest()
+
+
+def decode_note(raw: bytes, rel_path: str) -> str:
+    """UTF-8 text of a note (BOM dropped, newlines normalised) or InputError with location."""
+    nul = raw.find(b"\x00")
+    if nul != -1:
+        raise InputError(
+            f"binary content (NUL byte at byte offset {nul}); not a markdown note",
+            file=rel_path,
+            line=raw.count(b"\n", 0, nul) + 1,
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at byte offset {exc.start})",
+            file=rel_path,
+            line=raw.count(b"\n", 0, exc.start) + 1,
+        ) from exc
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def parse_note(
+    raw: bytes, rel_path: str, source_type: SourceType, *, mtime: float = 0.0
+) -> ParsedNote:
+    """Parse the raw bytes of a note (see the module docstring for the syntax handled)."""
+    text = decode_note(raw, rel_path)
+    frontmatter, body, fm_lines = split_frontmatter(text, rel_path)
+
+    walker = _BodyWalker(fm_lines)
+    walker.walk(_markdown().parse(body))
+
+    fm_title = _scalar_text(frontmatter.get("title"))
+    title = fm_title or walker.first_h1 or _title_from_stem(rel_path)
+    subject = unwrap_value(_scalar_text(frontmatter.get("subject")) or "") or title
+
+    aliases = _dedupe(
+        unwrap_value(a) for a in _string_items(frontmatter.get("aliases", frontmatter.get("alias")))
+    )
+    fm_tags = [
+        t.lstrip("#").strip("/").strip()
+        for t in _string_items(frontmatter.get("tags", frontmatter.get("tag")), split=True)
+    ]
+    tags = _dedupe([*fm_tags, *walker.tags], fold=True)
+
+    links = _merge_links(_frontmatter_links(frontmatter), walker.links)
+
+    return ParsedNote(
+        path=rel_path,
+        source_type=source_type,
+        title=title,
+        subject=subject.strip(),
+        aliases=aliases,
+        tags=tags,
+        links=links,
+        inline_fields=tuple(walker.fields),
+        blocks=tuple(walker.blocks),
+        frontmatter=MappingProxyType(frontmatter),
+        body=body,
+        content_hash=content_hash(raw),
+        mtime=mtime,
+        bytes=len(raw),
+        frontmatter_lines=fm_lines,
+    )
+
+
+def split_frontmatter(text: str, rel_path: str) -> tuple[dict[str, Any], str, int]:
+    """(frontmatter mapping, body, number of lines the frontmatter block takes).
+
+    Frontmatter is a ``---`` first line closed by ``---`` (or ``...``). Without a closing
+    fence the file has no frontmatter (the ``---`` is a thematic break, as in Obsidian).
+    """
+    lines = text.split("\n")
+    if not lines or lines[0].rstrip() != "---":
+        return {}, text, 0
+    close = next((i for i in range(1, len(lines)) if lines[i].rstrip() in _FM_CLOSE), None)
+    if close is None:
+        return {}, text, 0
+    yaml_text = "\n".join(lines[1:close])
+    body = "\n".join(lines[close + 1 :])
+    try:
+        data = yaml.safe_load(yaml_text) if yaml_text.strip() else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        # The YAML starts on the file's line 2 (after "---"); marks are 0-based.
+        line = mark.line + 2 if mark is not None else 2
+        problem = exc.problem or exc.context or "syntax error"
+        raise InputError(f"invalid YAML frontmatter: {problem}", file=rel_path, line=line) from exc
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise InputError(f"invalid YAML frontmatter: {exc}", file=rel_path, line=2) from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InputError(
+            f"frontmatter must be a mapping of properties, not a {_yaml_kind(data)}",
+            file=rel_path,
+            line=2,
+        )
+    return {str(k).strip(): v for k, v in data.items()}, body, close + 1
+
+
+def _yaml_kind(data: Any) -> str:
+    if isinstance(data, list):
+        return "list"
+    if isinstance(data, str):
+        return "string"
+    return type(data).__name__
+
+
+# --------------------------------------------------------------------------- values
+
+
+def _markdown() -> MarkdownIt:
+    md = MarkdownIt("commonmark")
+    # Keep escapes and entities as separate tokens, so "\[\[x\]\]" is never a link.
+    md.disable("text_join")
+    return md
+
+
+def stringify(value: Any) -> str:
+    """A frontmatter scalar as text: ISO dates, lower-case booleans, plain numbers."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, _dt.datetime | _dt.date | _dt.time):
+        return value.isoformat()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def _scalar_text(value: Any) -> str | None:
+    if value is None or isinstance(value, dict | list):
+        return None
+    text = stringify(value)
+    return text or None
+
+
+def _string_items(value: Any, *, split: bool = False) -> list[str]:
+    """A list-or-string property as strings; ``split`` also splits strings on commas/spaces."""
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else [value]
+    out: list[str] = []
+    for item in items:
+        if item is None or isinstance(item, dict | list):
+            continue
+        text = stringify(item)
+        if split:
+            out.extend(p for p in re.split(r"[,\s]+", text) if p)
+        elif text:
+            out.append(text)
+    return out
+
+
+def _dedupe(items: Iterator[str] | Sequence[str], *, fold: bool = False) -> tuple[str, ...]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for item in items:
+        item = item.strip()
+        key = item.casefold() if fold else item
+        if item and key not in seen:
+            seen.add(key)
+            out.append(item)
+    return tuple(out)
+
+
+def _title_from_stem(rel_path: str) -> str:
+    stem = PurePosixPath(rel_path).stem
+    return _WHITESPACE.sub(" ", stem.replace("-", " ").replace("_", " ")).strip() or stem
+
+
+def split_link(inner: str) -> tuple[str, str | None]:
+    """(target, alias) of a wikilink's inside: alias, ``#heading``, ``^block``, ``.md`` gone."""
+    target, _, alias = inner.partition("|")
+    target = target.replace("\\", "")  # "[[A\|b]]" escapes the pipe inside tables
+    target = target.split("#", 1)[0].strip()
+    if target.lower().endswith(".md"):
+        target = target[:-3].rstrip()
+    alias = alias.strip() or None
+    return target, alias
+
+
+def is_attachment(target: str) -> bool:
+    """True when a link target names an attachment file rather than a note."""
+    name = PurePosixPath(target).name
+    if "." not in name:
+        return False
+    return name.rsplit(".", 1)[1].lower() in ATTACHMENT_EXTENSIONS
+
+
+def link_subject(target: str) -> str:
+    """The subject a link target stands for: its last path segment."""
+    return PurePosixPath(target).name.strip() if target else ""
+
+
+def unwrap_value(text: str) -> str:
+    """A property value: a lone ``[[X]]`` becomes X; other links become their display text."""
+    m = _WHOLE_WIKILINK.match(text)
+    if m:
+        target, _alias = split_link(m["inner"])
+        return link_subject(target) or text.strip()
+    return _WIKILINK.sub(lambda mm: _display(mm["inner"]), text).strip()
+
+
+def wikilink_subjects(text: str) -> list[str]:
+    """Subjects of the note links written in ``text`` (attachments left out), in order."""
+    out = []
+    for m in _WIKILINK.finditer(text):
+        target, _ = split_link(m["inner"])
+        if target and not is_attachment(target):
+            out.append(link_subject(target))
+    return out
+
+
+def _display(inner: str) -> str:
+    target, alias = split_link(inner)
+    if alias:
+        return alias
+    if is_attachment(target):
+        return ""
+    return link_subject(target)
+
+
+def _frontmatter_links(frontmatter: Mapping[str, Any]) -> list[Link]:
+    """Wikilinks written in property values (Obsidian counts them as links)."""
+    found: list[Link] = []
+
+    def visit(value: Any) -> None:
+        if isinstance(value, str):
+            for m in _WIKILINK.finditer(value):
+                target, _ = split_link(m["inner"])
+                if target and not is_attachment(target):
+                    found.append(Link(target, link_subject(target), bool(m["embed"]), None, None))
+        elif isinstance(value, list):
+            for item in value:
+                visit(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                visit(item)
+
+    for key, value in frontmatter.items():
+        if key not in ("title", "aliases", "alias", "tags", "tag", "cssclasses", "cssclass"):
+            visit(value)
+    return found
+
+
+def _merge_links(first: Sequence[Link], second: Sequence[Link]) -> tuple[Link, ...]:
+    """Distinct targets (case-insensitive); a body mention's context wins over frontmatter."""
+    by_key: dict[str, Link] = {}
+    for link in [*first, *second]:
+        key = link.target.casefold()
+        old = by_key.get(key)
+        if old is None:
+            by_key[key] = link
+        elif old.context is None and link.context is not None:
+            by_key[key] = Link(old.target, old.subject, old.embed, link.context, link.line)
+    return tuple(by_key.values())
+
+
+# --------------------------------------------------------------------------- body walk
+
+
+@dataclass
+class _Line:
+    scan: str  # text with opaque parts replaced by _OPAQUE
+    opaque: list[str]  # the original text of each _OPAQUE, in order
+
+
+class _BodyWalker:
+    """Collects blocks, links, tags and inline fields from markdown-it tokens."""
+
+    def __init__(self, line_offset: int) -> None:
+        self.line_offset = line_offset
+        self.blocks: list[Block] = []
+        self.links: list[Link] = []
+        self.tags: list[str] = []
+        self.fields: list[InlineField] = []
+        self.first_h1: str | None = None
+        self._section: str | None = None
+        self._section_level = 0
+
+    def walk(self, tokens: Sequence[Token]) -> None:
+        containers: list[str] = []
+        heading_level = 0
+        for tok in tokens:
+            if tok.type in ("list_item_open", "blockquote_open"):
+                containers.append(tok.type)
+            elif tok.type in ("list_item_close", "blockquote_close"):
+                if containers:
+                    containers.pop()
+            elif tok.type == "heading_open":
+                heading_level = int(tok.tag[1:])
+            elif tok.type == "heading_close":
+                heading_level = 0
+            elif tok.type == "inline":
+                line = (tok.map[0] if tok.map else 0) + 1 + self.line_offset
+                if heading_level:
+                    kind = "heading"
+                elif containers and containers[-1] == "list_item_open":
+                    kind = "item"
+                elif containers:
+                    kind = "quote"
+                else:
+                    kind = "paragraph"
+                self._inline(tok.children or [], kind, heading_level, line)
+            # fence, code_block, html_block: never scanned (code and raw HTML).
+
+    def _inline(self, children: Sequence[Token], kind: str, level: int, line: int) -> None:
+        lines = _split_lines(children)
+        texts: list[str] = []
+        line_kinds: list[bool] = []  # True: the line stands alone (a field, a callout title)
+        spans: list[Span] = []
+        mentions: list[tuple[str, str, bool, int, int]] = []  # target, subject, embed, pos, line
+        offset = 0
+        for i, ln in enumerate(lines):
+            file_line = line + i
+            callout_title = False
+            if kind == "quote" and i == 0:
+                # A callout's "[!note]" marker is syntax, not text; its title stands alone.
+                m = _CALLOUT_MARK.match(ln.scan)
+                if m:
+                    ln = _Line(ln.scan[m.end() :], ln.opaque)
+                    callout_title = True
+            plain, line_spans = _render(ln.scan, ln.opaque, 0, len(ln.scan))
+            if i:
+                offset += 1  # the joining space
+            for target, subject, embed, start, end in line_spans:
+                spans.append(Span(subject, offset + start, offset + end))
+                mentions.append((target, subject, embed, offset + start, file_line))
+            texts.append(plain)
+            offset += len(plain)
+            is_field = kind != "heading" and self._fields(ln, file_line)
+            line_kinds.append(is_field or callout_title)
+            self.tags.extend(_tags(ln.scan))
+        text = " ".join(texts)
+        if kind == "heading" and level == 1 and self.first_h1 is None:
+            self.first_h1 = _WHITESPACE.sub(" ", text).strip() or None
+        block = Block(
+            kind=kind,
+            level=level,
+            text=text,
+            line=line,
+            section=self._section,
+            section_level=self._section_level,
+            spans=tuple(spans),
+        )
+        self.blocks.append(block)
+        if kind == "heading":
+            self._section = _WHITESPACE.sub(" ", text).strip()
+            self._section_level = level
+        ranges = _sentence_ranges(texts, line_kinds, whole=kind in ("heading", "item"))
+        for target, subject, embed, pos, file_line in mentions:
+            context = next((_clip(text, a, b, pos) for a, b in ranges if a <= pos < b), None)
+            self.links.append(Link(target, subject, embed, context or None, file_line))
+
+    def _fields(self, ln: _Line, file_line: int) -> bool:
+        """Record the inline fields of one line; True when the whole line is a field."""
+        m = _LINE_FIELD.match(ln.scan)
+        if m and _OPAQUE not in m["key"]:
+            value, _ = _render(ln.scan, ln.opaque, m.start("value"), m.end("value"))
+            self._add_field(m["key"], ln.scan[m.start("value") : m.end("value")], value, file_line)
+            return True
+        for m in _BRACKET_FIELD.finditer(ln.scan):
+            group = "value" if m["key"] is not None else "pvalue"
+            key = m["key"] if m["key"] is not None else m["pkey"]
+            value, _ = _render(ln.scan, ln.opaque, m.start(group), m.end(group))
+            self._add_field(key, m[group], value, file_line)
+        return False
+
+    def _add_field(self, key: str, raw_value: str, plain_value: str, file_line: int) -> None:
+        key = key.strip()
+        whole = _WHOLE_WIKILINK.match(raw_value)
+        value = unwrap_value(raw_value) if whole else plain_value.strip()
+        if key and value:
+            self.fields.append(InlineField(key, value, file_line))
+
+
+def _split_lines(children: Sequence[Token]) -> list[_Line]:
+    """The inline children as lines of scannable text (code, escapes, alt text opaque)."""
+    lines = [_Line("", [])]
+    for tok in children:
+        cur = lines[-1]
+        if tok.type == "text":
+            cur.scan += tok.content
+        elif tok.type in ("code_inline", "text_special", "image"):
+            cur.scan += _OPAQUE
+            cur.opaque.append(tok.content)
+        elif tok.type in ("softbreak", "hardbreak"):
+            lines.append(_Line("", []))
+        elif tok.type == "html_inline":
+            continue  # raw HTML tags are markup, not text
+    return lines
+
+
+def _render(
+    scan: str, opaque: Sequence[str], start: int, end: int
+) -> tuple[str, list[tuple[str, str, bool, int, int]]]:
+    """Plain text of ``scan[start:end]`` and where each note link's display text landed."""
+    index = scan.count(_OPAQUE, 0, start)
+    out: list[str] = []
+    pos = 0
+    spans: list[tuple[str, str, bool, int, int]] = []
+
+    def emit(piece: str) -> None:
+        nonlocal index, pos
+        for ch in piece:
+            if ch == _OPAQUE:
+                text = opaque[index] if index < len(opaque) else ""
+                index += 1
+            else:
+                text = ch
+            out.append(text)
+            pos += len(text)
+
+    cursor = start
+    for m in _WIKILINK.finditer(scan, start, end):
+        emit(scan[cursor : m.start()])
+        target, _alias = split_link(m["inner"])
+        shown = _display(m["inner"])
+        begin = pos
+        out.append(shown)
+        pos += len(shown)
+        if target and not is_attachment(target):
+            spans.append((target, link_subject(target), bool(m["embed"]), begin, pos))
+        cursor = m.end()
+    emit(scan[cursor:end])
+    return "".join(out), spans
+
+
+def _tags(scan: str) -> list[str]:
+    found = []
+    for m in _TAG.finditer(scan):
+        tag = m["tag"].strip("/")
+        if tag and _TAG_HAS_NON_DIGIT.search(tag):
+            found.append(tag)
+    return found
+
+
+def _sentence_ranges(
+    texts: Sequence[str], field_lines: Sequence[bool], *, whole: bool
+) -> list[tuple[int, int]]:
+    """Ranges of the block text that count as one context: sentences, fields, or the whole."""
+    total = sum(len(t) for t in texts) + max(len(texts) - 1, 0)
+    if whole:
+        return [(0, total + 1)]
+    ranges: list[tuple[int, int]] = []
+    offset = 0
+    run_start: int | None = None
+    joined = " ".join(texts)
+    for text, is_field in zip(texts, field_lines, strict=True):
+        if is_field:
+            if run_start is not None:
+                ranges.extend(_sentences(joined, run_start, offset - 1))
+                run_start = None
+            ranges.append((offset, offset + len(text) + 1))
+        elif run_start is None:
+            run_start = offset
+        offset += len(text) + 1
+    if run_start is not None:
+        ranges.extend(_sentences(joined, run_start, total))
+    return ranges
+
+
+def _sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Split ``text[start:end]`` at sentence ends followed by a non-lower-case letter."""
+    out: list[tuple[int, int]] = []
+    begin = start
+    for m in _SENTENCE_END.finditer(text, start, end):
+        nxt = text[m.end()] if m.end() < len(text) else ""
+        if nxt and not nxt.islower():
+            out.append((begin, m.end()))
+            begin = m.end()
+    out.append((begin, end + 1))
+    return out
+
+
+def _clip(text: str, start: int, end: int, focus: int) -> str:
+    """``text[start:end]`` with whitespace collapsed, cut to CONTEXT_MAX_CHARS round ``focus``."""
+    return clip_text(text[start:end], CONTEXT_MAX_CHARS, focus - start)
+
+
+def clip_text(text: str, limit: int, focus: int = 0) -> str:
+    """Collapse whitespace and cut to ``limit`` characters at word boundaries, keeping the
+    character at ``focus`` (an index into ``text``) inside the result; cuts are marked "…"."""
+    # Collapse whitespace while tracking where the focus lands.
+    head = _WHITESPACE.sub(" ", text[:focus]).lstrip()
+    tail = _WHITESPACE.sub(" ", text[focus:]).rstrip()
+    full = head + tail
+    if len(full) <= limit:
+        return full
+    f = len(head)
+    begin = 0
+    if f > limit // 3:
+        begin = f - limit // 3
+        space = full.rfind(" ", 0, begin + 1)
+        begin = space + 1 if space > 0 and begin - space < 40 else begin
+    prefix = "…" if begin > 0 else ""
+    room = limit - len(prefix) - 1  # leave one character for a trailing ellipsis
+    piece = full[begin : begin + room]
+    if begin + room < len(full):
+        space = piece.rfind(" ")
+        if space > len(piece) // 2:
+            piece = piece[:space]
+        return prefix + piece.rstrip() + "…"
+    return prefix + full[begin:]

@@ -1,0 +1,165 @@
+"""Walk a vault: which files are notes, and which source type each one is.
+
+A note is a regular ``.md`` file inside the vault that is not in a skipped folder
+(``.obsidian/``, ``.trash/``, ``.git/``, the state dir) and matches none of
+``settings.vault_exclude_globs``. Symlinks are followed only while they stay inside the
+vault (a link out of the vault, or a loop, is skipped), so the scan never reads files the
+user did not put in the vault.
+
+Globs are matched against the vault-relative POSIX path:
+
+- ``**`` matches any run of characters including ``/`` (``sessions/**`` is every file
+  below ``sessions/``; ``**/draft-*.md`` any draft at any depth, also at the top),
+- ``*`` and ``?`` stay inside one path segment, ``[abc]`` is a character class,
+- a pattern without ``/`` is matched against the file name at any depth (as in
+  ``.gitignore``), so ``*.excalidraw.md`` excludes such files everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from pipeline.config import STATE_DIR, Settings
+from pipeline.model import SourceType
+
+#: Folders never scanned, whatever the settings say: the editor's config, its trash,
+#: version control, and vault-ko's own state.
+ALWAYS_SKIPPED_DIRS = frozenset({".obsidian", ".trash", ".git", STATE_DIR})
+
+NOTE_SUFFIX = ".md"
+
+
+@dataclass(frozen=True)
+class ScannedFile:
+    """One note found on disk, before it is read."""
+
+    path: str  # vault-relative, POSIX separators
+    source_type: SourceType
+    mtime: float
+    bytes: int
+
+
+@lru_cache(maxsize=256)
+def compile_glob(pattern: str) -> re.Pattern[str]:
+    """Translate one vault glob (see the module docstring) into an anchored regex."""
+    pattern = pattern.strip().lstrip("/")
+    if "/" not in pattern:
+        # A bare name pattern matches at any depth, like .gitignore.
+        pattern = "**/" + pattern
+    out: list[str] = []
+    i = 0
+    n = len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "*":
+            if pattern.startswith("**", i):
+                i += 2
+                if i < n and pattern[i] == "/":
+                    # "**/" also matches no folder at all.
+                    out.append("(?:.*/)?")
+                    i += 1
+                else:
+                    out.append(".*")
+                continue
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            end = pattern.find("]", i + 1)
+            if end == -1:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1 : end]
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append("[" + body.replace("\\", "\\\\") + "]")
+                i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def glob_match(rel_path: str, patterns: Iterable[str]) -> bool:
+    """True when the vault-relative POSIX path matches any of the globs."""
+    return any(compile_glob(p).match(rel_path) for p in patterns if p.strip())
+
+
+def source_type_for(rel_path: str, settings: Settings) -> SourceType:
+    """Source type of a note from the configured folder globs (session, then adr, else wiki)."""
+    if glob_match(rel_path, settings.vault_session_globs):
+        return "session"
+    if glob_match(rel_path, settings.vault_adr_globs):
+        return "adr"
+    return "wiki"
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def _dir_excluded(rel_dir: str, patterns: tuple[str, ...]) -> bool:
+    # ".obsidian/**" must prune the folder itself, so test the folder with a trailing slash.
+    return glob_match(rel_dir + "/", patterns)
+
+
+def scan_vault(settings: Settings) -> list[ScannedFile]:
+    """All notes of the vault, sorted by their vault-relative path."""
+    root = settings.vault.resolve()
+    state_dir = settings.state_dir.resolve() if settings.state_dir else None
+    excludes = tuple(settings.vault_exclude_globs)
+    found: dict[str, ScannedFile] = {}
+    seen_dirs: set[Path] = {root}
+
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        current = Path(dirpath)
+        keep: list[str] = []
+        for name in sorted(dirnames):
+            sub = current / name
+            if name in ALWAYS_SKIPPED_DIRS:
+                continue
+            real = sub.resolve()
+            # Linked folders are walked only once and only inside the vault (no loops, no
+            # reading outside what the user put in the vault).
+            if not _inside(real, root) or real in seen_dirs:
+                continue
+            if state_dir is not None and real == state_dir:
+                continue
+            rel_dir = sub.relative_to(root).as_posix()
+            if _dir_excluded(rel_dir, excludes):
+                continue
+            seen_dirs.add(real)
+            keep.append(name)
+        dirnames[:] = keep
+
+        for name in filenames:
+            if not name.endswith(NOTE_SUFFIX):
+                continue
+            full = current / name
+            if full.is_symlink() and not _inside(full.resolve(), root):
+                continue
+            rel = full.relative_to(root).as_posix()
+            if glob_match(rel, excludes):
+                continue
+            try:
+                st = full.stat()
+            except OSError:
+                continue  # a dangling link or a file removed while we walk
+            if not full.is_file():
+                continue
+            found[rel] = ScannedFile(
+                path=rel,
+                source_type=source_type_for(rel, settings),
+                mtime=st.st_mtime,
+                bytes=st.st_size,
+            )
+    return [found[k] for k in sorted(found)]
