@@ -1,0 +1,416 @@
+"""Incremental embedding sync: make the graph's Note nodes match the KO-DB vault registry.
+
+One run compares the registry (path, content_hash) with the graph's (path, content_hash,
+model, dims) and then:
+
+1. ``ensure_schema(embedder.dims)``: a model with other dimensions rebuilds the vector index,
+   and every node then counts as stale because its stored dims differ;
+2. deletes orphans (nodes whose note left the registry), with their edges;
+3. embeds missing and stale notes (hash, model or dims differ; everything with ``full``) in
+   batches of ``settings.embed_batch_size``; each batch is one ``upsert_notes`` call (MERGE on
+   path, one transaction), so a run killed at any point leaves only whole batches behind and
+   the next run picks up the rest without duplicates;
+4. right after each batch, writes the LINKS_TO edges of the notes it embedded, plus those of
+   already-embedded notes whose wikilinks point at notes the batch created (their edges could
+   not exist before the target node did). Link targets resolve to notes by path, title, alias
+   or file stem, case-insensitively; unresolved targets are ignored.
+
+A note that cannot be read now (bad YAML, binary, too big, gone) is skipped and reported with
+its reason; it never aborts the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pipeline.errors import InputError
+from pipeline.graph import GraphNote, NoteState
+from pipeline.model import Note, normalize_text
+from pipeline.vault.parse import read_note, split_frontmatter, unwrap_value
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pipeline.config import Settings
+
+log = logging.getLogger(__name__)
+
+#: Called as progress(done, total) once before the first batch and after every batch.
+ProgressFn = Callable[[int, int], None]
+
+#: Orphan deletes are sent in chunks so one call never carries an unbounded parameter list.
+DELETE_CHUNK = 1000
+
+# A cheap superset of a note's wikilink targets, used only to find which unchanged notes may
+# link to a note created in this run; the real parser confirms before any edge is written.
+_RAW_WIKILINK = re.compile(r"\[\[([^\]\[|#^\n]+)")
+
+
+class GraphStore(Protocol):
+    """The graph operations the sync needs (``pipeline.graph.GraphClient`` provides them)."""
+
+    def ensure_schema(self, dims: int) -> None: ...
+    def note_states(self) -> Mapping[str, NoteState]: ...
+    def upsert_notes(self, rows: Sequence[GraphNote]) -> None: ...
+    def delete_notes(self, paths: Sequence[str]) -> None: ...
+    def set_links(self, source_paths: Sequence[str], pairs: Sequence[tuple[str, str]]) -> int: ...
+
+
+class NoteRegistry(Protocol):
+    """The vault registry (``pipeline.kodb.KoDB`` provides it)."""
+
+    def notes(self) -> Mapping[str, Note]: ...
+
+
+class TextEmbedder(Protocol):
+    """What the sync needs of ``pipeline.embed.Embedder``."""
+
+    model_id: str
+    dims: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class EmbedReport:
+    """The outcome of one sync run."""
+
+    embedded: int
+    deleted: int
+    unchanged: int
+    links: int
+    skipped: tuple[tuple[str, str], ...]  # (path, reason), sorted by path
+    seconds: float
+    model: str
+    dims: int
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["skipped"] = [{"path": p, "reason": r} for p, r in self.skipped]
+        data["seconds"] = round(self.seconds, 3)
+        return data
+
+
+@dataclass(frozen=True)
+class SyncPlan:
+    """What a run will do, decided from the registry and the graph states alone."""
+
+    to_embed: tuple[str, ...]  # sorted
+    orphans: tuple[str, ...]  # sorted
+    unchanged: tuple[str, ...]  # sorted
+    created: frozenset[str]  # the part of to_embed that has no node yet
+
+
+def plan_sync(
+    registry: Mapping[str, Note],
+    states: Mapping[str, NoteState],
+    *,
+    model: str,
+    dims: int,
+    full: bool = False,
+) -> SyncPlan:
+    """Diff the registry against the graph: missing, stale (hash, model or dims) and orphans."""
+    to_embed: list[str] = []
+    unchanged: list[str] = []
+    for path in sorted(registry):
+        state = states.get(path)
+        if (
+            full
+            or state is None
+            or state.content_hash != registry[path].content_hash
+            or state.model != model
+            or state.dims != dims
+        ):
+            to_embed.append(path)
+        else:
+            unchanged.append(path)
+    orphans = tuple(sorted(set(states) - set(registry)))
+    created = frozenset(p for p in to_embed if p not in states)
+    return SyncPlan(tuple(to_embed), orphans, tuple(unchanged), created)
+
+
+class LinkIndex:
+    """Resolves wikilink targets to note paths: by path, then title, alias, file stem.
+
+    Matching is case-insensitive (NFC + casefold); among several notes with the same key the
+    shortest path wins, then the alphabetically first, so the result is deterministic.
+    """
+
+    def __init__(self) -> None:
+        self._keys: list[dict[str, str]] = [{}, {}, {}, {}]  # path, title, alias, stem
+
+    def add(self, path: str, title: str | None, aliases: Iterable[str] = ()) -> None:
+        """Register a note under its path, title, aliases and stem."""
+        pure = PurePosixPath(path)
+        without_ext = str(pure.with_suffix("")) if pure.suffix.lower() == ".md" else path
+        self._put(0, without_ext, path)
+        self._put(0, path, path)
+        if title:
+            self._put(1, title, path)
+        for alias in aliases:
+            if alias:
+                self._put(2, alias, path)
+        self._put(3, PurePosixPath(without_ext).name, path)
+
+    def _put(self, level: int, key: str, path: str) -> None:
+        norm = _norm(key)
+        if not norm:
+            return
+        current = self._keys[level].get(norm)
+        if current is None or (len(path), path) < (len(current), current):
+            self._keys[level][norm] = path
+
+    def resolve(self, target: str) -> str | None:
+        """The note path a wikilink target means, or None when no note matches."""
+        norm = _norm(_strip_target(target))
+        if norm.endswith(".md"):
+            norm = norm[: -len(".md")]
+        if not norm:
+            return None
+        for level in self._keys:
+            path = level.get(norm)
+            if path is not None:
+                return path
+        if "/" in norm:
+            # Obsidian accepts a partial folder path: "sub/Note" for "a/sub/Note.md".
+            suffix = "/" + norm
+            matches = sorted((len(p), p) for k, p in self._keys[0].items() if k.endswith(suffix))
+            if matches:
+                return matches[0][1]
+        return None
+
+
+def _strip_target(target: str) -> str:
+    # "[[Note#Heading|shown]]" and "[[Note^block]]" both mean Note.
+    for sep in ("|", "#", "^"):
+        target = target.split(sep, 1)[0]
+    return target.strip()
+
+
+def _norm(text: str) -> str:
+    return normalize_text(text.strip())
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """What the sync keeps of a parsed note: enough to embed it and to write its links."""
+
+    path: str
+    title: str
+    source_type: str
+    content_hash: str
+    embed_text: str
+    links: tuple[str, ...]
+    aliases: tuple[str, ...]
+
+
+def sync_embeddings(
+    settings: Settings,
+    kodb: NoteRegistry,
+    graph: GraphStore,
+    embedder: TextEmbedder,
+    *,
+    full: bool = False,
+    progress: ProgressFn | None = None,
+) -> EmbedReport:
+    """Bring the graph up to date with the vault registry; see the module docstring."""
+    started = time.monotonic()
+    model, dims = embedder.model_id, int(embedder.dims)
+    batch_size = max(1, int(settings.embed_batch_size))
+    vault = Path(settings.vault)
+    max_bytes = settings.vault_max_note_bytes
+
+    registry = dict(kodb.notes())
+    graph.ensure_schema(dims)
+    states = dict(graph.note_states())
+    plan = plan_sync(registry, states, model=model, dims=dims, full=full)
+    log.info(
+        "embed plan: %d to embed (%d new), %d orphans, %d unchanged",
+        len(plan.to_embed),
+        len(plan.created),
+        len(plan.orphans),
+        len(plan.unchanged),
+    )
+
+    for start in range(0, len(plan.orphans), DELETE_CHUNK):
+        graph.delete_notes(plan.orphans[start : start + DELETE_CHUNK])
+
+    # Parse every note this run embeds up front (cheap next to embedding), so a link in an
+    # early batch resolves against the titles and aliases of notes in later batches.
+    skipped: list[tuple[str, str]] = []
+    parsed: dict[str, _Parsed] = {}
+    for path in plan.to_embed:
+        try:
+            parsed[path] = _read(vault, path, registry[path], max_bytes)
+        except InputError as exc:
+            skipped.append((path, exc.reason))
+
+    index = LinkIndex()
+    for path, note in registry.items():
+        item = parsed.get(path)
+        index.add(path, item.title if item else note.title, item.aliases if item else ())
+    linkers = _complete_index(vault, registry, plan, parsed, index, max_bytes)
+
+    # Resolve every link once; `incoming` maps a note created now to the notes linking to it.
+    targets: dict[str, tuple[str, ...]] = {}
+    incoming: dict[str, set[str]] = {}
+    for item in (*parsed.values(), *linkers):
+        resolved = {index.resolve(t) for t in item.links} - {None, item.path}
+        targets[item.path] = tuple(sorted(p for p in resolved if p is not None))
+        for target in targets[item.path]:
+            if target in plan.created:
+                incoming.setdefault(target, set()).add(item.path)
+
+    todo = [parsed[p] for p in plan.to_embed if p in parsed]
+    total = len(todo)
+    if progress:
+        progress(0, total)
+
+    in_graph = (set(states) - set(plan.orphans)) | {item.path for item in linkers}
+    embedded = 0
+    links = 0
+    for start in range(0, total, batch_size):
+        batch = todo[start : start + batch_size]
+        vectors = embedder.embed([_text_of(item) for item in batch])
+        now = time.time()
+        graph.upsert_notes(
+            [
+                GraphNote(
+                    path=item.path,
+                    title=item.title,
+                    source_type=item.source_type,
+                    content_hash=item.content_hash,
+                    model=model,
+                    dims=dims,
+                    embedded_at=now,
+                    embedding=tuple(float(x) for x in vector),
+                )
+                for item, vector in zip(batch, vectors, strict=True)
+            ]
+        )
+        embedded += len(batch)
+        in_graph.update(item.path for item in batch)
+
+        # Edges of this batch's notes, and of notes already in the graph whose targets were
+        # just created (the edge could not be written before the target node existed).
+        sources = {item.path for item in batch}
+        for item in batch:
+            sources.update(s for s in incoming.get(item.path, ()) if s in in_graph)
+        ordered = sorted(sources)
+        pairs = [(src, dst) for src in ordered for dst in targets.get(src, ())]
+        links += graph.set_links(ordered, pairs)
+        if progress:
+            progress(embedded, total)
+
+    return EmbedReport(
+        embedded=embedded,
+        deleted=len(plan.orphans),
+        unchanged=len(plan.unchanged),
+        links=links,
+        skipped=tuple(sorted(skipped)),
+        seconds=time.monotonic() - started,
+        model=model,
+        dims=dims,
+    )
+
+
+def _read(vault: Path, path: str, note: Note, max_bytes: int) -> _Parsed:
+    parsed = read_note(vault, path, note.source_type, max_bytes)
+    return _Parsed(
+        path=path,
+        title=parsed.title or note.title,
+        source_type=note.source_type,
+        content_hash=parsed.content_hash,
+        embed_text=parsed.embed_text,
+        links=parsed.link_targets,
+        aliases=parsed.aliases,
+    )
+
+
+def _text_of(item: _Parsed) -> str:
+    # An empty note would embed to a meaningless vector; the title is its best summary.
+    return item.embed_text.strip() or item.title or PurePosixPath(item.path).stem
+
+
+def _complete_index(
+    vault: Path,
+    registry: Mapping[str, Note],
+    plan: SyncPlan,
+    parsed: Mapping[str, _Parsed],
+    index: LinkIndex,
+    max_bytes: int,
+) -> list[_Parsed]:
+    """One pass over the unchanged notes (only when needed) that
+
+    - adds the aliases of unchanged notes a link of this run may mean (aliases are not in the
+      registry; only link targets nothing else resolves trigger it), and
+    - returns the unchanged notes whose wikilinks may point at a note created in this run:
+      their edges are written once the target node exists (which also repairs the edges of
+      a run killed between batches).
+
+    Raw-text checks pick the candidates; only candidates are parsed.
+    """
+    unresolved = {
+        _norm(_strip_target(t))
+        for item in parsed.values()
+        for t in item.links
+        if index.resolve(t) is None
+    } - {""}
+    created_keys: set[str] = set()
+    for path in plan.created:
+        item = parsed.get(path)
+        if item is not None:
+            created_keys.update(_keys_of(path, item.title, item.aliases))
+    if not plan.unchanged or not (unresolved or created_keys):
+        return []
+
+    alias_candidates: list[str] = []
+    link_candidates: list[str] = []
+    for path in plan.unchanged:
+        try:
+            raw = (vault / path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue  # gone since ingest; the next ingest drops it from the registry
+        if unresolved and raw.startswith("---"):
+            head = _norm(raw[: raw.find("\n---", 3) + 1 or len(raw)])
+            if any(target in head for target in unresolved):
+                alias_candidates.append(path)
+        if created_keys and any(
+            _norm(_strip_target(t)) in created_keys for t in _RAW_WIKILINK.findall(raw)
+        ):
+            link_candidates.append(path)
+
+    for path in alias_candidates:
+        try:
+            text = (vault / path).read_text(encoding="utf-8")
+            frontmatter, _, _ = split_frontmatter(text, path)
+        except (OSError, UnicodeDecodeError, InputError):
+            continue  # it is not embedded in this run; ingest reports its bad input
+        aliases = frontmatter.get("aliases", frontmatter.get("alias")) or ()
+        if isinstance(aliases, str):
+            aliases = (aliases,)
+        if isinstance(aliases, list | tuple):
+            names = [unwrap_value(str(a)) for a in aliases if a is not None]
+            index.add(path, registry[path].title, names)
+
+    found: list[_Parsed] = []
+    for path in link_candidates:
+        try:
+            found.append(_read(vault, path, registry[path], max_bytes))
+        except InputError:
+            continue
+    return found
+
+
+def _keys_of(path: str, title: str, aliases: Iterable[str]) -> set[str]:
+    """Every normalised name a wikilink may use for this note."""
+    pure = PurePosixPath(path)
+    without_ext = str(pure.with_suffix("")) if pure.suffix.lower() == ".md" else path
+    names = [path, without_ext, PurePosixPath(without_ext).name, title, *aliases]
+    return {_norm(n) for n in names if n} - {""}

@@ -1,0 +1,355 @@
+"""The embedding sync's decisions, against an in-memory graph and a deterministic embedder.
+
+The vault is real markdown parsed by the real parser; only the graph server and the model are
+replaced, by fakes that keep the contract of GraphClient (MERGE on path, edges only between
+existing nodes) and of Embedder (unit vectors, model id, dims).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.config import Settings
+from pipeline.embed_sync import EmbedReport, LinkIndex, plan_sync, sync_embeddings
+from pipeline.graph import GraphNote, NoteState
+from pipeline.model import Note
+from pipeline.vault.parse import read_note
+
+NOTES = {
+    "wiki/api-gateway.md": "---\ntitle: API gateway\naliases: [gateway, edge]\n---\n"
+    "Routes traffic; applies [[Rate limiting]].\n",
+    "wiki/rate-limiting.md": "# Rate limiting\n\nToken buckets in front of the [[gateway]].\n",
+    "wiki/redis.md": "---\ntitle: Redis\n---\nCache. See [[Warm cache]] and [[Nowhere]].\n",
+    "wiki/warm-cache.md": "# Warm cache\n\nBacked by [[redis]]. `[[not a link]]`\n",
+    "sessions/2024-05-01.md": "# Session\n\nTalked about [[API gateway]] and [[REDIS]].\n",
+}
+
+
+class FakeGraph:
+    """In-memory graph with GraphClient's semantics: nodes keyed by path, edges between
+    existing nodes only, set_links replacing the sources' outgoing edges."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, GraphNote] = {}
+        self.edges: set[tuple[str, str]] = set()
+        self.schema_dims: int | None = None
+        self.schema_calls: list[int] = []
+        self.upserts: list[list[str]] = []
+        self.deletes: list[list[str]] = []
+        self.fail_after_upserts: int | None = None
+
+    def ensure_schema(self, dims: int) -> None:
+        self.schema_calls.append(dims)
+        self.schema_dims = dims
+
+    def note_states(self) -> dict[str, NoteState]:
+        return {
+            p: NoteState(p, n.content_hash, n.model, n.dims, n.embedded_at)
+            for p, n in self.nodes.items()
+        }
+
+    def upsert_notes(self, rows: Sequence[GraphNote]) -> None:
+        if self.fail_after_upserts is not None and len(self.upserts) >= self.fail_after_upserts:
+            raise KeyboardInterrupt("killed")  # like kill -9 between two batches
+        assert len({r.path for r in rows}) == len(rows)
+        for row in rows:
+            assert len(row.embedding) == row.dims == self.schema_dims
+            self.nodes[row.path] = row
+        self.upserts.append([r.path for r in rows])
+
+    def delete_notes(self, paths: Sequence[str]) -> None:
+        self.deletes.append(list(paths))
+        for path in paths:
+            self.nodes.pop(path, None)
+        self.edges = {(a, b) for a, b in self.edges if a not in paths and b not in paths}
+
+    def set_links(self, source_paths: Sequence[str], pairs: Sequence[tuple[str, str]]) -> int:
+        sources = set(source_paths)
+        self.edges = {(a, b) for a, b in self.edges if a not in sources}
+        added = {(a, b) for a, b in pairs if a in self.nodes and b in self.nodes}
+        self.edges |= added
+        return len(added)
+
+
+@dataclass
+class FakeEmbedder:
+    """Deterministic unit vectors from a hash of the text."""
+
+    model_id: str = "fake/model-a"
+    dims: int = 8
+    calls: list[list[str]] = field(default_factory=list)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        rows = []
+        for text in texts:
+            digest = hashlib.sha256(text.encode("utf-8")).digest()
+            rows.append([b - 127.5 for b in digest[: self.dims]])
+        vectors = np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dims)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+@dataclass
+class Registry:
+    """The KO-DB registry as the sync sees it."""
+
+    vault: Path
+    rows: dict[str, Note] = field(default_factory=dict)
+
+    def notes(self) -> dict[str, Note]:
+        return dict(self.rows)
+
+    def ingest(self) -> None:
+        """What `vault-ko ingest` does to the registry: one row per readable note."""
+        self.rows = {}
+        for file in sorted(self.vault.rglob("*.md")):
+            rel = file.relative_to(self.vault).as_posix()
+            kind = "session" if rel.startswith("sessions/") else "wiki"
+            try:
+                self.rows[rel] = read_note(self.vault, rel, kind, 2_000_000).note
+            except Exception:
+                continue
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    root = tmp_path / "vault"
+    for rel, text in NOTES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def registry(vault: Path) -> Registry:
+    reg = Registry(vault)
+    reg.ingest()
+    return reg
+
+
+def settings_for(vault: Path, batch_size: int = 32) -> Settings:
+    return Settings(vault=vault, state_dir=vault / ".vault-ko", embed_batch_size=batch_size)
+
+
+def run(
+    vault: Path,
+    registry: Registry,
+    graph: FakeGraph,
+    embedder: FakeEmbedder | None = None,
+    batch_size: int = 32,
+    full: bool = False,
+) -> EmbedReport:
+    return sync_embeddings(
+        settings_for(vault, batch_size), registry, graph, embedder or FakeEmbedder(), full=full
+    )
+
+
+EXPECTED_EDGES = {
+    ("wiki/api-gateway.md", "wiki/rate-limiting.md"),  # by title
+    ("wiki/rate-limiting.md", "wiki/api-gateway.md"),  # by alias
+    ("wiki/redis.md", "wiki/warm-cache.md"),  # by title
+    ("wiki/warm-cache.md", "wiki/redis.md"),  # by stem, case-insensitive
+    ("sessions/2024-05-01.md", "wiki/api-gateway.md"),
+    ("sessions/2024-05-01.md", "wiki/redis.md"),
+}
+
+
+def test_first_sync_embeds_every_note_and_links_resolved_targets(
+    vault: Path, registry: Registry
+) -> None:
+    graph = FakeGraph()
+    report = run(vault, registry, graph)
+    assert (report.embedded, report.deleted, report.unchanged) == (5, 0, 0)
+    assert set(graph.nodes) == set(NOTES)
+    assert graph.edges == EXPECTED_EDGES  # [[Nowhere]] and the code span are ignored
+    assert report.links == len(EXPECTED_EDGES)
+    assert (report.model, report.dims, report.skipped) == ("fake/model-a", 8, ())
+    assert graph.schema_calls == [8]
+    for node in graph.nodes.values():
+        assert node.content_hash == registry.rows[node.path].content_hash
+        assert np.isclose(np.linalg.norm(node.embedding), 1.0)
+
+
+def test_second_sync_embeds_nothing(vault: Path, registry: Registry) -> None:
+    graph = FakeGraph()
+    run(vault, registry, graph)
+    embedder = FakeEmbedder()
+    report = run(vault, registry, graph, embedder)
+    assert (report.embedded, report.deleted, report.unchanged, report.links) == (0, 0, 5, 0)
+    assert embedder.calls == []
+    assert graph.edges == EXPECTED_EDGES
+
+
+def test_an_edited_note_is_the_only_one_re_embedded(vault: Path, registry: Registry) -> None:
+    graph = FakeGraph()
+    run(vault, registry, graph)
+    before = dict(graph.nodes)
+    (vault / "wiki/redis.md").write_text("---\ntitle: Redis\n---\nNow a queue too.\n", "utf-8")
+    registry.ingest()
+    embedder = FakeEmbedder()
+    report = run(vault, registry, graph, embedder)
+    assert (report.embedded, report.unchanged) == (1, 4)
+    assert [t for call in embedder.calls for t in call] == ["Redis\n\nNow a queue too."]
+    assert graph.nodes["wiki/redis.md"].embedding != before["wiki/redis.md"].embedding
+    # Its old outgoing link is gone, links into it stay.
+    assert ("wiki/redis.md", "wiki/warm-cache.md") not in graph.edges
+    assert ("wiki/warm-cache.md", "wiki/redis.md") in graph.edges
+
+
+def test_a_note_gone_from_the_registry_is_deleted_with_its_edges(
+    vault: Path, registry: Registry
+) -> None:
+    graph = FakeGraph()
+    run(vault, registry, graph)
+    (vault / "wiki/warm-cache.md").unlink()
+    registry.ingest()
+    report = run(vault, registry, graph)
+    assert (report.embedded, report.deleted, report.unchanged) == (0, 1, 4)
+    assert graph.deletes == [["wiki/warm-cache.md"]]
+    assert "wiki/warm-cache.md" not in graph.nodes
+    assert all("wiki/warm-cache.md" not in edge for edge in graph.edges)
+
+
+def test_another_model_with_the_same_dims_re_embeds_everything(
+    vault: Path, registry: Registry
+) -> None:
+    graph = FakeGraph()
+    run(vault, registry, graph)
+    report = run(vault, registry, graph, FakeEmbedder(model_id="fake/model-b"))
+    assert (report.embedded, report.unchanged) == (5, 0)
+    assert {n.model for n in graph.nodes.values()} == {"fake/model-b"}
+    assert graph.schema_calls == [8, 8]
+    assert graph.edges == EXPECTED_EDGES
+
+
+def test_a_model_with_other_dims_rebuilds_the_schema_and_re_embeds_everything(
+    vault: Path, registry: Registry
+) -> None:
+    graph = FakeGraph()
+    run(vault, registry, graph)
+    report = run(vault, registry, graph, FakeEmbedder(model_id="fake/model-c", dims=16))
+    assert graph.schema_calls == [8, 16]
+    assert (report.embedded, report.dims) == (5, 16)
+    assert {len(n.embedding) for n in graph.nodes.values()} == {16}
+
+
+def test_full_re_embeds_every_note(vault: Path, registry: Registry) -> None:
+    graph = FakeGraph()
+    run(vault, registry, graph)
+    report = run(vault, registry, graph, full=True)
+    assert (report.embedded, report.unchanged) == (5, 0)
+    assert graph.edges == EXPECTED_EDGES
+    assert report.links == len(EXPECTED_EDGES)
+
+
+def test_a_note_unreadable_now_is_skipped_and_reported(vault: Path, registry: Registry) -> None:
+    (vault / "wiki/redis.md").write_text("---\ntitle: [unclosed\n---\nbody\n", "utf-8")
+    (vault / "wiki/warm-cache.md").unlink()  # gone between ingest and embed
+    graph = FakeGraph()
+    report = run(vault, registry, graph)
+    assert report.embedded == 3
+    assert [p for p, _ in report.skipped] == ["wiki/redis.md", "wiki/warm-cache.md"]
+    assert "YAML" in report.skipped[0][1]
+    assert set(graph.nodes) == set(NOTES) - {"wiki/redis.md", "wiki/warm-cache.md"}
+
+
+def test_notes_are_written_one_upsert_per_batch_with_progress(
+    vault: Path, registry: Registry
+) -> None:
+    graph = FakeGraph()
+    seen: list[tuple[int, int]] = []
+    sync_embeddings(
+        settings_for(vault, batch_size=2),
+        registry,
+        graph,
+        FakeEmbedder(),
+        progress=lambda done, total: seen.append((done, total)),
+    )
+    assert [len(batch) for batch in graph.upserts] == [2, 2, 1]
+    assert [p for batch in graph.upserts for p in batch] == sorted(NOTES)
+    assert seen == [(0, 5), (2, 5), (4, 5), (5, 5)]
+    # Links from early batches to notes created in later ones are written too.
+    assert graph.edges == EXPECTED_EDGES
+
+
+def test_a_run_killed_between_batches_converges_on_the_next(
+    vault: Path, registry: Registry
+) -> None:
+    graph = FakeGraph()
+    graph.fail_after_upserts = 1
+    with pytest.raises(KeyboardInterrupt):
+        run(vault, registry, graph, batch_size=2)
+    assert len(graph.nodes) == 2
+    graph.fail_after_upserts = None
+    report = run(vault, registry, graph, batch_size=2)
+    assert (report.embedded, report.unchanged) == (3, 2)
+    assert set(graph.nodes) == set(NOTES)
+    # The first run's notes link to notes created only by the second: repaired.
+    assert graph.edges == EXPECTED_EDGES
+    assert run(vault, registry, graph).embedded == 0
+
+
+def test_an_unchanged_note_gets_its_edge_to_a_new_note(vault: Path, registry: Registry) -> None:
+    graph = FakeGraph()
+    run(vault, registry, graph)
+    (vault / "wiki/nowhere.md").write_text("# Nowhere\n\nNow it exists.\n", "utf-8")
+    registry.ingest()
+    report = run(vault, registry, graph)
+    assert (report.embedded, report.unchanged) == (1, 5)
+    assert ("wiki/redis.md", "wiki/nowhere.md") in graph.edges
+    assert graph.edges == EXPECTED_EDGES | {("wiki/redis.md", "wiki/nowhere.md")}
+
+
+def test_a_new_link_to_an_alias_of_an_unchanged_note_resolves(
+    vault: Path, registry: Registry
+) -> None:
+    graph = FakeGraph()
+    run(vault, registry, graph)
+    (vault / "wiki/cdn.md").write_text("# CDN\n\nSits before the [[edge]].\n", "utf-8")
+    registry.ingest()
+    run(vault, registry, graph)
+    assert ("wiki/cdn.md", "wiki/api-gateway.md") in graph.edges
+
+
+def test_plan_sync_classifies_missing_stale_orphan_and_unchanged() -> None:
+    def note(path: str, digest: str) -> Note:
+        return Note(path, path, "wiki", digest, 0.0, 1)
+
+    registry = {p: note(p, h) for p, h in [("a", "1"), ("b", "2"), ("c", "3"), ("d", "4")]}
+    states = {
+        "b": NoteState("b", "2", "m", 8, 0.0),  # unchanged
+        "c": NoteState("c", "old", "m", 8, 0.0),  # content changed
+        "d": NoteState("d", "4", "other", 8, 0.0),  # model changed
+        "z": NoteState("z", "9", "m", 8, 0.0),  # orphan
+    }
+    plan = plan_sync(registry, states, model="m", dims=8)
+    assert plan.to_embed == ("a", "c", "d")
+    assert plan.unchanged == ("b",)
+    assert plan.orphans == ("z",)
+    assert plan.created == frozenset({"a"})
+    assert plan_sync(registry, states, model="m", dims=16).unchanged == ()
+    assert plan_sync(registry, states, model="m", dims=8, full=True).to_embed == tuple("abcd")
+
+
+def test_link_index_prefers_path_then_title_then_alias_then_stem() -> None:
+    index = LinkIndex()
+    index.add("wiki/cache.md", "Gyorsítótár", ["Cache layer"])
+    index.add("wiki/cache-layer.md", "Cache layer", [])
+    index.add("archive/cache.md", "Old cache", [])
+    index.add("adr/ÜGYELET.md", "Ügyeleti kézikönyv", [])
+    index.add("deep/sub/page.md", "Page", [])
+    assert index.resolve("Cache layer") == "wiki/cache-layer.md"  # title beats alias
+    assert index.resolve("gyorsítótár") == "wiki/cache.md"  # Unicode case folding
+    assert index.resolve("cache") == "wiki/cache.md"  # stem tie: shortest, then first
+    assert index.resolve("archive/cache") == "archive/cache.md"  # explicit folder
+    assert index.resolve("ügyelet#Riasztás|ügyelet") == "adr/ÜGYELET.md"
+    assert index.resolve("sub/page") == "deep/sub/page.md"  # partial folder path
+    assert index.resolve("Archive/Cache.md") == "archive/cache.md"
+    assert index.resolve("elsewhere/cache") is None  # a folder that does not exist
+    assert index.resolve("Nothing here") is None
