@@ -71,7 +71,7 @@ def facts_import(
             raise FactRowsError(fact_file.problems())
     except FactRowsError as exc:
         for problem in exc.problems:
-            err.print(str(problem), markup=False, highlight=False)
+            err.print(str(problem), markup=False, highlight=False, soft_wrap=True)
         raise
     if rejects:
         write_rejects(rejects, fact_file)

@@ -33,7 +33,7 @@ def normalize_term(term: str) -> str:
     """
     norm = normalize_text(term).strip()
     if not norm:
-        raise InputError("the search term is empty", field="term")
+        raise InputError("the search term is empty")
     return norm
 
 

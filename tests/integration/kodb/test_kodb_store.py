@@ -1,0 +1,300 @@
+"""KoDB on a real SQLite file and a real PostgreSQL database (the `kodb_url` fixture)."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.errors import InputError, KodbError
+from pipeline.kodb import SCHEMA_VERSION, ImportResult, KoDB, reference_search
+from pipeline.kodb import schema as kodb_schema
+from pipeline.model import Calibration, Fact, Note
+
+pytestmark = pytest.mark.integration
+
+
+def fact(subject: str, source_file: str = "wiki/a.md", **kw: object) -> Fact:
+    values: dict[str, object] = {
+        "predicate": "is",
+        "object": "x",
+        "confidence": 0.5,
+        "source_type": "wiki",
+        "extractor": "import",
+    }
+    values.update(kw)
+    return Fact(subject=subject, source_file=source_file, **values)  # type: ignore[arg-type]
+
+
+def note(path: str, content_hash: str = "h1") -> Note:
+    return Note(
+        path=path,
+        title=Path(path).stem,
+        source_type="wiki",
+        content_hash=content_hash,
+        mtime=1.0,
+        bytes=10,
+    )
+
+
+@pytest.fixture
+def db(kodb_url: str) -> KoDB:
+    with KoDB.open(kodb_url) as store:
+        yield store
+
+
+def test_open_creates_schema_records_migrations_and_reopens(kodb_url: str) -> None:
+    with KoDB.open(kodb_url) as first:
+        assert first.dialect in ("sqlite", "postgresql")
+        assert first.schema_versions() == [m.version for m in kodb_schema.MIGRATIONS]
+        first.import_facts([fact("Redis")])
+    with KoDB.open(kodb_url) as again:  # no migration runs twice; data kept
+        assert again.schema_versions()[-1] == SCHEMA_VERSION
+        assert again.count_facts() == 1
+
+
+def test_sqlite_parent_directory_is_created(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'deep' / 'state' / 'ko.db'}"
+    with KoDB.open(url) as store:
+        assert store.count_facts() == 0
+    assert (tmp_path / "deep" / "state" / "ko.db").is_file()
+
+
+def test_database_migrated_by_a_newer_version_is_refused(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    url = f"sqlite:///{tmp_path / 'ko.db'}"
+    KoDB.open(url).close()
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(
+            kodb_schema.migrations_table.insert().values(
+                version=SCHEMA_VERSION + 1, name="future", applied_at=time.time()
+            )
+        )
+    engine.dispose()
+    with pytest.raises(KodbError, match="newer"):
+        KoDB.open(url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["mysql://u@h/db", "not a url", "postgresql+psycopg://postgres@127.0.0.1:1/none"],
+)
+def test_unusable_urls_raise_kodb_error(url: str) -> None:
+    with pytest.raises(KodbError):
+        KoDB.open(url)
+
+
+def test_import_is_idempotent_and_counts_existing(db: KoDB) -> None:
+    facts = [fact("Redis"), fact("Kafka"), fact("Redis")]  # the last repeats the first
+    assert db.import_facts(facts) == ImportResult(inserted=2, existing=1)
+    assert db.import_facts(facts) == ImportResult(inserted=0, existing=3)
+    assert db.count_facts() == 2
+    assert db.subject_norms() == ["kafka", "redis"]
+
+
+def test_facts_keep_their_fields_and_extractor(db: KoDB) -> None:
+    f = fact("Gyorsítótár Őrző", "sessions/s.md", confidence=0.75, source_type="session")
+    f2 = fact("gyorsítótár őrző", "adr/1.md", extractor="mine", source_type="adr")
+    db.import_facts([f, f2])
+    assert db.facts_for_subjects(["gyorsítótár őrző"]) == sorted(
+        [f, f2], key=lambda x: (x.predicate, x.object, x.source_file)
+    )
+    assert db.facts_for_subjects(["absent"]) == []
+
+
+def test_facts_for_many_subjects_uses_chunked_in_lists(db: KoDB) -> None:
+    facts = [fact(f"subject {i}", f"f{i % 7}.md") for i in range(1300)]
+    db.import_facts(facts)
+    wanted = {f"subject {i}" for i in range(0, 1300, 2)}
+    got = db.facts_for_subjects(wanted | {"nope"})
+    assert {f.subject_norm for f in got} == wanted
+    assert db.subjects_for_source_files(["f0.md"]) == {f"subject {i}" for i in range(0, 1300, 7)}
+    assert db.fact_source_files()["f0.md"] == len(range(0, 1300, 7))
+    assert db.facts_by_predicate() == {"is": 1300}
+
+
+def test_apply_ingest_replaces_only_its_extractors_facts(db: KoDB) -> None:
+    imported = fact("Redis", "wiki/redis.md", predicate="owner", object="ops")
+    db.import_facts([imported])
+    n1 = note("wiki/redis.md")
+    n2 = note("wiki/kafka.md")
+    db.apply_ingest(
+        [
+            (n1, [fact("Redis", "wiki/redis.md", predicate="links_to", object="Kafka")]),
+            (n2, [fact("Kafka", "wiki/kafka.md"), fact("Old subject", "wiki/kafka.md")]),
+        ],
+        removed=[],
+    )
+    assert set(db.notes()) == {"wiki/redis.md", "wiki/kafka.md"}
+    assert db.count_facts() == 4
+    # Re-ingest kafka.md with new content: its old ingest facts go, the subject row too.
+    db.apply_ingest([(note("wiki/kafka.md", "h2"), [fact("Kafka", "wiki/kafka.md")])], [])
+    assert db.notes()["wiki/kafka.md"].content_hash == "h2"
+    assert "old subject" not in db.subject_norms()
+    assert db.search_subjects("old") == []
+    # Remove redis.md: its ingest facts and notes row go; the imported fact stays.
+    db.apply_ingest([], removed=["wiki/redis.md"])
+    assert set(db.notes()) == {"wiki/kafka.md"}
+    remaining = db.facts_for_subjects(["redis"])
+    assert remaining == [imported]
+    assert db.search_subjects("redis") == ["redis"]
+    ingested = db.facts_for_subjects(["kafka"])
+    assert [f.extractor for f in ingested] == ["ingest"]
+
+
+def test_apply_ingest_is_one_transaction(db: KoDB) -> None:
+    db.apply_ingest([(note("a.md"), [fact("A", "a.md")])], [])
+    bad = Fact("B", "is", "x", 7.0, "wiki", "b.md")  # violates the confidence check
+    with pytest.raises(KodbError):
+        db.apply_ingest([(note("b.md"), [bad])], removed=["a.md"])
+    assert set(db.notes()) == {"a.md"}
+    assert db.subject_norms() == ["a"]
+
+
+def test_calibrations_latest_by_embedder_and_dims(db: KoDB) -> None:
+    def cal(embedder: str, dims: int, at: float) -> Calibration:
+        return Calibration(embedder, dims, 1, 0.3, 0.05, 0.2, 40, 780, 40, at)
+
+    assert db.latest_calibration() is None
+    db.save_calibration(cal("minilm", 384, 10.0))
+    db.save_calibration(cal("minilm", 384, 20.0))
+    db.save_calibration(cal("bge-m3", 1024, 15.0))
+    assert db.latest_calibration() == cal("minilm", 384, 20.0)
+    assert db.latest_calibration("bge-m3") == cal("bge-m3", 1024, 15.0)
+    assert db.latest_calibration("minilm", 1024) is None
+
+
+# --- search ----------------------------------------------------------------------------
+
+SAMPLE = [
+    "Warm cache",
+    "warmstart",
+    "Warmstart and warm cache",
+    "prewarm",
+    "warm_cache",
+    "Gyorsítótár őrző",
+    "ŐRZŐ",
+    "őrzőház",
+    "50% discount",
+    "a_b c",
+    'it\'s "quoted"',
+    "back\\slash",
+]
+
+
+def test_search_finds_whole_words_case_insensitively(db: KoDB) -> None:
+    db.import_facts([fact(s) for s in SAMPLE])
+    assert db.search_subjects("warm") == ["warm cache", "warmstart and warm cache"]
+    assert db.search_subjects("WARM", limit=1) == ["warm cache"]
+    assert db.search_subjects("őrző") == ["gyorsítótár őrző", "őrző"]
+    assert db.search_subjects("Gyorsítótár") == ["gyorsítótár őrző"]
+    assert db.search_subjects("50%") == ["50% discount"]
+    assert db.search_subjects("%") == []  # a literal percent sign, not "anything"
+    assert db.search_subjects("_") == []
+    assert db.search_subjects("a_b") == ["a_b c"]
+    assert db.search_subjects('"quoted"') == ['it\'s "quoted"']
+    assert db.search_subjects("it's") == ['it\'s "quoted"']
+    assert db.search_subjects("back\\slash") == ["back\\slash"]
+    with pytest.raises(InputError):
+        db.search_subjects("  ")
+
+
+def test_search_many_answers_each_term(db: KoDB) -> None:
+    db.import_facts([fact(s) for s in SAMPLE])
+    terms = ["warm", "őrző", "a", "zzz", "WARM", "50%"]
+    result = db.search_subjects_many(terms)
+    assert set(result) == set(terms)
+    norms = db.subject_norms()
+    for term in terms:
+        assert result[term] == reference_search(term, norms)
+
+
+_CHARS = "aábcdeéőűöüsz z__%%''\"\\.-,ŐÉ1"
+_WORDS = ["warm", "warmstart", "cache", "őrző", "gyorsítótár", "50%", "a_b", "it's", "c\\d"]
+
+
+def _random_subject(rng: random.Random) -> str:
+    parts = []
+    for _ in range(rng.randint(1, 4)):
+        if rng.random() < 0.5:
+            parts.append(rng.choice(_WORDS))
+        else:
+            parts.append("".join(rng.choice(_CHARS) for _ in range(rng.randint(1, 8))))
+    sep = rng.choice([" ", "", "-", "_", ", "])
+    text = sep.join(parts)
+    return text.upper() if rng.random() < 0.2 else text
+
+
+def _random_term(rng: random.Random, subjects: list[str]) -> str:
+    roll = rng.random()
+    if roll < 0.4:  # a piece of a real subject: short, medium or long
+        s = rng.choice(subjects)
+        i = rng.randrange(len(s))
+        term = s[i : i + rng.choice([1, 2, 3, 5, 12, 40])]
+    elif roll < 0.7:
+        term = rng.choice(_WORDS)
+    else:
+        term = "".join(rng.choice(_CHARS) for _ in range(rng.randint(1, 6)))
+    return term if term.strip() else "x"
+
+
+def test_search_agrees_with_the_python_reference_on_generated_data(db: KoDB) -> None:
+    rng = random.Random(20240502)
+    subjects = [_random_subject(rng) for _ in range(1500)]
+    db.import_facts([fact(s, f"f{i % 50}.md") for i, s in enumerate(subjects)])
+    norms = db.subject_norms()
+    terms = [_random_term(rng, subjects) for _ in range(400)]
+    hits = 0
+    for term in terms:
+        expected = reference_search(term, norms)
+        assert db.search_subjects(term) == expected, term
+        hits += bool(expected)
+    many = db.search_subjects_many(terms)
+    assert all(many[t] == reference_search(t, norms) for t in terms)
+    assert hits > 50  # the generator must exercise matches, not only misses
+
+
+def test_search_agrees_with_the_reference_for_arbitrary_terms(db: KoDB) -> None:
+    rng = random.Random(7)
+    subjects = [_random_subject(rng) for _ in range(300)]
+    db.import_facts([fact(s) for s in subjects])
+    norms = db.subject_norms()
+    alphabet = st.sampled_from([*_CHARS, "ß", "İ", "ﬁ", "\u0301"])
+
+    @settings(
+        max_examples=150,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(term=st.text(alphabet, min_size=1, max_size=8).filter(lambda t: t.strip()))
+    def check(term: str) -> None:
+        assert db.search_subjects(term) == reference_search(term, norms)
+
+    check()
+
+
+def test_search_uses_the_trigram_index(db: KoDB) -> None:
+    if db.dialect == "sqlite":
+        plan = db.explain_search("warm")
+        assert "subjects_fts" in plan and "VIRTUAL TABLE" in plan
+        # Terms below three characters cannot use trigrams: they scan distinct subjects.
+        assert "subjects_fts" not in db.explain_search("wa")
+        return
+    # PostgreSQL: with 50k subjects and a selective term the planner must pick the pg_trgm
+    # GIN index (a term found in a large share of rows rightly gets a sequential scan).
+    rng = random.Random(1)
+    letters = "abcdefghijklmnopqrstuvwxyzáéőű"
+    subjects = ["".join(rng.choice(letters) for _ in range(10)) + f" {i}" for i in range(50_000)]
+    subjects[123] = "Warmstart tuning"
+    subjects[45_678] = "the warmstart path"
+    db.import_facts([fact(s, f"f{i % 100}.md") for i, s in enumerate(subjects)])
+    db.analyze()
+    plan = db.explain_search("warmstart")
+    assert "ix_subjects_norm_trgm" in plan, plan
+    assert db.search_subjects("warmstart") == ["the warmstart path", "warmstart tuning"]
