@@ -46,6 +46,7 @@ def cli(ctx: click.Context, vault: str | None, verbose: int) -> None:
 def _register() -> None:
     from pipeline.cli.config_cmd import config_group
     from pipeline.cli.embed import embed_command
+    from pipeline.cli.eval import eval_cmd
     from pipeline.cli.facts import facts_group
     from pipeline.cli.ingest import ingest_command
     from pipeline.cli.maintain import calibrate_cmd, sync_cmd
@@ -57,6 +58,7 @@ def _register() -> None:
     cli.add_command(calibrate_cmd)
     cli.add_command(sync_cmd)
     cli.add_command(embed_command)
+    cli.add_command(eval_cmd)
     cli.add_command(facts_group)
 
 

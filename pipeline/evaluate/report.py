@@ -1,0 +1,109 @@
+"""The markdown form of an evaluation report (the JSON form is ``EvalReport.to_dict``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.evaluate.harness import LABELS, EvalReport
+from pipeline.evaluate.metrics import METRICS
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines.extend("| " + " | ".join(row) + " |" for row in rows)
+    return lines
+
+
+def to_markdown(report: EvalReport) -> str:
+    """A markdown report: retrieval table, labels, silence rates, calibration, model."""
+    data: dict[str, Any] = report.to_dict()
+    cal = data["calibration"]
+    measured = cal["measured"] or {}
+    off_names = ", ".join(report.offtopic) or "none"
+    lines = [
+        f"# vault-ko eval: {report.collection}",
+        "",
+        f"Model `{report.model}` ({report.dims}d); {report.docs} documents as {report.notes} "
+        f"notes; {data['queries']['on_topic']} judged on-topic queries; "
+        f"{data['queries']['off_topic']} off-topic queries (from {off_names}).",
+        "",
+        "## Retrieval",
+        "",
+        *_table(
+            ["mode", *METRICS],
+            [[mode, *(_num(data[mode][m]) for m in METRICS)] for mode in ("semantic", "fallback")],
+        ),
+        "",
+        f"Fallback (degraded mode): {data['fallback_reach']}.",
+        "",
+        "## Relevance labels",
+        "",
+        *_table(
+            ["queries", *LABELS],
+            [
+                ["on-topic", *(str(data["labels"]["on_topic"][lb]) for lb in LABELS)],
+                ["off-topic", *(str(data["labels"]["off_topic"][lb]) for lb in LABELS)],
+                *(
+                    [f"off-topic: {name}", *(str(counts[lb]) for lb in LABELS)]
+                    for name, counts in data["labels"]["off_topic_by_collection"].items()
+                ),
+            ],
+        ),
+        "",
+        *_table(
+            ["policy", "false silence", "off-topic silence", "off-topic confident"],
+            [
+                [
+                    "vault-ko noise floor",
+                    _pct(data["false_silence"]),
+                    _pct(data["offtopic_silence"]),
+                    _pct(data["offtopic_confident"]),
+                ],
+                *(
+                    [row["policy"], _pct(row["false_silence"]), _pct(row["offtopic_silence"]), "–"]
+                    for row in data["fixed_thresholds"]
+                ),
+            ],
+        ),
+        "",
+        f"ROC AUC, on-topic vs off-topic: z {_num(data['auc_z'])}, "
+        f"raw cosine {_num(data['auc_cosine'])} (within one calibration z is an increasing "
+        "function of the cosine, so the two agree; they differ only across vaults).",
+        "",
+        "## Calibration used",
+        "",
+        *_table(
+            ["source", "N", "σ (used)", "μ", "tight", "floor cosine", "notes", "pairs"],
+            [
+                [
+                    str(cal["source"]),
+                    _num(cal["noise_floor"]),
+                    _num(cal["sigma"]),
+                    _num(cal["mu"]),
+                    "yes" if cal["tight"] else "no",
+                    _num(cal["floor_cosine"]),
+                    str(measured.get("n_notes", "–")),
+                    str(measured.get("n_pairs", "–")),
+                ]
+            ],
+        ),
+        "",
+    ]
+    if measured:
+        lines += [
+            f"Measured on this vault: N {_num(measured['noise_floor'])}, "
+            f"σ {_num(measured['sigma'])}, μ {_num(measured['mu'])} "
+            f"(probe set {measured['probe_set_version']}).",
+            "",
+        ]
+    if report.warnings:
+        lines += ["## Warnings", "", *(f"- {w}" for w in report.warnings), ""]
+    return "\n".join(lines)
