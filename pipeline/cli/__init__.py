@@ -48,6 +48,7 @@ def _register() -> None:
     from pipeline.cli.embed import embed_command
     from pipeline.cli.eval import eval_cmd
     from pipeline.cli.facts import facts_group
+    from pipeline.cli.graph import graph_group
     from pipeline.cli.ingest import ingest_command
     from pipeline.cli.maintain import calibrate_cmd, sync_cmd
     from pipeline.cli.query import query_cmd
@@ -60,6 +61,7 @@ def _register() -> None:
     cli.add_command(embed_command)
     cli.add_command(eval_cmd)
     cli.add_command(facts_group)
+    cli.add_command(graph_group)
 
 
 _register()

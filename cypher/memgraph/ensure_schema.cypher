@@ -1,0 +1,6 @@
+// ensure_schema: a label-property index and a uniqueness constraint on Note.path.
+// Memgraph answers an existing index or constraint with a notification, not an error.
+// params: (none)
+// returns: (nothing)
+CREATE INDEX ON :Note(path);
+CREATE CONSTRAINT ON (n:Note) ASSERT n.path IS UNIQUE;

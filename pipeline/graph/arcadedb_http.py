@@ -1,0 +1,160 @@
+"""ArcadeDB's HTTP API, for the schema commands its Cypher cannot run.
+
+ArcadeDB 26.10 refuses Cypher ``CREATE VECTOR INDEX`` and has no Cypher for types or unique
+indexes, so the database, the types, the unique path index and the LSM_VECTOR index are
+made here with ArcadeDB SQL over ``POST /api/v1/command/<db>``. This module holds every SQL
+string of the graph layer; identifiers come from constants and are validated, the only
+variable (the dimension) is a checked integer. Everything else goes over Bolt.
+
+Errors: an HTTP error answer raises ``ArcadeHttpError`` (``transient`` for 503, which
+ArcadeDB uses for a full request queue); a refused or timed-out connection raises the
+underlying ``OSError``. The graph client classifies and translates both.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+NOTE_TYPE = "Note"
+LINK_TYPE = "LINKS_TO"
+PATH_PROPERTY = "path"
+EMBEDDING_PROPERTY = "embedding"
+#: ArcadeDB names a type index ``<Type>[<property>]``; vector_search.cypher uses this name.
+VECTOR_INDEX = f"{NOTE_TYPE}[{EMBEDDING_PROPERTY}]"
+#: The request timeout of one HTTP call (schema commands on an empty vault take ms; building
+#: a vector index over existing notes takes longer).
+DEFAULT_TIMEOUT = 60.0
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_MAX_DIMS = 65_536
+
+
+class ArcadeHttpError(Exception):
+    """ArcadeDB answered an HTTP request with an error status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(f"ArcadeDB HTTP {status}: {message}")
+
+    @property
+    def transient(self) -> bool:
+        return self.status in (502, 503, 504)
+
+
+def ident(name: str) -> str:
+    """``name`` if it is a plain identifier (database, type, property); ValueError otherwise."""
+    if not isinstance(name, str) or not _IDENT.match(name):
+        raise ValueError(f"invalid ArcadeDB identifier {name!r}")
+    return name
+
+
+def _dims(dims: int) -> int:
+    if isinstance(dims, bool) or not isinstance(dims, int) or not 1 <= dims <= _MAX_DIMS:
+        raise ValueError(f"vector dimensions must be an integer in [1, {_MAX_DIMS}], got {dims!r}")
+    return dims
+
+
+@dataclass(frozen=True)
+class ArcadeHttp:
+    """A minimal client of ArcadeDB's HTTP API (standard library only)."""
+
+    base_url: str
+    user: str
+    password: str
+    timeout: float = DEFAULT_TIMEOUT
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        request = urllib.request.Request(self.base_url.rstrip("/") + path, data=data, method=method)
+        token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode("ascii")
+        request.add_header("Authorization", f"Basic {token}")
+        request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read().decode("utf-8") or "null")
+        except urllib.error.HTTPError as exc:
+            # HTTPError is an OSError too; answer it as a server verdict, not a network fault.
+            raw = exc.read().decode("utf-8", "replace")
+            try:
+                payload = json.loads(raw)
+                message = payload.get("detail") or payload.get("error") or raw
+                if payload.get("exception"):
+                    message = f"{message} ({payload['exception']})"
+            except (ValueError, AttributeError):
+                message = raw or exc.reason
+            raise ArcadeHttpError(exc.code, str(message)) from None
+
+    # -- server ---------------------------------------------------------------------
+    def database_exists(self, database: str) -> bool:
+        """Whether ``database`` exists on the server."""
+        answer = self._request("GET", f"/api/v1/exists/{ident(database)}")
+        return bool(answer and answer.get("result"))
+
+    def ensure_database(self, database: str) -> bool:
+        """Create ``database`` unless it exists; True when it was created."""
+        if self.database_exists(database):
+            return False
+        try:
+            command = f"create database {ident(database)}"
+            self._request("POST", "/api/v1/server", {"command": command})
+        except ArcadeHttpError as exc:
+            if exc.status == 409:  # created by a concurrent caller meanwhile
+                return False
+            raise
+        return True
+
+    def sql(self, database: str, command: str) -> list[dict[str, Any]]:
+        """Run one SQL command of this module on ``database``; its result rows."""
+        answer = self._request(
+            "POST",
+            f"/api/v1/command/{ident(database)}",
+            {"language": "sql", "command": command},
+        )
+        result = (answer or {}).get("result")
+        return result if isinstance(result, list) else []
+
+    # -- the note schema ---------------------------------------------------------------
+    def ensure_schema(self, database: str) -> None:
+        """Types, properties and the unique path index; each statement is idempotent."""
+        note, link = ident(NOTE_TYPE), ident(LINK_TYPE)
+        path, emb = ident(PATH_PROPERTY), ident(EMBEDDING_PROPERTY)
+        for command in (
+            f"CREATE VERTEX TYPE {note} IF NOT EXISTS",
+            f"CREATE EDGE TYPE {link} IF NOT EXISTS",
+            f"CREATE PROPERTY {note}.{path} IF NOT EXISTS STRING",
+            f"CREATE PROPERTY {note}.{emb} IF NOT EXISTS ARRAY_OF_FLOATS",
+            f"CREATE INDEX IF NOT EXISTS ON {note} ({path}) UNIQUE",
+        ):
+            self.sql(database, command)
+
+    def vector_index_dims(self, database: str) -> int | None:
+        """The dimensions of ``Note[embedding]``, or None when there is no such index."""
+        rows = self.sql(
+            database, f"SELECT indexes FROM schema:types WHERE name = '{ident(NOTE_TYPE)}'"
+        )
+        for row in rows:
+            for index in row.get("indexes") or ():
+                if index.get("name") == VECTOR_INDEX:
+                    dims = index.get("dimensions")
+                    return int(dims) if dims is not None else None
+        return None
+
+    def drop_vector_index(self, database: str) -> None:
+        """Drop ``Note[embedding]`` (callers check it exists: ArcadeDB has no IF EXISTS)."""
+        self.sql(database, f"DROP INDEX `{VECTOR_INDEX}`")
+
+    def create_vector_index(self, database: str, dims: int) -> None:
+        """Create the cosine LSM_VECTOR index ``Note[embedding]`` for ``dims`` dimensions."""
+        metadata = json.dumps({"dimensions": _dims(dims), "similarity": "COSINE"})
+        self.sql(
+            database,
+            f"CREATE INDEX IF NOT EXISTS ON {ident(NOTE_TYPE)} ({ident(EMBEDDING_PROPERTY)}) "
+            f"LSM_VECTOR METADATA {metadata}",
+        )

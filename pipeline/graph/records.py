@@ -1,0 +1,159 @@
+"""What the graph layer hands out (frozen dataclasses) and how driver rows become them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class GraphStatus:
+    """One probe of the graph: reachable or not, and why."""
+
+    up: bool
+    url: str
+    dialect: str | None
+    agent: str | None
+    latency_ms: float | None
+    reason: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Exactly the keys of `vault-ko graph status --json`."""
+        return {
+            "up": self.up,
+            "url": self.url,
+            "dialect": self.dialect,
+            "agent": self.agent,
+            "latency_ms": self.latency_ms,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class NoteState:
+    """What the graph holds for one note, without its embedding (the embed sync's diff)."""
+
+    path: str
+    content_hash: str
+    model: str
+    dims: int
+    embedded_at: float
+
+
+@dataclass(frozen=True)
+class GraphNote:
+    """One note to write: its registry fields and its (normalised) embedding."""
+
+    path: str
+    title: str
+    source_type: str
+    content_hash: str
+    model: str
+    dims: int
+    embedded_at: float
+    embedding: tuple[float, ...]
+
+    def as_row(self) -> dict[str, Any]:
+        """The ``rows`` element of upsert_notes: the key and the properties to set."""
+        if len(self.embedding) != self.dims:
+            raise ValueError(
+                f"note {self.path!r}: embedding has {len(self.embedding)} values, dims={self.dims}"
+            )
+        return {
+            "path": self.path,
+            "props": {
+                "title": self.title,
+                "source_type": self.source_type,
+                "content_hash": self.content_hash,
+                "model": self.model,
+                "dims": int(self.dims),
+                "embedded_at": float(self.embedded_at),
+                "embedding": [float(x) for x in self.embedding],
+            },
+        }
+
+
+@dataclass(frozen=True)
+class GraphHit:
+    """A note found by vector search, with its exact cosine to the query."""
+
+    path: str
+    title: str
+    source_type: str
+    cosine: float
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A raw vector-index row before exact re-scoring."""
+
+    path: str
+    title: str
+    source_type: str
+    embedding: tuple[float, ...] | None
+    score: float
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value) if value is not None else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def _float(value: Any) -> float:
+    try:
+        number = float(value) if value is not None else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+    return number if math.isfinite(number) else 0.0
+
+
+def _vector(value: Any) -> tuple[float, ...] | None:
+    if value is None or isinstance(value, str | bytes):
+        return None
+    try:
+        return tuple(float(x) for x in value)
+    except (TypeError, ValueError):
+        return None
+
+
+def note_state(row: Mapping[str, Any]) -> NoteState:
+    """A note_states / all_vectors row → NoteState (missing fields become empty values,
+    so a note written by another tool reads as stale rather than breaking the sync)."""
+    return NoteState(
+        path=_text(row["path"]),
+        content_hash=_text(row.get("content_hash")),
+        model=_text(row.get("model")),
+        dims=_int(row.get("dims")),
+        embedded_at=_float(row.get("embedded_at")),
+    )
+
+
+def candidate(row: Mapping[str, Any]) -> Candidate:
+    """A vector_search row → Candidate."""
+    score = row.get("score")
+    return Candidate(
+        path=_text(row["path"]),
+        title=_text(row.get("title")),
+        source_type=_text(row.get("source_type")),
+        embedding=_vector(row.get("embedding")),
+        score=float(score) if score is not None else float("nan"),
+    )
+
+
+def embedding_of(row: Mapping[str, Any]) -> tuple[float, ...] | None:
+    """The embedding column of an all_vectors row, or None when absent or not a list."""
+    return _vector(row.get("embedding"))
+
+
+def link_pairs(pairs: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    """(src, dst) pairs → the de-duplicated, sorted ``pairs`` parameter of link_notes."""
+    unique = sorted({(str(src), str(dst)) for src, dst in pairs})
+    return [{"src": src, "dst": dst} for src, dst in unique]

@@ -1,0 +1,81 @@
+"""Exact re-scoring of vector-index candidates: raw cosine, sorted, ties broken by path.
+
+Approximate indexes miss true neighbours and report scores on backend-specific scales
+(``dialects.py``). The client therefore over-fetches candidates, and this module computes
+the exact cosine of each stored embedding against the query with numpy, so the hits and
+their labels are the same whichever backend served them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from pipeline.graph.dialects import score_to_cosine
+from pipeline.graph.records import Candidate, GraphHit
+
+
+def as_query_vector(vector: np.ndarray | Sequence[float]) -> np.ndarray:
+    """The query as a finite, non-zero 1-D float64 array; ValueError otherwise."""
+    array = np.asarray(vector, dtype=np.float64)
+    if array.ndim != 1 or array.size == 0:
+        raise ValueError(f"query vector must be 1-D and non-empty, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError("query vector has non-finite values")
+    if not np.any(array):
+        raise ValueError("query vector is all zeros")
+    return array
+
+
+def exact_rescore(
+    query: np.ndarray, candidates: Sequence[Candidate], k: int, dialect: str
+) -> list[GraphHit]:
+    """The top ``k`` candidates by exact cosine to ``query``, desc, ties broken by path.
+
+    A candidate whose stored embedding is missing or of another length keeps the index's
+    own score converted to cosine (the index knew it under some vector, so it is not lost).
+    Duplicate paths (a backend returning a node twice) are kept once.
+    """
+    if k <= 0 or not candidates:
+        return []
+    q = np.asarray(query, dtype=np.float64)
+    q_norm = float(np.linalg.norm(q))
+    seen: set[str] = set()
+    scored: list[tuple[float, Candidate]] = []
+    rows: list[tuple[float, ...]] = []
+    exact_idx: list[int] = []
+    for cand in candidates:
+        if cand.path in seen:
+            continue
+        seen.add(cand.path)
+        if cand.embedding is not None and len(cand.embedding) == q.size:
+            exact_idx.append(len(scored))
+            rows.append(cand.embedding)
+            scored.append((float("nan"), cand))
+        else:
+            scored.append((score_to_cosine(dialect, cand.score), cand))
+    if rows:
+        matrix = np.asarray(rows, dtype=np.float64)
+        norms = np.linalg.norm(matrix, axis=1) * q_norm
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cosines = np.where(norms > 0, matrix @ q / np.where(norms > 0, norms, 1.0), 0.0)
+        for i, cos in zip(exact_idx, cosines, strict=True):
+            scored[i] = (float(np.clip(cos, -1.0, 1.0)), scored[i][1])
+    usable = [(cos, cand) for cos, cand in scored if np.isfinite(cos)]
+    usable.sort(key=lambda item: (-item[0], item[1].path))
+    return [
+        GraphHit(path=c.path, title=c.title, source_type=c.source_type, cosine=cos)
+        for cos, c in usable[:k]
+    ]
+
+
+def cosine_matrix(queries: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """Exact cosines of each query row to each vector row (zero rows give 0)."""
+    q = np.asarray(queries, dtype=np.float64)
+    v = np.asarray(vectors, dtype=np.float64)
+    qn = np.linalg.norm(q, axis=1, keepdims=True)
+    vn = np.linalg.norm(v, axis=1, keepdims=True)
+    qn[qn == 0] = 1.0
+    vn[vn == 0] = 1.0
+    return (q / qn) @ (v / vn).T
