@@ -388,6 +388,14 @@ class GraphClient:
         latency = round((time.perf_counter() - started) * 1000.0, 2)
         return GraphStatus(True, self.url, dialect, self.agent, latency, None)
 
+    def ping(self) -> float:
+        """One trivial round trip through the breaker and the retry policy; its latency in
+        ms. Fails fast with GraphUnavailable while the circuit is open, so the query stage
+        can check the graph before loading the embedding model."""
+        started = time.perf_counter()
+        self._auto("ping")
+        return round((time.perf_counter() - started) * 1000.0, 2)
+
     def ensure_schema(self, dims: int) -> None:
         """Constraints, indexes and the vector index for ``dims``; idempotent. When the
         vector index exists with other dimensions it is recreated (see
