@@ -281,6 +281,10 @@ def split_frontmatter(text: str, rel_path: str) -> tuple[dict[str, Any], str, in
         # The YAML starts on the file's line 2 (after "---"); marks are 0-based.
         line = mark.line + 2 if mark is not None else 2
         problem = exc.problem or exc.context or "syntax error"
+        if exc.problem and exc.context and exc.context_mark is not None:
+            # "while parsing a flow sequence" says where the broken construct began.
+            started = exc.context_mark.line + 2
+            problem = f"{exc.context} started at line {started}: {exc.problem}"
         raise InputError(f"invalid YAML frontmatter: {problem}", file=rel_path, line=line) from exc
     except (yaml.YAMLError, RecursionError) as exc:
         raise InputError(f"invalid YAML frontmatter: {exc}", file=rel_path, line=2) from exc
@@ -625,6 +629,8 @@ def _render(
 
 def _tags(scan: str) -> list[str]:
     found = []
+    # "[[Note#Heading]]" names a heading, not a tag.
+    scan = _WIKILINK.sub(lambda m: " " * len(m[0]), scan)
     for m in _TAG.finditer(scan):
         tag = m["tag"].strip("/")
         if tag and _TAG_HAS_NON_DIGIT.search(tag):
@@ -681,6 +687,8 @@ def clip_text(text: str, limit: int, focus: int = 0) -> str:
     # Collapse whitespace while tracking where the focus lands.
     head = _WHITESPACE.sub(" ", text[:focus]).lstrip()
     tail = _WHITESPACE.sub(" ", text[focus:]).rstrip()
+    if not head:
+        tail = tail.lstrip()
     full = head + tail
     if len(full) <= limit:
         return full

@@ -1,0 +1,229 @@
+"""Fact extraction: each rule, its confidence, and facts about linked subjects."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from pipeline.model import Fact, SourceType
+from pipeline.vault.extract import (
+    CONF_ADR_DECISION,
+    CONF_ADR_STATUS,
+    CONF_ALIAS,
+    CONF_CONTEXT,
+    CONF_DECIDED_IN,
+    CONF_INLINE_FIELD,
+    CONF_LINKS_TO,
+    CONF_MENTIONED_IN,
+    CONF_PROPERTY,
+    CONF_SUPERSEDED_BY,
+    CONF_TAG,
+    extract_facts,
+    normalise_adr_status,
+)
+from pipeline.vault.parse import parse_note
+
+
+def facts_of(text: str, path: str = "wiki/note.md", stype: SourceType = "wiki") -> list[Fact]:
+    return list(extract_facts(parse_note(text.encode("utf-8"), path, stype)))
+
+
+def triples(facts: list[Fact]) -> set[tuple[str, str, str, float]]:
+    return {(f.subject, f.predicate, f.object, f.confidence) for f in facts}
+
+
+def test_confidences_are_ordered_from_stated_to_inferred() -> None:
+    # A property stated in frontmatter is the most direct; a quoted sentence the least.
+    assert CONF_PROPERTY == CONF_ALIAS == CONF_ADR_STATUS == 0.95
+    assert CONF_INLINE_FIELD == CONF_TAG == CONF_ADR_DECISION == CONF_SUPERSEDED_BY == 0.9
+    assert CONF_DECIDED_IN == 0.85
+    assert (CONF_LINKS_TO, CONF_MENTIONED_IN, CONF_CONTEXT) == (0.8, 0.7, 0.6)
+
+
+def test_frontmatter_properties_flattened_and_stringified() -> None:
+    text = (
+        "---\n"
+        "title: Redis\n"
+        "aliases: [redis-server]\n"
+        "tags: [db/kv]\n"
+        "cssclasses: [wide]\n"
+        'owner: "[[Platform team|platform]]"\n'
+        "ports: [6379, 6380]\n"
+        "since: 2023-05-01\n"
+        "ratio: 0.5\n"
+        "enabled: true\n"
+        "limits:\n  memory: 2GB\n  eviction:\n    policy: allkeys-lru\n"
+        "empty:\n"
+        "---\n"
+    )
+    got = triples(facts_of(text))
+    assert got == {
+        ("Redis", "owner", "Platform team", CONF_PROPERTY),
+        ("Redis", "ports", "6379", CONF_PROPERTY),
+        ("Redis", "ports", "6380", CONF_PROPERTY),
+        ("Redis", "since", "2023-05-01", CONF_PROPERTY),
+        ("Redis", "ratio", "0.5", CONF_PROPERTY),
+        ("Redis", "enabled", "true", CONF_PROPERTY),
+        ("Redis", "limits.memory", "2GB", CONF_PROPERTY),
+        ("Redis", "limits.eviction.policy", "allkeys-lru", CONF_PROPERTY),
+        ("Redis", "alias", "redis-server", CONF_ALIAS),
+        ("Redis", "tagged", "db/kv", CONF_TAG),
+        # the owner link is also a link: evidence about the platform team
+        ("Redis", "links_to", "Platform team", CONF_LINKS_TO),
+        ("Platform team", "mentioned_in", "Redis", CONF_MENTIONED_IN),
+    }
+
+
+def test_subject_property_names_the_subject_of_own_facts() -> None:
+    got = triples(facts_of("---\nsubject: Redis\nowner: ops\n---\n# Redis cache notes\n"))
+    assert got == {("Redis", "owner", "ops", CONF_PROPERTY)}
+
+
+def test_inline_fields_and_body_tags() -> None:
+    got = triples(facts_of("# Note\n\nstatus:: draft\nWork on #infra/db today [due:: Friday]."))
+    assert got == {
+        ("Note", "status", "draft", CONF_INLINE_FIELD),
+        ("Note", "due", "Friday", CONF_INLINE_FIELD),
+        ("Note", "tagged", "infra/db", CONF_TAG),
+    }
+
+
+def test_links_give_facts_about_the_target() -> None:
+    facts = facts_of("# Standup\n\nWe tuned [[Redis]] eviction. Then [[Redis]] again.", "s.md")
+    assert triples(facts) == {
+        ("Standup", "links_to", "Redis", CONF_LINKS_TO),
+        ("Redis", "mentioned_in", "Standup", CONF_MENTIONED_IN),
+        ("Redis", "context", "We tuned Redis eviction.", CONF_CONTEXT),
+    }
+    assert {f.source_file for f in facts} == {"s.md"}
+    assert {f.extractor for f in facts} == {"ingest"}
+
+
+def test_self_links_and_attachments_give_no_facts() -> None:
+    assert facts_of("# Redis\n\nSee [[Redis#Setup]] and ![[diagram.png]].") == []
+
+
+def test_mentioned_in_spreads_across_files_and_types() -> None:
+    notes = [
+        ("sessions/2024-01-02.md", "session", "# Monday\n\nDebugged [[Redis]] timeouts."),
+        ("wiki/Caching.md", "wiki", "# Caching\n\n- [[Redis]] holds sessions"),
+        ("adr/0003-cache.md", "adr", "# 3. Cache\n\n## Decision\n\nUse [[Redis]]."),
+    ]
+    about_redis = [
+        f for path, st, text in notes for f in facts_of(text, path, st) if f.subject == "Redis"
+    ]
+    assert {f.source_file for f in about_redis} == {n[0] for n in notes}
+    assert {f.source_type for f in about_redis} == {"session", "wiki", "adr"}
+    mentioned = {(f.object, f.source_type) for f in about_redis if f.predicate == "mentioned_in"}
+    assert mentioned == {("Monday", "session"), ("Caching", "wiki"), ("3. Cache", "adr")}
+    assert ("decided_in", "3. Cache") in {(f.predicate, f.object) for f in about_redis}
+
+
+NYGARD = """# 12. Use custom User model
+
+Date: 2022-09-26
+
+## Status
+
+Superseded by [[20. User models revisited]]
+
+## Context
+
+Django recommends a custom [[User model]].
+
+## Decision
+
+We use a custom [[User model]] with a separate [[UserProfile]].
+Second line of the same paragraph.
+
+Another paragraph.
+"""
+
+
+def test_nygard_adr_status_decision_superseded_date_and_decided_in() -> None:
+    facts = facts_of(NYGARD, "adr/0012-user-models.md", "adr")
+    got = triples(facts)
+    subject = "12. Use custom User model"
+    assert (subject, "adr_status", "superseded", CONF_ADR_STATUS) in got
+    assert (subject, "superseded_by", "20. User models revisited", CONF_SUPERSEDED_BY) in got
+    assert (subject, "date", "2022-09-26", 0.9) in got
+    decision = (
+        "We use a custom User model with a separate UserProfile. Second line of the same paragraph."
+    )
+    assert (subject, "decision", decision, CONF_ADR_DECISION) in got
+    assert ("User model", "decided_in", subject, CONF_DECIDED_IN) in got
+    assert ("UserProfile", "decided_in", subject, CONF_DECIDED_IN) in got
+    # the context link is evidence too, but not a decision
+    assert ("User model", "context", "Django recommends a custom User model.", CONF_CONTEXT) in got
+    assert not any(f.predicate == "decided_in" and f.subject == "20. User models revisited"
+                   for f in facts)  # fmt: skip
+
+
+def test_adr_frontmatter_status_and_decision_win() -> None:
+    text = (
+        "---\nstatus: Approved\ndecision: Adopt [[Kafka]] for events\n---\n"
+        "# ADR 7\n\n## Status\n\nRejected\n\n## Decision\n\nSomething else.\n"
+    )
+    got = triples(facts_of(text, "adr/7.md", "adr"))
+    assert ("ADR 7", "adr_status", "accepted", CONF_ADR_STATUS) in got
+    # the frontmatter decision is a property (0.95) and the ADR decision (0.9): kept once
+    assert ("ADR 7", "decision", "Adopt Kafka for events", CONF_PROPERTY) in got
+    assert ("Kafka", "decided_in", "ADR 7", CONF_DECIDED_IN) in got
+    assert not any(p == "decision" and o == "Something else." for _, p, o, _ in got)
+
+
+def test_adr_superseded_by_markdown_link_uses_its_text() -> None:
+    text = "# 12. Old\n\n## Status\n\nSuperseded by [20. New way](./0020-new-way.md)\n"
+    got = triples(facts_of(text, "adr/0012.md", "adr"))
+    assert ("12. Old", "superseded_by", "20. New way", CONF_SUPERSEDED_BY) in got
+    assert ("12. Old", "adr_status", "superseded", CONF_ADR_STATUS) in got
+
+
+def test_adr_rules_only_apply_to_adr_notes() -> None:
+    predicates = {f.predicate for f in facts_of(NYGARD, "wiki/x.md", "wiki")}
+    assert not predicates & {"adr_status", "decision", "superseded_by", "decided_in", "date"}
+
+
+@pytest.mark.parametrize(
+    ("line", "status"),
+    [
+        ("Accepted", "accepted"),
+        ("Approved", "accepted"),
+        ("**Proposed** (2024-01-01)", "proposed"),
+        ("In Review", "proposed"),
+        ("Deprecated in favour of X", "deprecated"),
+        ("Rejected", "rejected"),
+        ("Superseded by ADR-9", "superseded"),
+        ("Whatever", None),
+    ],
+)
+def test_adr_status_normalisation(line: str, status: str | None) -> None:
+    assert normalise_adr_status(line) == status
+
+
+def test_no_generic_predicate_and_no_empty_parts() -> None:
+    text = (
+        "---\n'': x\nkey: ''\nnone:\nlist: []\n---\n# T\n\nvalue:: \n[[ ]] and [[#Local heading]]"
+    )
+    facts = facts_of(text)
+    assert facts == []
+
+
+def test_duplicate_facts_keep_the_highest_confidence_once() -> None:
+    text = "---\ntags: [infra]\nowner: Bob\n---\n# T\n\nWork #infra\n\nowner:: Bob\n"
+    facts = facts_of(text)
+    keys = Counter((f.subject, f.predicate, f.object) for f in facts)
+    assert max(keys.values()) == 1
+    assert triples(facts) == {
+        ("T", "owner", "Bob", CONF_PROPERTY),
+        ("T", "tagged", "infra", CONF_TAG),
+    }
+
+
+def test_extraction_is_deterministic() -> None:
+    text = NYGARD + "\n#b #a [[Z]] [[Y]]\n"
+    first = facts_of(text, "adr/1.md", "adr")
+    assert first == facts_of(text, "adr/1.md", "adr")
+    links = [f.object for f in first if f.predicate == "links_to"]
+    assert links == ["20. User models revisited", "User model", "UserProfile", "Z", "Y"]

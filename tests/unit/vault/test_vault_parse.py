@@ -1,0 +1,256 @@
+"""Markdown parsing: frontmatter, titles, links, tags, inline fields, bad input."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import InputError
+from pipeline.model import SourceType
+from pipeline.vault.parse import ParsedNote, clip_text, parse_note, read_note
+
+
+def parse(text: str, path: str = "wiki/note.md", stype: SourceType = "wiki") -> ParsedNote:
+    return parse_note(text.encode("utf-8"), path, stype)
+
+
+def targets(note: ParsedNote) -> list[str]:
+    return [link.target for link in note.links]
+
+
+# --- links ----------------------------------------------------------------------------
+
+
+def test_wikilink_forms_give_bare_targets() -> None:
+    note = parse("See [[Redis]], [[Kafka|the log]], [[PostgreSQL#Indexes]] and [[Raft#^b1]].")
+    assert targets(note) == ["Redis", "Kafka", "PostgreSQL", "Raft"]
+
+
+def test_embeds_are_links_but_attachments_are_not() -> None:
+    note = parse("![[Architecture]] and ![[diagram.png]] and [[spec.pdf]] and [[Node.js]]")
+    assert targets(note) == ["Architecture", "Node.js"]
+    assert [link.embed for link in note.links] == [True, False]
+
+
+def test_links_inside_code_are_not_links() -> None:
+    text = (
+        "Real [[Alpha]] and `[[InlineCode]]`.\n\n"
+        "```\n[[Fenced]]\n```\n\n"
+        "~~~python\nx = '[[Tilde]]'\n~~~\n\n"
+        "    [[Indented]]\n\n"
+        "<div>[[Html]]</div>\n\n"
+        "Escaped \\[\\[NotALink\\]\\] and [[Beta]]."
+    )
+    assert targets(parse(text)) == ["Alpha", "Beta"]
+
+
+def test_each_target_counted_once_with_first_mention_context() -> None:
+    note = parse("First [[Redis]] here. Then [[redis]] again.\n\n- A list item on [[Redis]]")
+    assert targets(note) == ["Redis"]
+    assert note.links[0].context == "First Redis here."
+    assert note.links[0].line == 1
+
+
+def test_context_is_the_sentence_or_the_list_item() -> None:
+    text = (
+        "Intro sentence. We moved the cache to [[Redis]] last week! Another one.\n\n"
+        "- a **bold** item about [[Kafka|the log]] and `code`\n"
+    )
+    note = parse(text)
+    contexts = {link.target: link.context for link in note.links}
+    assert contexts == {
+        "Redis": "We moved the cache to Redis last week!",
+        "Kafka": "a bold item about the log and code",
+    }
+
+
+def test_context_is_clipped_to_240_chars_and_keeps_the_mention() -> None:
+    filler = " ".join(f"word{i}" for i in range(80))
+    note = parse(f"{filler} [[Target]] {filler}.")
+    context = note.links[0].context
+    assert context is not None
+    assert len(context) <= 240
+    assert "Target" in context
+    assert context.startswith("…") and context.endswith("…")
+
+
+def test_path_link_keeps_target_and_subject_is_the_name() -> None:
+    note = parse("See [[wiki/infra/Redis.md|cache]].")
+    assert note.links[0].target == "wiki/infra/Redis"
+    assert note.links[0].subject == "Redis"
+
+
+def test_frontmatter_links_count_as_links_without_context() -> None:
+    note = parse('---\nowner: "[[Alice]]"\nrelated: ["[[Bob]]", plain]\n---\nBody with [[Bob]].')
+    assert targets(note) == ["Alice", "Bob"]
+    assert note.links[0].context is None
+    assert note.links[1].context == "Body with Bob."
+
+
+# --- tags -----------------------------------------------------------------------------
+
+
+def test_tags_nested_and_not_numbers_headings_code_or_url_fragments() -> None:
+    text = (
+        "---\ntags: [project/alpha, '#meta']\n---\n"
+        "# Heading is not a tag\n\n"
+        "Text #infra/db/postgres and #Redis, issue #123, year #2024, see "
+        "https://example.com/page#section and `#notatag` and C#.\n\n"
+        "```\n#fenced\n```\n"
+    )
+    assert parse(text).tags == ("project/alpha", "meta", "infra/db/postgres", "Redis")
+
+
+def test_frontmatter_tags_as_a_string() -> None:
+    assert parse("---\ntags: alpha, beta gamma\n---\n").tags == ("alpha", "beta", "gamma")
+
+
+def test_hungarian_tags_links_and_titles() -> None:
+    text = "# Árvíztűrő tükörfúrógép\n\nA [[Gyorsítótár]] beállítása #műszaki/gyorsítótár kész."
+    note = parse(text)
+    assert note.title == "Árvíztűrő tükörfúrógép"
+    assert targets(note) == ["Gyorsítótár"]
+    assert note.tags == ("műszaki/gyorsítótár",)
+    assert note.links[0].context == "A Gyorsítótár beállítása #műszaki/gyorsítótár kész."
+
+
+# --- inline fields --------------------------------------------------------------------
+
+
+def test_inline_fields_own_line_bracketed_and_parenthesised() -> None:
+    text = (
+        "status:: in progress\n"
+        "Talk to [owner:: [[Alice]]] about it (priority:: high).\n\n"
+        "- due:: 2024-05-01\n"
+        "- `code:: not a field`\n\n"
+        "```\nfenced:: no\n```\n"
+    )
+    fields = [(f.key, f.value) for f in parse(text).inline_fields]
+    assert fields == [
+        ("status", "in progress"),
+        ("owner", "Alice"),
+        ("priority", "high"),
+        ("due", "2024-05-01"),
+    ]
+
+
+def test_inline_field_line_is_its_own_context() -> None:
+    note = parse("Some prose here\nowner:: [[Alice]]\nmore prose.")
+    assert note.links[0].context == "owner:: Alice"
+
+
+# --- callouts -------------------------------------------------------------------------
+
+
+def test_callout_text_counts_and_marker_is_dropped() -> None:
+    text = "> [!warning] Careful\n> Eviction depends on [[LRU]] #ops\n> reviewer:: Bob\n"
+    note = parse(text)
+    assert targets(note) == ["LRU"]
+    assert note.tags == ("ops",)
+    assert [(f.key, f.value) for f in note.inline_fields] == [("reviewer", "Bob")]
+    assert note.links[0].context == "Eviction depends on LRU #ops"
+    assert note.blocks[0].kind == "quote"
+    assert not note.blocks[0].text.startswith("[!")
+
+
+# --- frontmatter, title, aliases ------------------------------------------------------
+
+
+def test_title_prefers_frontmatter_then_h1_then_stem() -> None:
+    assert parse("---\ntitle: From FM\n---\n# From H1").title == "From FM"
+    assert parse("Intro\n\n# From H1\n\n# Second").title == "From H1"
+    assert parse("no heading", path="wiki/my-note_name.md").title == "my note name"
+
+
+def test_subject_defaults_to_title_and_unwraps_a_link() -> None:
+    assert parse("# Title").subject == "Title"
+    assert parse('---\nsubject: "[[Redis]]"\n---\n# Title').subject == "Redis"
+
+
+def test_aliases_from_list_or_string() -> None:
+    assert parse("---\naliases: [pg, Postgres]\n---\n").aliases == ("pg", "Postgres")
+    assert parse("---\naliases: pg\n---\n").aliases == ("pg",)
+
+
+def test_body_excludes_frontmatter_and_embed_text_has_title() -> None:
+    raw = "---\ntitle: T\nx: 1\n---\nBody line.\n"
+    note = parse(raw)
+    assert note.body == "Body line.\n"
+    assert note.embed_text == "T\n\nBody line.\n"
+    assert note.content_hash == hashlib.sha256(raw.encode()).hexdigest()
+    assert note.frontmatter_lines == 4
+
+
+def test_frontmatter_lists_and_values_are_kept() -> None:
+    note = parse("---\nports: [6379, 6380]\nsince: 2023-05-01\n---\n")
+    assert list(note.frontmatter["ports"]) == [6379, 6380]
+    assert str(note.frontmatter["since"]) == "2023-05-01"
+
+
+def test_unclosed_frontmatter_is_body() -> None:
+    note = parse("---\nnot: closed\n\n# Title")
+    assert note.frontmatter == {}
+    assert note.title == "Title"
+
+
+def test_crlf_and_bom_are_accepted() -> None:
+    note = parse_note(b"\xef\xbb\xbf---\r\ntitle: T\r\n---\r\nSee [[X]].\r\n", "a.md", "wiki")
+    assert note.title == "T"
+    assert targets(note) == ["X"]
+
+
+def test_block_lines_count_the_frontmatter() -> None:
+    note = parse("---\na: 1\n---\n# H\n\nPara [[X]]\n")
+    assert note.links[0].line == 6
+
+
+# --- bad input ------------------------------------------------------------------------
+
+
+def test_invalid_yaml_names_file_and_line() -> None:
+    with pytest.raises(InputError) as info:
+        parse("---\ntitle: ok\nbad: [unclosed\nnext: 1\n---\n", path="wiki/bad.md")
+    assert info.value.file == "wiki/bad.md"
+    assert info.value.line == 4
+    assert "started at line 3" in info.value.reason
+
+
+def test_frontmatter_that_is_not_a_mapping_is_an_error() -> None:
+    with pytest.raises(InputError, match="mapping"):
+        parse("---\n- a\n- b\n---\n")
+
+
+def test_non_utf8_names_offset_and_line() -> None:
+    with pytest.raises(InputError) as info:
+        parse_note(b"line one\nline two caf\xe9\n", "x.md", "wiki")
+    assert info.value.line == 2
+    assert "byte offset 21" in info.value.reason
+
+
+def test_binary_is_an_error() -> None:
+    with pytest.raises(InputError, match="NUL"):
+        parse_note(b"abc\x00def", "x.md", "wiki")
+
+
+def test_too_big_is_refused_before_reading(tmp_path: Path) -> None:
+    (tmp_path / "big.md").write_text("x" * 101, encoding="utf-8")
+    with pytest.raises(InputError, match="101 bytes"):
+        read_note(tmp_path, "big.md", "wiki", max_bytes=100)
+    assert read_note(tmp_path, "big.md", "wiki", max_bytes=101).bytes == 101
+
+
+def test_read_note_records_mtime_and_size(tmp_path: Path) -> None:
+    path = tmp_path / "n.md"
+    path.write_text("# N\n", encoding="utf-8")
+    note = read_note(tmp_path, "n.md", "session", max_bytes=1000)
+    assert note.mtime == path.stat().st_mtime
+    assert note.note.bytes == 4
+    assert note.note.source_type == "session"
+
+
+def test_clip_text_collapses_whitespace() -> None:
+    assert clip_text("  a \n\t b  ", 240) == "a b"
+    clipped = clip_text("word " * 100, 50)
+    assert len(clipped) <= 50 and clipped.endswith("…")

@@ -1,0 +1,124 @@
+"""Vault scanning: which files are notes, their order, and their source types."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import load_settings
+from pipeline.vault.scan import glob_match, scan_vault
+
+
+def make(root: Path, *paths: str) -> None:
+    for rel in paths:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"# {path.stem}\n", encoding="utf-8")
+
+
+def scan(root: Path, **overrides: object) -> list[tuple[str, str]]:
+    settings = load_settings(root, overrides=overrides, env={}, cwd=root)
+    return [(f.path, f.source_type) for f in scan_vault(settings)]
+
+
+def test_skips_editor_trash_git_state_dir_and_non_markdown(tmp_path: Path) -> None:
+    make(
+        tmp_path,
+        "wiki/Redis.md",
+        ".obsidian/workspace.md",
+        ".trash/old.md",
+        ".git/notes.md",
+        ".vault-ko/cache.md",
+        "wiki/diagram.png",
+        "wiki/readme.txt",
+        "wiki/Kafka.markdown",
+        "Top.md",
+    )
+    assert scan(tmp_path) == [("Top.md", "wiki"), ("wiki/Redis.md", "wiki")]
+
+
+def test_source_types_from_default_globs(tmp_path: Path) -> None:
+    make(
+        tmp_path,
+        "sessions/2024/01/monday.md",
+        "daily/2024-01-02.md",
+        "journal/j.md",
+        "adr/0001-x.md",
+        "decisions/d.md",
+        "wiki/w.md",
+        "notes/adr/not-top-level.md",
+    )
+    assert dict(scan(tmp_path)) == {
+        "sessions/2024/01/monday.md": "session",
+        "daily/2024-01-02.md": "session",
+        "journal/j.md": "session",
+        "adr/0001-x.md": "adr",
+        "decisions/d.md": "adr",
+        "wiki/w.md": "wiki",
+        "notes/adr/not-top-level.md": "wiki",
+    }
+
+
+def test_configured_globs_and_excludes(tmp_path: Path) -> None:
+    make(tmp_path, "log/a.md", "rfc/b.md", "wiki/draft-c.md", "wiki/deep/draft-d.md", "x/e.md")
+    found = scan(
+        tmp_path,
+        vault_session_globs=["log/**"],
+        vault_adr_globs="rfc/*.md",
+        vault_exclude_globs=["draft-*.md", "x/**"],
+    )
+    assert found == [("log/a.md", "session"), ("rfc/b.md", "adr")]
+
+
+def test_custom_state_dir_inside_the_vault_is_skipped(tmp_path: Path) -> None:
+    make(tmp_path, "wiki/a.md", "state/inner.md")
+    settings = load_settings(
+        tmp_path, env={"VAULT_KO_STATE_DIR": str(tmp_path / "state")}, cwd=tmp_path
+    )
+    assert [f.path for f in scan_vault(settings)] == ["wiki/a.md"]
+
+
+def test_paths_are_sorted_posix_with_size_and_mtime(tmp_path: Path) -> None:
+    make(tmp_path, "b/z.md", "a/y.md", "a.md", "B.md")
+    settings = load_settings(tmp_path, env={}, cwd=tmp_path)
+    files = scan_vault(settings)
+    assert [f.path for f in files] == ["B.md", "a.md", "a/y.md", "b/z.md"]
+    stat = (tmp_path / "a/y.md").stat()
+    assert (files[2].bytes, files[2].mtime) == (stat.st_size, stat.st_mtime)
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="no symlinks on this platform")
+def test_symlinks_escaping_the_vault_are_skipped(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    outside = tmp_path / "outside"
+    make(vault, "wiki/a.md")
+    make(outside, "secret.md", "dir/inner.md")
+    (vault / "wiki/link-out.md").symlink_to(outside / "secret.md")
+    (vault / "linked-dir").symlink_to(outside / "dir")
+    (vault / "wiki/link-in.md").symlink_to(vault / "wiki/a.md")
+    (vault / "wiki/loop").symlink_to(vault / "wiki")
+    assert [p for p, _ in scan(vault)] == ["wiki/a.md", "wiki/link-in.md"]
+
+
+@pytest.mark.parametrize(
+    ("path", "pattern", "expected"),
+    [
+        ("sessions/a.md", "sessions/**", True),
+        ("sessions/x/y/a.md", "sessions/**", True),
+        ("wiki/sessions/a.md", "sessions/**", False),
+        ("a.md", "**/a.md", True),
+        ("x/y/a.md", "**/a.md", True),
+        ("x/a.md", "*/a.md", True),
+        ("x/y/a.md", "*/a.md", False),
+        ("x/y/tmp-1.md", "tmp-?.md", True),
+        ("x/y/tmp-12.md", "tmp-?.md", False),
+        ("adr/0001.md", "adr/[0-9]*.md", True),
+        ("adr/x001.md", "adr/[!0-9]*.md", True),
+        ("adr/0001.md", "adr/[!0-9]*.md", False),
+        ("Sessions/a.md", "sessions/**", False),
+    ],
+)
+def test_glob_semantics(path: str, pattern: str, expected: bool) -> None:
+    assert glob_match(path, [pattern]) is expected
