@@ -46,7 +46,8 @@ def embed_command(
     try:
         graph = open_graph(settings)
         try:
-            # The graph is opened before the model loads (seconds) so a dead graph fails fast.
+            # Reach the graph before loading the model (seconds), so a dead graph fails fast.
+            graph.ping()
             embedder = get_embedder(settings)
             with _progress(enabled=not as_json) as progress:
                 report = sync_embeddings(
