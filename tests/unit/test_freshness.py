@@ -1,0 +1,486 @@
+"""The freshness check with a real vault on disk and in-memory stand-ins for KO-DB and graph."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
+
+from pipeline import freshness as fr
+from pipeline.cli.freshness import freshness_standalone, to_rich
+from pipeline.config import Settings, load_settings
+from pipeline.embed import BUNDLED_MODEL_ID, model_identity
+from pipeline.errors import GraphUnavailable
+from pipeline.fallback_log import record_fallback
+from pipeline.freshness import FreshnessOptions, check_freshness, to_prometheus
+from pipeline.graph import GraphStatus, NoteState
+from pipeline.model import Calibration, Note
+from pipeline.vault.parse import read_note
+from pipeline.vault.scan import scan_vault
+
+NOTES = {
+    "wiki/alpha.md": "# Alpha\n\nAlpha talks to [[Beta]].\n",
+    "wiki/beta.md": "---\ntitle: Beta\n---\nBeta is a service.\n",
+    "adr/0001-use-beta.md": "# 1. Use Beta\n\n## Status\n\nAccepted\n",
+    "sessions/2026-01-05-debug.md": "# Debugging Alpha\n\nFixed the Alpha timeout.\n",
+}
+MINILM_DIMS = 384
+GRAPH_UP = GraphStatus(True, "bolt://fake:7687", "arcadedb", "ArcadeDB/26", 1.5, None)
+
+
+class FakeRegistry:
+    """KO-DB's registry, facts by source file and calibrations, in memory."""
+
+    dialect = "sqlite"
+
+    def __init__(self, notes: Mapping[str, Note], facts: Mapping[str, int] | None = None):
+        self._notes = dict(notes)
+        self.facts = dict(facts or {})
+        self.calibrations: list[Calibration] = []
+
+    def notes(self) -> dict[str, Note]:
+        return dict(self._notes)
+
+    def fact_source_files(self) -> dict[str, int]:
+        return dict(self.facts)
+
+    def latest_calibration(
+        self, embedder: str | None = None, dims: int | None = None
+    ) -> Calibration | None:
+        found = [
+            c
+            for c in self.calibrations
+            if (embedder is None or c.embedder == embedder) and (dims is None or c.dims == dims)
+        ]
+        return max(found, key=lambda c: c.measured_at) if found else None
+
+
+class FakeGraph:
+    """The graph's probe and note states; counts the note-state round trips."""
+
+    def __init__(self, states: Mapping[str, NoteState], status: GraphStatus = GRAPH_UP):
+        self.states = dict(states)
+        self.status = status
+        self.state_calls = 0
+        self.fail_states: Exception | None = None
+
+    def probe(self) -> GraphStatus:
+        return self.status
+
+    def note_states(self) -> dict[str, NoteState]:
+        self.state_calls += 1
+        if self.fail_states is not None:
+            raise self.fail_states
+        return dict(self.states)
+
+
+def write_vault(root: Path, notes: Mapping[str, str] = NOTES) -> Path:
+    for rel, text in notes.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def settings_for(vault: Path, **overrides: object) -> Settings:
+    return load_settings(vault, overrides=overrides, env={}, cwd=vault)
+
+
+def registry_of(settings: Settings) -> dict[str, Note]:
+    """What an ingest run would register for the vault as it is now."""
+    return {
+        f.path: read_note(settings.vault, f.path, f.source_type, settings.vault_max_note_bytes).note
+        for f in scan_vault(settings)
+    }
+
+
+def states_of(
+    registry: Mapping[str, Note],
+    *,
+    model: str = BUNDLED_MODEL_ID,
+    dims: int = MINILM_DIMS,
+    embedded_at: float = 1_000.0,
+) -> dict[str, NoteState]:
+    """What an embed run would leave in the graph for this registry."""
+    return {p: NoteState(p, n.content_hash, model, dims, embedded_at) for p, n in registry.items()}
+
+
+def calibration(vault_notes: int, *, measured_at: float | None = None) -> Calibration:
+    return Calibration(
+        embedder=BUNDLED_MODEL_ID,
+        dims=MINILM_DIMS,
+        probe_set_version=2,
+        noise_floor=0.3,
+        sigma=0.14,
+        mu=0.2,
+        n_notes=vault_notes,
+        n_pairs=vault_notes * (vault_notes - 1) // 2,
+        vault_notes_at_calibration=vault_notes,
+        measured_at=time.time() if measured_at is None else measured_at,
+    )
+
+
+@pytest.fixture
+def synced(tmp_path: Path) -> tuple[Settings, FakeRegistry, FakeGraph]:
+    """A vault just after `vault-ko sync`: registry, graph and calibration all current."""
+    settings = settings_for(write_vault(tmp_path / "vault"))
+    registry = registry_of(settings)
+    kodb = FakeRegistry(registry, facts={p: 2 for p in registry})
+    kodb.calibrations.append(calibration(len(registry)))
+    return settings, kodb, FakeGraph(states_of(registry))
+
+
+def run(synced: tuple[Settings, FakeRegistry, FakeGraph], **options: object) -> fr.FreshnessReport:
+    settings, kodb, graph = synced
+    return check_freshness(
+        settings, FreshnessOptions.from_settings(settings, **options), kodb=kodb, graph=graph
+    )
+
+
+def append(settings: Settings, rel: str, text: str) -> None:
+    path = settings.vault / rel
+    path.write_text(path.read_text(encoding="utf-8") + text, encoding="utf-8")
+
+
+# -- note states ----------------------------------------------------------------------------
+
+
+def test_synced_vault_is_fresh_with_full_coverage_per_type(synced) -> None:
+    report = run(synced)
+    assert report.status == "fresh" and report.exit_code == 0
+    assert report.counts == {"missing": 0, "stale": 0, "orphaned": 0, "model_mismatch": 0}
+    assert set(report.classification.fresh) == set(NOTES)
+    assert {t.source_type: (t.notes, t.coverage) for t in report.by_type} == {
+        "wiki": (2, 1.0),
+        "adr": (1, 1.0),
+        "session": (1, 1.0),
+    }
+    assert report.calibration.status == "ok"
+    assert synced[2].state_calls == 1  # one graph round trip for all note states
+
+
+def test_unchanged_files_are_trusted_from_the_registry_without_reading(
+    synced, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def must_not_read(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"read {args[1]}")
+
+    monkeypatch.setattr(fr, "read_note", must_not_read)
+    report = run(synced)
+    assert report.status == "fresh"
+    assert report.reread == 0
+
+
+def test_touched_but_unchanged_note_is_reread_and_still_fresh(synced) -> None:
+    settings = synced[0]
+    path = settings.vault / "wiki/alpha.md"
+    os.utime(path, (time.time() + 5, time.time() + 5))
+    report = run(synced)
+    assert report.reread == 1
+    assert report.status == "fresh"
+
+
+def test_edited_note_is_the_only_stale_one_and_exits_1(synced) -> None:
+    settings = synced[0]
+    append(settings, "wiki/beta.md", "One more line.\n")
+    before = time.time()
+    report = run(synced)
+    after = time.time()
+    assert report.status == "stale" and report.exit_code == 1
+    assert report.classification.stale == ("wiki/beta.md",)
+    assert report.counts == {"missing": 0, "stale": 1, "orphaned": 0, "model_mismatch": 0}
+    mtime = (settings.vault / "wiki/beta.md").stat().st_mtime
+    assert report.oldest_stale_seconds is not None
+    assert before - mtime - 1 <= report.oldest_stale_seconds <= after - mtime + 1
+    wiki = next(t for t in report.by_type if t.source_type == "wiki")
+    assert (wiki.stale, wiki.fresh, wiki.coverage) == (1, 1, 0.5)
+    assert any("1 stale" in r for r in report.reasons)
+
+
+def test_deleted_note_is_orphaned_and_counted_under_its_type(synced) -> None:
+    settings = synced[0]
+    (settings.vault / "adr/0001-use-beta.md").unlink()
+    report = run(synced)
+    assert report.classification.orphaned == ("adr/0001-use-beta.md",)
+    assert report.counts["orphaned"] == 1 and report.exit_code == 1
+    adr = next(t for t in report.by_type if t.source_type == "adr")
+    assert (adr.notes, adr.orphaned) == (0, 1)
+
+
+def test_new_note_is_missing_from_the_graph(synced) -> None:
+    settings = synced[0]
+    write_vault(settings.vault, {"wiki/gamma.md": "# Gamma\n"})
+    report = run(synced)
+    assert report.classification.missing == ("wiki/gamma.md",)
+    assert report.oldest_stale_seconds is not None
+
+
+def test_switching_the_model_makes_every_note_a_model_mismatch(synced) -> None:
+    settings, kodb, graph = synced
+    switched = settings.replace(embed_model="BAAI/bge-m3")
+    report = check_freshness(switched, kodb=kodb, graph=graph)
+    assert report.model == "BAAI/bge-m3" and report.dims == 1024  # from the profile
+    assert sorted(report.classification.model_mismatch) == sorted(NOTES)
+    assert report.classification.stale == ()
+    assert report.calibration.status == "outdated"
+    assert any("bge-m3" in r for r in report.calibration.reasons)
+
+
+def test_other_dims_with_the_same_model_id_is_a_model_mismatch(synced) -> None:
+    settings, kodb, _ = synced
+    graph = FakeGraph(states_of(kodb.notes(), dims=768))
+    report = check_freshness(settings, kodb=kodb, graph=graph)
+    assert sorted(report.classification.model_mismatch) == sorted(NOTES)
+
+
+def test_bad_input_note_is_skipped_with_its_reason_never_stale_or_orphaned(synced) -> None:
+    settings = synced[0]
+    (settings.vault / "wiki/beta.md").write_text("---\ntitle: [unclosed\n---\nx\n")
+    report = run(synced)
+    assert [s.path for s in report.skipped] == ["wiki/beta.md"]
+    assert "line" in report.skipped[0].reason or "YAML" in report.skipped[0].reason
+    assert report.counts == {"missing": 0, "stale": 0, "orphaned": 0, "model_mismatch": 0}
+    assert report.status == "fresh"
+    wiki = next(t for t in report.by_type if t.source_type == "wiki")
+    assert (wiki.skipped, wiki.coverage) == (1, 1.0)
+
+
+# -- thresholds and calibration -----------------------------------------------------------
+
+
+def test_max_stale_and_max_stale_ratio_each_relax_the_default(synced) -> None:
+    append(synced[0], "wiki/beta.md", "edit\n")
+    assert run(synced).status == "stale"
+    assert run(synced, max_stale=1).status == "fresh"
+    assert run(synced, max_stale_ratio=0.25).status == "fresh"  # 1 of 4
+    assert run(synced, max_stale_ratio=0.2).status == "stale"
+
+
+def test_defaults_come_from_settings(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, freshness_max_stale=3, freshness_max_stale_ratio=0.5)
+    opts = FreshnessOptions.from_settings(settings, max_stale=None)
+    assert (opts.max_stale, opts.max_stale_ratio, opts.check_calibration) == (3, 0.5, True)
+
+
+def test_missing_calibration_is_stale_unless_the_check_is_off(synced) -> None:
+    synced[1].calibrations.clear()
+    report = run(synced)
+    assert report.status == "stale"
+    assert report.calibration.status == "missing"
+    assert any(r.startswith("calibration:") for r in report.reasons)
+    relaxed = run(synced, check_calibration=False)
+    assert relaxed.status == "fresh"
+    assert relaxed.calibration.status == "missing" and not relaxed.calibration.checked
+
+
+def test_calibration_is_outdated_by_note_drift_and_by_age(synced) -> None:
+    settings, kodb, graph = synced
+    kodb.calibrations[:] = [calibration(2)]  # 4 notes now: drift 100%
+    report = check_freshness(settings, kodb=kodb, graph=graph)
+    assert report.calibration.status == "outdated"
+    assert any("drifted" in r for r in report.calibration.reasons)
+    looser = settings.replace(calibration_max_drift=1.5)
+    assert check_freshness(looser, kodb=kodb, graph=graph).calibration.status == "ok"
+
+    kodb.calibrations[:] = [calibration(4, measured_at=time.time() - 10 * 86400)]
+    aged = check_freshness(settings.replace(calibration_max_age_days=5), kodb=kodb, graph=graph)
+    assert aged.calibration.status == "outdated"
+    assert any("days old" in r for r in aged.calibration.reasons)
+    assert aged.calibration.age_seconds == pytest.approx(10 * 86400, rel=0.01)
+
+
+# -- stores --------------------------------------------------------------------------------
+
+
+def test_graph_down_is_an_error_with_the_probe_reason_and_no_comparison(synced) -> None:
+    settings, kodb, _ = synced
+    down = FakeGraph({}, GraphStatus(False, "bolt://127.0.0.1:1", None, None, None, "refused"))
+    report = check_freshness(settings, kodb=kodb, graph=down)
+    assert report.status == "error" and report.exit_code == 2
+    assert any("bolt://127.0.0.1:1" in r and "refused" in r for r in report.reasons)
+    assert down.state_calls == 0 and not report.compared
+    assert all(t.coverage is None for t in report.by_type)
+    assert report.to_dict()["graph"]["up"] is False
+
+
+def test_graph_failing_mid_check_is_an_error(synced) -> None:
+    settings, kodb, graph = synced
+    graph.fail_states = GraphUnavailable("graph at bolt://fake timed out")
+    report = check_freshness(settings, kodb=kodb, graph=graph)
+    assert report.status == "error"
+    assert any("timed out" in r for r in report.reasons)
+
+
+def test_unreachable_kodb_is_an_error(tmp_path: Path) -> None:
+    vault = write_vault(tmp_path / "vault")
+    settings = settings_for(vault, kodb_url="postgresql+psycopg://nobody@127.0.0.1:1/none")
+    report = check_freshness(settings, graph=FakeGraph({}))
+    assert report.status == "error" and not report.kodb.up
+    assert any(r.startswith("KO-DB unreachable") for r in report.reasons)
+
+
+def test_facts_whose_source_file_is_gone_are_counted(synced) -> None:
+    settings, kodb, graph = synced
+    kodb.facts.update({"wiki/removed.md": 3, "imports/elsewhere.md": 4})
+    (settings.vault / "imports").mkdir()
+    (settings.vault / "imports/elsewhere.md").write_text("not a note path the scan skips\n")
+    report = check_freshness(settings, kodb=kodb, graph=graph)
+    assert report.kodb.orphan_fact_files == ("wiki/removed.md",)
+    assert report.kodb.orphan_facts == 3
+    assert report.kodb.facts == 2 * len(NOTES) + 3 + 4
+
+
+def test_fallback_answers_are_counted_since_the_previous_check(synced) -> None:
+    settings = synced[0]
+    record_fallback(settings.state_dir, "graph down")
+    record_fallback(settings.state_dir, "graph down")
+    assert run(synced).fallback_answers == 2
+    assert run(synced).fallback_answers == 0
+    record_fallback(settings.state_dir, "graph down")
+    assert run(synced, advance_fallback_mark=False).fallback_answers == 1
+    assert run(synced).fallback_answers == 1
+
+
+# -- output -------------------------------------------------------------------------------
+
+
+def test_json_document_has_the_contract_keys(synced) -> None:
+    append(synced[0], "wiki/alpha.md", "edit\n")
+    data = json.loads(json.dumps(run(synced).to_dict()))
+    assert data["status"] == "stale"
+    assert data["counts"] == {
+        "missing": 0,
+        "stale": 1,
+        "orphaned": 0,
+        "model_mismatch": 0,
+        "fresh": 3,
+    }
+    assert data["notes"]["stale"] == ["wiki/alpha.md"]
+    assert set(data["by_type"]) == {"wiki", "adr", "session"}
+    assert data["calibration"]["status"] == "ok" and data["calibration"]["reasons"] == []
+    assert data["graph"]["up"] is True and data["graph"]["dialect"] == "arcadedb"
+    assert data["kodb"] == data["kodb"] | {"facts": 2 * len(NOTES), "orphan_facts": 0}
+    assert isinstance(data["fallback_answers"], int)
+
+
+def test_prometheus_text_parses_and_carries_the_counts(synced) -> None:
+    settings, kodb, _ = synced
+    append(settings, "wiki/alpha.md", "edit\n")
+    odd = GraphStatus(True, "bolt://x", "memgraph", 'Memgraph "3.0" \\ beta\nx', 2.5, None)
+    report = check_freshness(settings, kodb=kodb, graph=FakeGraph(synced[2].states, odd))
+    text = to_prometheus(report)
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert all(name.startswith("vault_ko_") for name in families)
+    assert text.count("# HELP ") == text.count("# TYPE ") == len(families)
+
+    def value(name: str, **labels: str) -> float:
+        (sample,) = [s for s in families[name].samples if s.labels == labels]
+        return sample.value
+
+    assert value("vault_ko_notes", state="stale") == 1
+    assert value("vault_ko_notes", state="fresh") == 3
+    assert value("vault_ko_notes_by_type", type="wiki", state="stale") == 1
+    assert value("vault_ko_coverage_ratio", type="wiki") == 0.5
+    assert value("vault_ko_freshness_status", status="stale") == 1
+    assert value("vault_ko_freshness_status", status="fresh") == 0
+    assert value("vault_ko_graph_up") == 1
+    assert value("vault_ko_graph_latency_seconds") == pytest.approx(0.0025)
+    assert value("vault_ko_graph_info", dialect="memgraph", agent=odd.agent) == 1
+    assert value("vault_ko_calibration_ok") == 1
+    assert value("vault_ko_oldest_stale_seconds") >= 0
+
+
+def test_prometheus_leaves_out_unknown_values_when_the_graph_is_down(synced) -> None:
+    settings, kodb, _ = synced
+    down = FakeGraph({}, GraphStatus(False, "bolt://h:1", None, None, None, "refused"))
+    text = to_prometheus(check_freshness(settings, kodb=kodb, graph=down))
+    names = {f.name for f in text_string_to_metric_families(text)}
+    assert "vault_ko_graph_latency_seconds" not in names
+    assert "vault_ko_coverage_ratio" not in names
+    assert "vault_ko_graph_up 0" in text
+    assert 'vault_ko_freshness_status{status="error"} 1' in text
+
+
+def test_table_lists_states_types_and_health(synced) -> None:
+    from rich.console import Console
+
+    append(synced[0], "wiki/alpha.md", "edit\n")
+    console = Console(width=120, record=True)
+    console.print(to_rich(run(synced)))
+    text = console.export_text()
+    for expected in ("stale", "wiki/alpha.md", "coverage by source type", "session", "arcadedb"):
+        assert expected in text
+
+
+# -- model id without the model, and the CLI shell ----------------------------------------
+
+
+def test_model_identity_reads_the_bundled_folder_without_importing_torch() -> None:
+    code = (
+        "import sys\n"
+        "from pipeline.freshness import model_identity\n"
+        "from pipeline.config import load_settings\n"
+        "print(model_identity(load_settings('.', env={})))\n"
+        "print([m for m in ('torch', 'sentence_transformers') if m in sys.modules])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.split("\n")[:2] == [f"('{BUNDLED_MODEL_ID}', 384)", "[]"]
+
+
+def _st_folder(root: Path, modules: list[dict[str, str]], configs: dict[str, dict]) -> Path:
+    root.mkdir()
+    (root / "modules.json").write_text(json.dumps(modules))
+    for sub, config in configs.items():
+        (root / sub).mkdir()
+        (root / sub / "config.json").write_text(json.dumps(config))
+    return root
+
+
+def test_model_identity_of_a_folder_uses_dense_then_pooling_width(tmp_path: Path) -> None:
+    pooling = {"type": "sentence_transformers.models.Pooling", "path": "1_Pooling"}
+    dense = {"type": "sentence_transformers.models.Dense", "path": "2_Dense"}
+    two_modes = {
+        "word_embedding_dimension": 256,
+        "pooling_mode_mean_tokens": True,
+        "pooling_mode_max_tokens": True,
+    }
+    a = _st_folder(tmp_path / "a", [pooling], {"1_Pooling": two_modes})
+    b = _st_folder(
+        tmp_path / "b", [pooling, dense], {"1_Pooling": two_modes, "2_Dense": {"out_features": 64}}
+    )
+    broken = _st_folder(tmp_path / "c", [pooling], {"1_Pooling": {"oops": 1}})
+    assert model_identity(str(a)) == (str(a), 512)
+    assert model_identity(str(b)) == (str(b), 64)
+    assert model_identity(str(broken)) == (str(broken), None)
+    assert model_identity("some-org/unknown-model") == ("some-org/unknown-model", None)
+
+
+def test_cli_reports_a_graph_that_is_not_started_as_error_exit_2(tmp_path: Path) -> None:
+    vault = write_vault(tmp_path / "vault")
+    result = CliRunner().invoke(freshness_standalone, ["--vault", str(vault), "--json"])
+    assert result.exit_code == 2, result.output
+    data = json.loads(result.output)
+    assert data["status"] == "error" and data["graph"]["up"] is False
+    assert any("graph up" in r for r in data["reasons"])
+
+
+def test_cli_bad_settings_still_print_an_error_report(tmp_path: Path) -> None:
+    vault = write_vault(tmp_path / "vault")
+    (vault / "vault-ko.toml").write_text("[graph]\nnot_a_setting = 1\n")
+    result = CliRunner().invoke(
+        freshness_standalone, ["--vault", str(vault), "--format", "prometheus"]
+    )
+    assert result.exit_code == 2
+    names = {f.name for f in text_string_to_metric_families(result.output)}
+    assert "vault_ko_freshness_status" in names
+    assert 'vault_ko_freshness_status{status="error"} 1' in result.output
