@@ -28,6 +28,7 @@ import hashlib
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any
@@ -69,6 +70,8 @@ _CALLOUT_MARK = re.compile(r"\s*\[![\w\-]+\][+\-]?\s*")
 _SENTENCE_END = re.compile(r"[.!?…]+[\"'”’)\]]*\s+(?=\S)")
 _WHITESPACE = re.compile(r"\s+")
 _FM_CLOSE = ("---", "...")
+# libyaml's safe loader when PyYAML was built with it (several times faster); same semantics.
+_YAML_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 #: Longest context sentence and ADR decision kept (characters), per the extraction rules.
 CONTEXT_MAX_CHARS = 240
@@ -275,7 +278,7 @@ def split_frontmatter(text: str, rel_path: str) -> tuple[dict[str, Any], str, in
     yaml_text = "\n".join(lines[1:close])
     body = "\n".join(lines[close + 1 :])
     try:
-        data = yaml.safe_load(yaml_text) if yaml_text.strip() else None
+        data = yaml.load(yaml_text, Loader=_YAML_LOADER) if yaml_text.strip() else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         # The YAML starts on the file's line 2 (after "---"); marks are 0-based.
@@ -310,7 +313,9 @@ def _yaml_kind(data: Any) -> str:
 # --------------------------------------------------------------------------- values
 
 
+@lru_cache(maxsize=1)
 def _markdown() -> MarkdownIt:
+    """The one parser instance (building it costs more than parsing a typical note)."""
     md = MarkdownIt("commonmark")
     # Keep escapes and entities as separate tokens, so "\[\[x\]\]" is never a link.
     md.disable("text_join")
@@ -603,14 +608,15 @@ def _render(
 
     def emit(piece: str) -> None:
         nonlocal index, pos
-        for ch in piece:
-            if ch == _OPAQUE:
+        parts = piece.split(_OPAQUE)
+        for n, part in enumerate(parts):
+            if n:  # an opaque stand-in sat before this part: put its text back
                 text = opaque[index] if index < len(opaque) else ""
                 index += 1
-            else:
-                text = ch
-            out.append(text)
-            pos += len(text)
+                out.append(text)
+                pos += len(text)
+            out.append(part)
+            pos += len(part)
 
     cursor = start
     for m in _WIKILINK.finditer(scan, start, end):
