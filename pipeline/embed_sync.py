@@ -84,7 +84,7 @@ class EmbedReport:
     embedded: int
     deleted: int
     unchanged: int
-    links: int
+    links: int  # LINKS_TO edges written by this run (distinct)
     skipped: tuple[tuple[str, str], ...]  # (path, reason), sorted by path
     seconds: float
     model: str
@@ -274,7 +274,9 @@ def sync_embeddings(
 
     in_graph = (set(states) - set(plan.orphans)) | {item.path for item in linkers}
     embedded = 0
-    links = 0
+    # Distinct edges in place after the run among those this run wrote: a note re-linked in
+    # a later batch (its target was created then) is not counted twice.
+    edges: set[tuple[str, str]] = set()
     for start in range(0, total, batch_size):
         batch = todo[start : start + batch_size]
         vectors = embedder.embed([_text_of(item) for item in batch])
@@ -304,7 +306,9 @@ def sync_embeddings(
             sources.update(s for s in incoming.get(item.path, ()) if s in in_graph)
         ordered = sorted(sources)
         pairs = [(src, dst) for src in ordered for dst in targets.get(src, ())]
-        links += graph.set_links(ordered, pairs)
+        graph.set_links(ordered, pairs)
+        edges.difference_update({e for e in edges if e[0] in sources})
+        edges.update((src, dst) for src, dst in pairs if dst in in_graph)
         if progress:
             progress(embedded, total)
 
@@ -312,7 +316,7 @@ def sync_embeddings(
         embedded=embedded,
         deleted=len(plan.orphans),
         unchanged=len(plan.unchanged),
-        links=links,
+        links=len(edges),
         skipped=tuple(sorted(skipped)),
         seconds=time.monotonic() - started,
         model=model,

@@ -63,6 +63,8 @@ def embed_command(
         return
     for path, reason in report.skipped:
         err.print(f"skipped {path}: {reason}", markup=False)
+    if not (report.embedded or report.unchanged or report.skipped):
+        err.print("the vault registry is empty: run `vault-ko ingest` first", markup=False)
     out.print(summary_line(report), markup=False)
 
 

@@ -264,7 +264,7 @@ def test_notes_are_written_one_upsert_per_batch_with_progress(
 ) -> None:
     graph = FakeGraph()
     seen: list[tuple[int, int]] = []
-    sync_embeddings(
+    report = sync_embeddings(
         settings_for(vault, batch_size=2),
         registry,
         graph,
@@ -274,8 +274,9 @@ def test_notes_are_written_one_upsert_per_batch_with_progress(
     assert [len(batch) for batch in graph.upserts] == [2, 2, 1]
     assert [p for batch in graph.upserts for p in batch] == sorted(NOTES)
     assert seen == [(0, 5), (2, 5), (4, 5), (5, 5)]
-    # Links from early batches to notes created in later ones are written too.
+    # Links from early batches to notes created in later ones are written, counted once.
     assert graph.edges == EXPECTED_EDGES
+    assert report.links == len(EXPECTED_EDGES)
 
 
 def test_a_run_killed_between_batches_converges_on_the_next(
