@@ -699,7 +699,9 @@ def _open_graph(
         reason=status.reason,
     )
     if not status.up:
-        errors.append(f"graph unreachable at {check.url}: {status.reason or 'no answer'}")
+        reason = status.reason or "no answer"
+        where = "" if check.url and check.url in reason else f" at {check.url}"
+        errors.append(f"graph unreachable{where}: {reason}")
     return graph, check
 
 
