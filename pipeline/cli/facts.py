@@ -14,6 +14,8 @@ from pipeline.model import Fact
 
 #: Subjects `facts search` lists when --limit is not given.
 DEFAULT_SEARCH_LIMIT = 20
+#: Characters of a fact's object shown in the human table.
+OBJECT_WIDTH = 60
 
 
 @click.group("facts")
@@ -134,19 +136,30 @@ def facts_search(app: AppContext, term: str, limit: int, as_json: bool) -> None:
     if not subjects:
         err.print(f"no subject contains the word {term!r}", markup=False)
         return
-    table = Table(title=f"subjects matching {term!r}", show_lines=True)
-    for column in ("subject", "predicate", "object", "confidence", "source"):
-        table.add_column(column, overflow="fold")
+    table = Table(title=f"subjects matching {term!r}")
+    table.add_column("subject", overflow="fold")
+    table.add_column("predicate", overflow="fold")
+    # Long objects (ADR decisions, context sentences) are cut: --json has them whole.
+    table.add_column("object", overflow="fold")
+    table.add_column("conf.", justify="right")
+    table.add_column("type")
+    table.add_column("source_file", overflow="fold")
     for entry in subjects:
         for i, fact in enumerate(entry["facts"]):
             table.add_row(
                 entry["subject"] if i == 0 else "",
                 fact["predicate"],
-                fact["object"],
+                _shorten(fact["object"]),
                 f"{fact['confidence']:.2f}",
-                f"{fact['source_type']}: {fact['source_file']}",
+                fact["source_type"],
+                fact["source_file"],
             )
     out.print(table)
+
+
+def _shorten(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= OBJECT_WIDTH else flat[: OBJECT_WIDTH - 1] + "…"
 
 
 def _group(norms: list[str], facts: list[Fact]) -> list[dict[str, Any]]:

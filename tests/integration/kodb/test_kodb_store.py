@@ -298,3 +298,19 @@ def test_search_uses_the_trigram_index(db: KoDB) -> None:
     plan = db.explain_search("warmstart")
     assert "ix_subjects_norm_trgm" in plan, plan
     assert db.search_subjects("warmstart") == ["the warmstart path", "warmstart tuning"]
+
+
+def test_concurrent_writers_and_openers_all_succeed(kodb_url: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def work(n: int) -> ImportResult:
+        # Each worker opens its own store (first open migrates) and imports overlapping facts.
+        with KoDB.open(kodb_url) as store:
+            return store.import_facts([fact(f"subject {i}") for i in range(n, n + 50)])
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(work, [0, 25, 50, 75]))
+    with KoDB.open(kodb_url) as store:
+        assert store.count_facts() == 125
+        assert len(store.subject_norms()) == 125
+    assert sum(r.inserted for r in results) == 125

@@ -122,8 +122,9 @@ def test_search_json_lists_whole_word_matches_with_facts(
 
 
 def test_search_hungarian_term_and_human_table(
-    vault: Path, capsys: pytest.CaptureFixture[str]
+    vault: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # a wide table keeps cells on one line
     assert run(["--vault", str(vault), "facts", "import", str(FACTS / "good.jsonl")]) == 0
     capsys.readouterr()
     assert run(["--vault", str(vault), "facts", "search", "ŐRZŐ"]) == 0
