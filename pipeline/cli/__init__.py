@@ -81,7 +81,7 @@ def _run(command: click.Command, args: list[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except VaultKoError as exc:
-        err.print(Text.assemble(("error: ", "bold red"), str(exc)))
+        err.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
