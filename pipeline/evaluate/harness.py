@@ -250,8 +250,8 @@ class EvalReport:
                 _finite(o.top_cosine for o in on), _finite(o.top_cosine for o in off)
             ),
             "fixed_thresholds": self.fixed_thresholds(),
-            "fallback_reach": "degraded mode finds a document only through the words of its "
-            "title: each document's note has its title as its subject",
+            "fallback_reach": "finds a document only through the words of its title (each "
+            "document's note has the title as its subject)",
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "warnings": list(self.warnings),
         }

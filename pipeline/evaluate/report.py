@@ -42,7 +42,7 @@ def to_markdown(report: EvalReport) -> str:
             [[mode, *(_num(data[mode][m]) for m in METRICS)] for mode in ("semantic", "fallback")],
         ),
         "",
-        f"Fallback (degraded mode): {data['fallback_reach']}.",
+        f"Fallback (degraded mode) {data['fallback_reach']}.",
         "",
         "## Relevance labels",
         "",

@@ -1,0 +1,173 @@
+"""The eval harness without servers: the notes it writes, degraded-mode reach, the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import load_settings
+from pipeline.evaluate.beir import Collection, Doc, Query
+from pipeline.evaluate.harness import (
+    FALLBACK_SUBJECTS,
+    CalibrationUsed,
+    EvalReport,
+    QueryOutcome,
+    _fallback_docs,
+    build_vault,
+    eval_settings,
+    note_paths,
+    safe_id,
+)
+from pipeline.evaluate.report import to_markdown
+from pipeline.ingest import ingest_vault
+from pipeline.kodb import KoDB
+from pipeline.query import Pipeline, QueryOptions, Timer
+from pipeline.vault.extract import extract_facts
+from pipeline.vault.parse import read_note
+
+
+def _collection(docs: list[Doc]) -> Collection:
+    return Collection(
+        "tiny",
+        Path("."),
+        {d.id: d for d in docs},
+        {"q1": Query("q1", "pruning roses")},
+        {"q1": {docs[0].id: 1}},
+    )
+
+
+def test_safe_ids_are_lower_case_file_names_and_collisions_get_suffixes() -> None:
+    assert safe_id("Doc 12/ä:b") == "doc-12-b"
+    assert safe_id("../..") == "doc"
+    paths = note_paths({k: Doc(k, "t", "x") for k in ("A", "a", "a-2", "?")})
+    assert paths == {
+        "A": "wiki/a.md",
+        "a": "wiki/a-2.md",
+        "a-2": "wiki/a-2-2.md",
+        "?": "wiki/doc.md",
+    }
+
+
+def test_each_doc_becomes_a_wiki_note_titled_and_subjected_by_its_title(tmp_path: Path) -> None:
+    docs = [
+        Doc("g1", 'Pruning "old" roses: a guide', "Cut above an outward bud.\n# Not a title"),
+        Doc("g2", "", "A document without a title."),
+    ]
+    mapping = build_vault(_collection(docs), tmp_path)
+    assert mapping == {"wiki/g1.md": "g1", "wiki/g2.md": "g2"}
+    note = read_note(tmp_path, "wiki/g1.md", "wiki", 1_000_000)
+    assert note.title == 'Pruning "old" roses: a guide'
+    assert note.subject == note.title
+    assert "Cut above an outward bud." in note.embed_text
+    facts = extract_facts(note)
+    assert [(f.subject, f.predicate, f.object, f.source_file) for f in facts] == [
+        ('Pruning "old" roses: a guide', "doc_id", "g1", "wiki/g1.md")
+    ]
+    untitled = read_note(tmp_path, "wiki/g2.md", "wiki", 1_000_000)
+    assert untitled.title == "g2"  # a note needs a name to be a subject
+
+
+def test_eval_settings_never_use_the_users_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VAULT_KO_KODB_URL", "postgresql+psycopg://someone@db/prod")
+    monkeypatch.setenv("VAULT_KO_GRAPH_URL", "bolt://prod:7687")
+    monkeypatch.setenv("VAULT_KO_EMBED_BATCH_SIZE", "7")
+    s = eval_settings(tmp_path, tmp_path / "state", {"embed_model": "some-model"})
+    assert s.kodb_url is None
+    assert s.effective_kodb_url == f"sqlite:///{tmp_path / 'state' / 'ko.db'}"
+    assert s.graph_url is None
+    assert s.embed_model == "some-model"
+    assert s.embed_batch_size == 7
+
+
+def test_degraded_mode_reaches_docs_through_title_words_in_subject_rank_order(
+    tmp_path: Path,
+) -> None:
+    docs = [
+        Doc("d1", "Pruning roses", "Cut in late winter."),
+        Doc("d2", "Black spot on roses", "A fungus."),
+        Doc("d3", "Sowing carrots", "Sow thinly."),
+        Doc("d4", "Pruning apple trees", "Winter and summer pruning."),
+    ]
+    vault = tmp_path / "vault"
+    path_to_doc = build_vault(_collection(docs), vault)
+    settings = load_settings(vault).replace(state_dir=tmp_path / "state")
+    with KoDB.open(settings.effective_kodb_url) as kodb:
+        ingest_vault(settings, kodb)
+        with Pipeline(settings, kodb=kodb) as p:
+            opts = QueryOptions.from_settings(settings, top_k=FALLBACK_SUBJECTS)
+            answer = p._fallback("when to prune roses", opts, Timer(), "test")
+            reached = _fallback_docs(p, answer, path_to_doc)
+            assert answer.mode == "fallback"
+            # "roses" matches two titles; "prune" is not "pruning", so d4 is not reached.
+            assert reached == ("d2", "d1")
+            carrots = p._fallback("carrot seedlings", opts, Timer(), "test")
+            assert _fallback_docs(p, carrots, path_to_doc) == ()
+            p._kodb = None  # the test owns the KoDB; keep Pipeline.close from closing it
+
+
+def _report(outcomes: list[QueryOutcome]) -> EvalReport:
+    cal = CalibrationUsed("vault", 0.3, 0.1, 0.2, False, 0.3, 0.42, 0.0, None)
+    return EvalReport(
+        collection="tiny",
+        offtopic=("other",),
+        model="m",
+        dims=3,
+        docs=3,
+        notes=3,
+        calibration=cal,
+        outcomes=tuple(outcomes),
+        qrels={"q1": {"a": 2, "b": 1}, "q2": {"c": 1}},
+    )
+
+
+def test_report_rates_labels_and_fixed_thresholds_from_outcomes() -> None:
+    report = _report(
+        [
+            QueryOutcome("q1", "on_topic", "strong", 0.7, 4.0, ("a", "b"), ("b",)),
+            QueryOutcome("q2", "on_topic", "no_match", 0.15, -1.5, ("a", "c"), ()),
+            QueryOutcome("o1", "other", "no_match", 0.05, -2.5),
+            QueryOutcome("o2", "other", "weak", 0.35, 0.5),
+            QueryOutcome("o3", "other", "moderate", 0.5, 2.0),
+            QueryOutcome("o4", "other", "no_match", 0.15, -1.5),
+        ]
+    )
+    data = report.to_dict()
+    assert data["semantic"]["recall@10"] == pytest.approx(1.0)
+    assert data["semantic"]["mrr@10"] == pytest.approx((1 + 1 / 2) / 2)
+    assert data["fallback"]["recall@10"] == pytest.approx((1 / 2 + 0) / 2)
+    assert data["labels"]["on_topic"] == {
+        "strong": 1,
+        "moderate": 0,
+        "weak": 0,
+        "no_match": 1,
+        "unscored": 0,
+    }
+    assert data["labels"]["off_topic"]["no_match"] == 2
+    assert data["false_silence"] == pytest.approx(0.5)
+    assert data["offtopic_silence"] == pytest.approx(0.5)
+    assert data["offtopic_confident"] == pytest.approx(0.25)
+    # on: 0.7, 0.15; off: 0.05, 0.35, 0.5, 0.15 → wins 0.7: 4; 0.15: 1 + ½ tie → 5.5 / 8.
+    assert data["auc_cosine"] == pytest.approx(5.5 / 8)
+    assert data["auc_z"] == pytest.approx(5.5 / 8)
+    by_threshold = {row["threshold"]: row for row in data["fixed_thresholds"]}
+    assert by_threshold[0.1]["false_silence"] == 0.0
+    assert by_threshold[0.1]["offtopic_silence"] == pytest.approx(0.25)
+    assert by_threshold[0.2]["false_silence"] == pytest.approx(0.5)
+    assert by_threshold[0.2]["offtopic_silence"] == pytest.approx(0.5)
+    assert by_threshold[0.55]["false_silence"] == pytest.approx(0.5)
+    assert by_threshold[0.55]["offtopic_silence"] == 1.0
+    assert "Graphiti" in by_threshold[0.2]["policy"]
+
+
+def test_markdown_report_has_the_tables_and_the_calibration() -> None:
+    report = _report([QueryOutcome("q1", "on_topic", "weak", 0.4, 1.0, ("a",), ())])
+    text = to_markdown(report)
+    # nDCG@10 = 2 / (2 + 1/log2(3)) = 0.760: grade 2 at rank 1, grade 1 never retrieved.
+    assert "| semantic | 0.760 | 0.500 | 0.500 | 1.000 |" in text
+    assert "| on-topic | 0 | 0 | 1 | 0 | 0 |" in text
+    assert "| vault | 0.300 | 0.100 | 0.200 | no | 0.300 |" in text
+    assert "Basic Memory" in text
+    assert report.to_dict()["offtopic_silence"] is None  # no off-topic query was run
