@@ -42,30 +42,30 @@ def embed_command(
     from pipeline.kodb import KoDB
 
     settings = app.settings(vault, embed_model=model, embed_batch_size=batch_size)
-    kodb = KoDB.open(settings.effective_kodb_url)
+    graph = open_graph(settings)
     try:
-        graph = open_graph(settings)
-        try:
-            # Reach the graph before loading the model (seconds), so a dead graph fails fast.
-            graph.ping()
+        # Reach the graph before opening KO-DB and loading the model (seconds), so a dead
+        # graph fails within the retry deadline.
+        graph.ping()
+        with KoDB.open(settings.effective_kodb_url) as kodb:
             embedder = get_embedder(settings)
             with _progress(enabled=not as_json) as progress:
                 report = sync_embeddings(
                     settings, kodb, graph, embedder, full=full, progress=progress
                 )
-        finally:
-            graph.close()
     finally:
-        kodb.close()
+        graph.close()
 
     if as_json:
         emit_json(report_to_json(report))
         return
     for path, reason in report.skipped:
-        err.print(f"skipped {path}: {reason}", markup=False)
+        err.print(f"skipped {path}: {reason}", markup=False, soft_wrap=True)
     if not (report.embedded or report.unchanged or report.skipped):
-        err.print("the vault registry is empty: run `vault-ko ingest` first", markup=False)
-    out.print(summary_line(report), markup=False)
+        err.print(
+            "the vault registry is empty: run `vault-ko ingest` first", markup=False, soft_wrap=True
+        )
+    out.print(summary_line(report), markup=False, soft_wrap=True)
 
 
 def report_to_json(report: EmbedReport) -> dict[str, object]:

@@ -1,0 +1,248 @@
+"""`vault-ko embed` against the real local ArcadeDB (Bolt), a real KO-DB and the real model.
+
+One copy of the sample vault gets its own local graph for the module; the module fixture
+ingests it and runs the first sync. Each test puts back what it changes (notes, registry,
+graph), so the tests do not depend on their order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.config import Settings, load_settings
+from pipeline.embed import Embedder, get_embedder
+from pipeline.embed_sync import EmbedReport, sync_embeddings
+from pipeline.graph import GraphClient, open_graph
+from pipeline.ingest import ingest_vault
+from pipeline.kodb import KoDB
+
+pytestmark = [pytest.mark.integration, pytest.mark.model]
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_VAULT = REPO / "examples" / "vault"
+ON_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+EDITED_NOTE = "wiki/kafka.md"
+DELETED_NOTE = "wiki/pgbouncer.md"
+
+
+@dataclass(frozen=True)
+class Synced:
+    """The module's vault after its first sync."""
+
+    root: Path
+    settings: Settings
+    kodb: KoDB
+    graph: GraphClient
+    embedder: Embedder
+    first: EmbedReport
+    edges: frozenset[tuple[str, str]]
+
+
+def edges_of(graph: GraphClient, paths: list[str]) -> frozenset[tuple[str, str]]:
+    return frozenset((a, b) for a, b, outgoing in graph.neighbors(paths) if outgoing)
+
+
+def node_paths(graph: GraphClient) -> list[str]:
+    """Every Note node's path, duplicates included (note_states() would hide them)."""
+    states, _ = graph.all_vectors()
+    return [s.path for s in states]
+
+
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synced]:
+    from pipeline.errors import LocalGraphError
+    from pipeline.graph import LocalGraph
+
+    root = tmp_path_factory.mktemp("embed-sync") / "vault"
+    shutil.copytree(EXAMPLE_VAULT, root, ignore=shutil.ignore_patterns(".vault-ko"))
+    settings = load_settings(root, env={})
+    local = LocalGraph(settings.state_dir)
+    try:
+        local.up(dims=384, settings=settings)
+    except LocalGraphError as exc:
+        if ON_CI:  # as tests/conftest.py's require_or_skip: mandatory on CI
+            pytest.fail(f"required on CI: the local graph cannot start: {exc}")
+        pytest.skip(f"the local graph cannot start: {exc}")
+    kodb = KoDB.open(settings.effective_kodb_url)
+    graph = open_graph(settings)
+    try:
+        ingest_vault(settings, kodb)
+        embedder = get_embedder(settings)
+        first = sync_embeddings(settings, kodb, graph, embedder)
+        edges = edges_of(graph, sorted(kodb.notes()))
+        yield Synced(root, settings, kodb, graph, embedder, first, edges)
+    finally:
+        graph.close()
+        kodb.close()
+        local.down()
+
+
+def sync(s: Synced, **kw: object) -> EmbedReport:
+    return sync_embeddings(s.settings, s.kodb, s.graph, s.embedder, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def restore(synced: Synced) -> Iterator[None]:
+    """Put the notes a test edits or deletes back, then re-ingest and re-sync."""
+    saved = {p: (synced.root / p).read_bytes() for p in (EDITED_NOTE, DELETED_NOTE)}
+    yield
+    for rel, data in saved.items():
+        (synced.root / rel).write_bytes(data)
+    ingest_vault(synced.settings, synced.kodb)
+    sync(synced)
+
+
+def test_first_sync_embeds_every_registry_note(synced: Synced) -> None:
+    registry = synced.kodb.notes()
+    assert len(registry) > 40
+    assert synced.first.embedded == len(registry)
+    assert (synced.first.deleted, synced.first.unchanged, synced.first.skipped) == (0, 0, ())
+    states = synced.graph.note_states()
+    assert set(states) == set(registry)
+    for path, state in states.items():
+        assert state.content_hash == registry[path].content_hash
+        assert (state.model, state.dims) == ("sentence-transformers/all-MiniLM-L6-v2", 384)
+    assert sorted(node_paths(synced.graph)) == sorted(registry)
+    # Wikilinks by title ("[[Rate limiting]]" in api-gateway.md) became edges.
+    assert ("wiki/api-gateway.md", "wiki/rate-limiting.md") in synced.edges
+    assert synced.first.links == len(synced.edges)
+
+
+def test_second_sync_embeds_nothing(synced: Synced) -> None:
+    report = sync(synced)
+    assert (report.embedded, report.deleted, report.links) == (0, 0, 0)
+    assert report.unchanged == len(synced.kodb.notes())
+
+
+def test_editing_one_note_re_embeds_exactly_it(synced: Synced, restore: None) -> None:
+    before = synced.graph.note_states()[EDITED_NOTE]
+    with (synced.root / EDITED_NOTE).open("a", encoding="utf-8") as fh:
+        fh.write("\nConsumers now also read the audit topic.\n")
+    ingest_vault(synced.settings, synced.kodb)
+    report = sync(synced)
+    assert (report.embedded, report.deleted) == (1, 0)
+    assert report.unchanged == len(synced.kodb.notes()) - 1
+    after = synced.graph.note_states()[EDITED_NOTE]
+    assert after.content_hash != before.content_hash
+    assert after.content_hash == synced.kodb.notes()[EDITED_NOTE].content_hash
+
+
+def test_a_deleted_note_loses_its_node_and_edges(synced: Synced, restore: None) -> None:
+    assert any(DELETED_NOTE in edge for edge in synced.edges)
+    (synced.root / DELETED_NOTE).unlink()
+    ingest_vault(synced.settings, synced.kodb)
+    report = sync(synced)
+    assert (report.embedded, report.deleted) == (0, 1)
+    assert DELETED_NOTE not in synced.graph.note_states()
+    remaining = sorted(synced.kodb.notes())
+    assert all(DELETED_NOTE not in edge for edge in edges_of(synced.graph, remaining))
+
+
+KILLABLE_SYNC = textwrap.dedent(
+    """
+    import sys
+    from pipeline.config import load_settings
+    from pipeline.embed import get_embedder
+    from pipeline.embed_sync import sync_embeddings
+    from pipeline.graph import open_graph
+    from pipeline.kodb import KoDB
+
+    settings = load_settings(sys.argv[1], env={}).replace(embed_batch_size=1)
+    embedder = get_embedder(settings)
+
+    def progress(done, total):
+        print(done, total, flush=True)
+
+    sync_embeddings(settings, KoDB.open(settings.effective_kodb_url), open_graph(settings),
+                    embedder, progress=progress)
+    print("finished", flush=True)
+    """
+)
+
+
+def test_a_sync_killed_midway_converges_without_duplicates(synced: Synced) -> None:
+    everything = sorted(synced.kodb.notes())
+    synced.graph.delete_notes(everything)
+    assert node_paths(synced.graph) == []
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLABLE_SYNC, str(synced.root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
+    try:
+        assert child.stdout is not None
+        for line in child.stdout:
+            if line.split()[0] == "2":  # two one-note batches are committed
+                os.kill(child.pid, signal.SIGKILL)
+                break
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+
+    partial = node_paths(synced.graph)
+    assert 2 <= len(partial) < len(everything)  # killed midway, whole batches kept
+
+    report = sync(synced)
+    assert report.embedded == len(everything) - len(partial)
+    assert report.unchanged == len(partial)
+    paths = node_paths(synced.graph)
+    assert sorted(paths) == everything  # every note, each exactly once
+    assert edges_of(synced.graph, everything) == synced.edges  # links repaired too
+
+
+def test_cli_embed_json_reports_counts_model_and_dims(synced: Synced) -> None:
+    from pipeline.cli import cli
+
+    result = CliRunner().invoke(cli, ["--vault", str(synced.root), "embed", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert list(data) == [
+        "embedded",
+        "deleted",
+        "unchanged",
+        "links",
+        "seconds",
+        "model",
+        "dims",
+        "skipped",
+    ]
+    assert data["embedded"] == 0
+    assert data["unchanged"] == len(synced.kodb.notes())
+    assert (data["model"], data["dims"]) == ("sentence-transformers/all-MiniLM-L6-v2", 384)
+
+
+def test_cli_embed_with_the_graph_down_exits_2_with_one_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "VAULT_KO_GRAPH_URL": f"bolt://127.0.0.1:{port}", "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "vault-ko"), "--vault", str(tmp_path), "embed"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
