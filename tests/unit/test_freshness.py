@@ -321,7 +321,8 @@ def test_graph_failing_mid_check_is_an_error(synced) -> None:
 
 def test_unreachable_kodb_is_an_error(tmp_path: Path) -> None:
     vault = write_vault(tmp_path / "vault")
-    settings = settings_for(vault, kodb_url="postgresql+psycopg://nobody@127.0.0.1:1/none")
+    # A SQLite file whose folder cannot be created: unreachable without any network.
+    settings = settings_for(vault, kodb_url="sqlite:////proc/no-such-folder/ko.db")
     report = check_freshness(settings, graph=FakeGraph({}))
     assert report.status == "error" and not report.kodb.up
     assert any(r.startswith("KO-DB unreachable") for r in report.reasons)
