@@ -1,9 +1,13 @@
-// vector_search: nearest notes from the vector index, with their stored embeddings so the
-// client re-scores them exactly. score = distance = 1 - cos (index metric "cos"); lower
-// is nearer, hence the ascending order.
-// params: k, vector
+// vector_search: nearest notes from the vector index, for exact re-scoring by the client.
+// The index is asked for $k candidates (a wide search beam, for recall); only the best
+// $limit by index score come back with their stored embeddings, because shipping
+// embeddings dominates the latency and the score of each returned candidate is exact.
+// score = distance = 1 - cos (index metric "cos"); lower is nearer, hence ascending.
+// (The similarity column is |cos|, which loses the sign: never used.)
+// params: k, limit, vector
 // returns: path, title, source_type, embedding, score
 CALL vector_search.search('note_embedding', $k, $vector) YIELD node, distance
 RETURN node.path AS path, node.title AS title, node.source_type AS source_type,
        node.embedding AS embedding, distance AS score
 ORDER BY score ASC, path ASC
+LIMIT $limit

@@ -1,0 +1,90 @@
+"""Integration fixtures: one real local ArcadeDB server for the whole test session.
+
+``local_graph`` starts the server through ``pipeline/graph/local.py`` (the code users run)
+in a temporary state dir on free ports, and stops it at the end of the session. Locally a
+server that cannot start skips the graph tests; on CI (CI=true) it fails them.
+
+``graph_settings`` gives each test settings pointed at that server with an EMPTY graph and
+its own state dir (so breaker files never leak between tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.config import Settings
+from pipeline.errors import LocalGraphError
+from pipeline.graph.local import LocalGraph, LocalRecord
+
+_ROOT_CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
+
+
+def _require_or_skip(config: pytest.Config) -> Callable[[str], None]:
+    """``require_or_skip`` of tests/conftest.py (a plugin module pytest already loaded)."""
+    module = config.pluginmanager.get_plugin(str(_ROOT_CONFTEST))
+    if module is None:
+        pytest.fail(f"{_ROOT_CONFTEST} is not loaded; run pytest from the repository root")
+    return module.require_or_skip
+
+
+@dataclass(frozen=True)
+class LocalGraphHandle:
+    """The session's running local graph."""
+
+    local: LocalGraph
+    record: LocalRecord
+
+    @property
+    def state_dir(self) -> Path:
+        return self.local.state_dir
+
+    @property
+    def url(self) -> str:
+        return self.record.url
+
+    def settings(self, vault: Path, state_dir: Path | None = None, **overrides: Any) -> Settings:
+        """Settings for ``vault`` pointed at this server; the state dir defaults to
+        ``<vault>/.vault-ko`` (the server's own files stay in the session's state dir)."""
+        base = Settings(vault=vault, state_dir=state_dir or vault / ".vault-ko")
+        return self.local.settings_for(base).replace(
+            state_dir=state_dir or vault / ".vault-ko", **overrides
+        )
+
+
+@pytest.fixture(scope="session")
+def local_graph(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalGraphHandle]:
+    """A real local ArcadeDB server (Bolt + HTTP on free ports), stopped at session end."""
+    require_or_skip = _require_or_skip(request.config)
+    state_dir = tmp_path_factory.mktemp("local-graph") / ".vault-ko"
+    local = LocalGraph(state_dir)
+    try:
+        result = local.up()
+    except LocalGraphError as exc:
+        local.down()
+        require_or_skip(f"the local graph could not start: {exc}")
+        raise  # unreachable: require_or_skip skips or fails
+    try:
+        yield LocalGraphHandle(local=local, record=result.record)
+    finally:
+        local.down()
+
+
+@pytest.fixture
+def graph_settings(local_graph: LocalGraphHandle, tmp_path: Path) -> Settings:
+    """Settings for a fresh vault pointed at the session's graph, emptied for this test."""
+    from pipeline.graph import GraphClient
+
+    vault = tmp_path / "vault"
+    vault.mkdir(exist_ok=True)
+    settings = local_graph.settings(vault)
+    with GraphClient(settings) as client:
+        paths = list(client.note_states())
+        client.delete_notes(paths)
+    return settings

@@ -1,0 +1,325 @@
+"""The one retry policy, the one exception translation, and the breaker around them.
+
+No network: a fake driver stands in for neo4j's and raises the driver's real exception
+classes, so classification is tested against what the driver actually throws.
+"""
+
+from __future__ import annotations
+
+import errno
+import urllib.error
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import neo4j.exceptions as ne
+import pytest
+
+from pipeline.config import Settings
+from pipeline.errors import GraphQueryError, GraphUnavailable
+from pipeline.graph import GraphClient, GraphNote, open_graph
+from pipeline.graph.arcadedb_http import ArcadeHttpError
+from pipeline.graph.client import BACKOFF_MAX, is_transient, retry_policy, translate
+
+
+def neo4j_error(code: str, message: str = "boom") -> ne.Neo4jError:
+    """A server error exactly as the driver hydrates it from a FAILURE message."""
+    return ne.Neo4jError._hydrate_neo4j(code=code, message=message)
+
+
+TRANSIENT = [
+    ne.ServiceUnavailable("connection refused"),
+    ne.SessionExpired("gone"),
+    ne.IncompleteCommit("cut during commit"),  # our writes are idempotent MERGE/DELETE
+    neo4j_error("Neo.TransientError.Transaction.DeadlockDetected"),
+    neo4j_error("Neo.TransientError.General.DatabaseUnavailable"),
+    ConnectionRefusedError(errno.ECONNREFUSED, "refused"),
+    ConnectionResetError(errno.ECONNRESET, "reset"),
+    TimeoutError("timed out"),
+    OSError(errno.EHOSTUNREACH, "no route"),
+    urllib.error.URLError(ConnectionRefusedError(errno.ECONNREFUSED, "refused")),
+    ArcadeHttpError(503, "queue full"),
+]
+PERMANENT = [
+    neo4j_error("Neo.ClientError.Statement.SyntaxError", "Invalid input 'MATC'"),
+    neo4j_error("Neo.ClientError.Security.Unauthorized", "bad credentials"),
+    neo4j_error("Neo.ClientError.Schema.ConstraintValidationFailed"),
+    neo4j_error("Neo.DatabaseError.General.UnknownError"),
+    ne.ConfigurationError("bad url"),
+    ArcadeHttpError(400, "CommandSQLParsingException"),
+    ArcadeHttpError(403, "Security error"),
+    urllib.error.HTTPError("http://x", 500, "err", {}, None),  # type: ignore[arg-type]
+    OSError(errno.ENOENT, "no such file"),
+    ValueError("bad value"),
+    GraphUnavailable("circuit open for bolt://x"),  # our own verdict is never retried
+]
+
+
+@pytest.mark.parametrize("exc", TRANSIENT, ids=lambda e: type(e).__name__)
+def test_transient_failures_are_retried(exc: BaseException) -> None:
+    assert is_transient(exc)
+
+
+@pytest.mark.parametrize("exc", PERMANENT, ids=lambda e: type(e).__name__)
+def test_permanent_failures_are_not_retried(exc: BaseException) -> None:
+    assert not is_transient(exc)
+
+
+@pytest.mark.parametrize("exc", TRANSIENT, ids=lambda e: type(e).__name__)
+def test_transient_failures_translate_to_unavailable(exc: BaseException) -> None:
+    assert isinstance(translate(exc, "bolt://g:1"), GraphUnavailable)
+
+
+def test_query_and_auth_errors_translate_to_query_errors() -> None:
+    syntax = translate(neo4j_error("Neo.ClientError.Statement.SyntaxError", "bad"), "bolt://g")
+    assert isinstance(syntax, GraphQueryError) and "SyntaxError" in str(syntax)
+    auth = translate(neo4j_error("Neo.ClientError.Security.Unauthorized"), "bolt://g", "root")
+    assert isinstance(auth, GraphQueryError) and "credentials of user 'root'" in str(auth)
+    assert isinstance(translate(RuntimeError("?"), "bolt://g"), GraphQueryError)
+
+
+def test_policy_stops_at_the_attempt_bound() -> None:
+    calls: list[int] = []
+    sleeps: list[float] = []
+
+    def always_down() -> None:
+        calls.append(1)
+        raise ne.ServiceUnavailable("down")
+
+    with pytest.raises(ne.ServiceUnavailable):
+        retry_policy(3, deadline=60.0, sleep=sleeps.append)(always_down)
+    assert len(calls) == 3
+    assert len(sleeps) == 2 and all(0.0 <= s <= BACKOFF_MAX for s in sleeps)
+
+
+def test_policy_stops_at_the_deadline() -> None:
+    calls: list[int] = []
+
+    def always_down() -> None:
+        calls.append(1)
+        raise ne.ServiceUnavailable("down")
+
+    with pytest.raises(ne.ServiceUnavailable):
+        retry_policy(100, deadline=0.0, sleep=lambda _s: None)(always_down)
+    assert len(calls) == 1
+
+
+# --- the client around a fake driver ---------------------------------------------------
+class FakeResult:
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = rows
+
+    def data(self) -> list[dict[str, Any]]:
+        return self.rows
+
+    def consume(self) -> None:
+        return None
+
+
+class FakeSession:
+    def __init__(self, driver: FakeDriver) -> None:
+        self.driver = driver
+
+    def __enter__(self) -> FakeSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def run(self, text: str, params: dict[str, Any] | None = None) -> FakeResult:
+        self.driver.runs.append((text, params or {}))
+        outcome = self.driver.outcomes.pop(0) if self.driver.outcomes else []
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return FakeResult(outcome)
+
+    def begin_transaction(self) -> FakeTx:
+        return FakeTx(self)
+
+
+class FakeTx:
+    def __init__(self, session: FakeSession) -> None:
+        self.session = session
+        self.committed = False
+
+    def __enter__(self) -> FakeTx:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def run(self, text: str, params: dict[str, Any] | None = None) -> FakeResult:
+        return self.session.run(text, params)
+
+    def commit(self) -> None:
+        self.session.driver.commits += 1
+
+
+class FakeDriver:
+    def __init__(self, *outcomes: BaseException | list[dict[str, Any]]) -> None:
+        self.outcomes = list(outcomes)
+        self.runs: list[tuple[str, dict[str, Any]]] = []
+        self.commits = 0
+
+    def session(self, database: str | None = None) -> FakeSession:
+        return FakeSession(self)
+
+    def get_server_info(self) -> SimpleNamespace:
+        return SimpleNamespace(agent="Neo4j/5.26.0")
+
+    def close(self) -> None:
+        return None
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 5_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def settings(tmp_path: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "graph_url": "bolt://127.0.0.1:7687",
+        "graph_password": "secret",
+        "graph_dialect": "neo4j",
+        "graph_retry_attempts": 4,
+        "graph_retry_deadline": 60.0,
+    }
+    values.update(overrides)
+    return Settings(vault=tmp_path, state_dir=tmp_path / ".vault-ko", **values)
+
+
+def client_with(tmp_path: Path, driver: FakeDriver, clock: Clock | None = None) -> GraphClient:
+    client = GraphClient(settings(tmp_path), clock=clock or Clock(), sleep=lambda _s: None)
+    client._driver = driver  # type: ignore[assignment]
+    return client
+
+
+STATE_ROW = {"path": "a.md", "content_hash": "h", "model": "m", "dims": 3, "embedded_at": 1.5}
+
+
+def test_open_graph_does_no_network_io(tmp_path: Path) -> None:
+    client = open_graph(settings(tmp_path, graph_url="bolt://127.0.0.1:1"))
+    assert client.url == "bolt://127.0.0.1:1"
+    assert client._driver is None
+    client.close()
+
+
+def test_transient_failures_are_retried_then_succeed(tmp_path: Path) -> None:
+    down = ne.ServiceUnavailable("refused")
+    driver = FakeDriver(down, down, [STATE_ROW])
+    states = client_with(tmp_path, driver).note_states()
+    assert list(states) == ["a.md"] and states["a.md"].dims == 3
+    assert len(driver.runs) == 3
+
+
+def test_exhausted_retries_open_the_breaker_and_later_calls_fail_fast(tmp_path: Path) -> None:
+    driver = FakeDriver(*[ne.ServiceUnavailable("refused")] * 10)
+    client = client_with(tmp_path, driver)
+    with pytest.raises(GraphUnavailable, match="refused"):
+        client.note_states()
+    assert len(driver.runs) == 4  # graph_retry_attempts
+    with pytest.raises(GraphUnavailable, match="circuit open"):
+        client.note_states()
+    assert len(driver.runs) == 4  # nothing reached the driver
+    # A new process (new client) sharing the state dir sees the open circuit too.
+    other = client_with(tmp_path, FakeDriver([STATE_ROW]))
+    assert other.circuit_open_reason() is not None
+    with pytest.raises(GraphUnavailable, match="circuit open"):
+        other.note_states()
+
+
+def test_half_open_probe_is_a_single_attempt(tmp_path: Path) -> None:
+    clock = Clock()
+    driver = FakeDriver(*[ne.ServiceUnavailable("refused")] * 10)
+    client = client_with(tmp_path, driver, clock)
+    with pytest.raises(GraphUnavailable):
+        client.note_states()
+    clock.now += 31.0
+    with pytest.raises(GraphUnavailable, match="refused"):
+        client.note_states()
+    assert len(driver.runs) == 5  # 4, then one probe
+    assert client.breaker.read().state == "open"
+    clock.now += 31.0
+    driver.outcomes = [[STATE_ROW]]
+    assert list(client.note_states()) == ["a.md"]
+    assert client.breaker.read().state == "closed"
+
+
+def test_query_errors_are_not_retried_and_keep_the_circuit_closed(tmp_path: Path) -> None:
+    driver = FakeDriver(neo4j_error("Neo.ClientError.Statement.SyntaxError", "Invalid input"))
+    client = client_with(tmp_path, driver)
+    with pytest.raises(GraphQueryError, match="Invalid input"):
+        client.note_states()
+    assert len(driver.runs) == 1
+    assert client.breaker.read().state == "closed"
+
+
+def test_writes_run_in_one_transaction_with_declared_params(tmp_path: Path) -> None:
+    driver = FakeDriver([], [{"written": 1}])
+    client = client_with(tmp_path, driver)
+    written = client.set_links(["a.md"], [("a.md", "b.md"), ("a.md", "b.md")])
+    assert written == 1 and driver.commits == 1
+    (clear, clear_params), (link, link_params) = driver.runs
+    assert "DELETE r" in clear and clear_params == {"paths": ["a.md"]}
+    assert "MERGE (a)-[:LINKS_TO]->(b)" in link
+    assert link_params == {"pairs": [{"src": "a.md", "dst": "b.md"}]}
+
+
+def test_upsert_sends_properties_as_parameters(tmp_path: Path) -> None:
+    driver = FakeDriver([])
+    client = client_with(tmp_path, driver)
+    path = "x'}) DETACH DELETE n //.md"
+    client.upsert_notes([GraphNote(path, "T", "adr", "h", "m", 2, 3.0, (0.5, 0.25))])
+    [(text, params)] = driver.runs
+    assert path not in text
+    assert params["rows"][0]["path"] == path
+    assert params["rows"][0]["props"]["embedding"] == [0.5, 0.25]
+    with pytest.raises(GraphQueryError, match="dims"):
+        client.upsert_notes([GraphNote("y.md", "T", "adr", "h", "m", 3, 3.0, (0.5,))])
+
+
+def test_vector_search_overfetches_and_rescores(tmp_path: Path) -> None:
+    rows = [
+        {
+            "path": "far.md",
+            "title": "F",
+            "source_type": "wiki",
+            "embedding": [0.0, 1.0],
+            "score": 0.9,
+        },
+        {
+            "path": "near.md",
+            "title": "N",
+            "source_type": "adr",
+            "embedding": [1.0, 0.1],
+            "score": 0.8,
+        },
+    ]
+    driver = FakeDriver(rows)
+    client = client_with(tmp_path, driver)
+    hits = client.vector_search([1.0, 0.0], 1)  # type: ignore[arg-type]
+    assert [h.path for h in hits] == ["near.md"]
+    [(_, params)] = driver.runs
+    assert params["k"] == 200 and params["limit"] == 21 and params["vector"] == [1.0, 0.0]
+
+
+def test_probe_never_raises(tmp_path: Path) -> None:
+    client = client_with(tmp_path, FakeDriver(ne.ServiceUnavailable("refused")))
+    status = client.probe()
+    assert (status.up, status.latency_ms) == (False, None)
+    assert "refused" in (status.reason or "")
+    ok = client_with(tmp_path, FakeDriver([{"ok": 1}])).probe()
+    assert ok.up and ok.dialect == "neo4j" and ok.agent == "Neo4j/5.26.0"
+    assert ok.latency_ms is not None and ok.latency_ms >= 0
+
+
+def test_local_graph_not_started_is_unavailable_with_a_hint(tmp_path: Path) -> None:
+    client = GraphClient(Settings(vault=tmp_path, state_dir=tmp_path / ".vault-ko"))
+    with pytest.raises(GraphUnavailable, match="vault-ko graph up"):
+        client.note_states()
+    status = client.probe()
+    assert not status.up and "vault-ko graph up" in (status.reason or "")
+    assert client.circuit_open_reason() is not None

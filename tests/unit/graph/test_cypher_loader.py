@@ -1,0 +1,132 @@
+"""The Cypher loader: every dialect has the same queries and interfaces; binding is strict."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pipeline.graph.cypher import (
+    CYPHER_DIR,
+    QUERY_NAMES,
+    CypherLoadError,
+    load_query,
+    parse_query,
+    query_names,
+)
+from pipeline.graph.dialects import DIALECTS
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_every_dialect_has_exactly_the_required_queries(dialect: str) -> None:
+    assert query_names(dialect) == QUERY_NAMES
+
+
+@pytest.mark.parametrize("name", sorted(QUERY_NAMES))
+def test_every_dialect_declares_the_same_params_inline_and_returns(name: str) -> None:
+    interfaces = {
+        d: (q.params, q.inline, q.returns) for d in DIALECTS for q in [load_query(d, name)]
+    }
+    assert len(set(interfaces.values())) == 1, interfaces
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(
+        QUERY_NAMES
+        - {"ensure_schema", "vector_index_dims", "drop_vector_index", "create_vector_index"}
+    ),
+)
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_data_queries_are_never_noops(dialect: str, name: str) -> None:
+    # Only ArcadeDB's schema files may be empty: their SQL goes over HTTP.
+    assert not load_query(dialect, name).is_noop
+
+
+def test_only_arcadedb_schema_queries_are_noops() -> None:
+    noops = {(d, n) for d in DIALECTS for n in QUERY_NAMES if load_query(d, n).is_noop}
+    assert noops == {
+        ("arcadedb", "ensure_schema"),
+        ("arcadedb", "vector_index_dims"),
+        ("arcadedb", "drop_vector_index"),
+        ("arcadedb", "create_vector_index"),
+    }
+
+
+def test_no_cypher_file_inlines_a_value_other_than_declared_integers() -> None:
+    # Values travel as parameters: the only {{…}} placeholders are declared inline names.
+    for path in CYPHER_DIR.glob("*/*.cypher"):
+        query = load_query(path.parent.name, path.stem)
+        body = "\n".join(query.statements)
+        assert set(re.findall(r"\{\{\s*(\w+)\s*\}\}", body)) <= set(query.inline)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_vector_search_ends_with_a_path_tie_break(dialect: str) -> None:
+    text = load_query(dialect, "vector_search").statements[-1]
+    assert re.search(r"ORDER BY score (ASC|DESC), path ASC\s+LIMIT \$limit\s*$", text)
+
+
+def test_missing_file_fails_loudly(tmp_path: Path) -> None:
+    (tmp_path / "neo4j").mkdir()
+    with pytest.raises(CypherLoadError, match=r"missing Cypher file .*nope\.cypher"):
+        load_query("neo4j", "nope", tmp_path)
+
+
+def test_invalid_reference_is_refused() -> None:
+    with pytest.raises(CypherLoadError):
+        load_query("../etc", "passwd")
+
+
+def test_bind_requires_exactly_the_declared_params() -> None:
+    query = load_query("neo4j", "vector_search")
+    with pytest.raises(CypherLoadError, match=r"missing parameter.*vector"):
+        query.bind({"k": 3, "limit": 3})
+    with pytest.raises(CypherLoadError, match=r"undeclared parameter.*extra"):
+        query.bind({"k": 3, "limit": 3, "vector": [0.1], "extra": 1})
+    [(text, params)] = query.bind({"k": 3, "limit": 3, "vector": [0.1]})
+    assert params == {"k": 3, "limit": 3, "vector": [0.1]}
+    assert "$k" in text and "$vector" in text
+
+
+@pytest.mark.parametrize("bad", [0, -4, 70_000, True, "384", 3.0])
+def test_inline_values_must_be_valid_integers(bad: object) -> None:
+    query = load_query("memgraph", "create_vector_index")
+    with pytest.raises(CypherLoadError):
+        query.bind({}, {"dims": bad})  # type: ignore[dict-item]
+
+
+def test_inline_integer_is_written_into_the_ddl() -> None:
+    [(text, params)] = load_query("memgraph", "create_vector_index").bind({}, {"dims": 384})
+    assert '"dimension": 384' in text and '"metric": "cos"' in text
+    assert params == {}
+
+
+def test_multi_statement_files_split_on_line_end_semicolons() -> None:
+    statements = load_query("memgraph", "ensure_schema").bind({})
+    assert [t for t, _ in statements] == [
+        "CREATE INDEX ON :Note(path)",
+        "CREATE CONSTRAINT ON (n:Note) ASSERT n.path IS UNIQUE",
+    ]
+
+
+def test_header_must_match_the_body(tmp_path: Path) -> None:
+    text = "// params: a\n// returns: x\nRETURN $a AS x, $b AS y\n"
+    with pytest.raises(CypherLoadError, match="declared params"):
+        parse_query("neo4j", "q", text, tmp_path / "q.cypher")
+    with pytest.raises(CypherLoadError, match="must declare"):
+        parse_query("neo4j", "q", "RETURN 1\n", tmp_path / "q.cypher")
+    with pytest.raises(CypherLoadError, match="declared inline"):
+        parse_query(
+            "neo4j",
+            "q",
+            "// params: (none)\n// returns: x\nRETURN {{n}} AS x\n",
+            tmp_path / "q.cypher",
+        )
+
+
+def test_parameters_are_only_passed_to_the_statements_that_use_them(tmp_path: Path) -> None:
+    text = "// params: a, b\n// returns: y\nCREATE (n {a: $a});\nRETURN $b AS y;\n"
+    query = parse_query("neo4j", "q", text, tmp_path / "q.cypher")
+    assert [p for _, p in query.bind({"a": 1, "b": 2})] == [{"a": 1}, {"b": 2}]

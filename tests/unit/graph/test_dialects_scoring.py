@@ -1,0 +1,133 @@
+"""Dialect detection, each backend's score scale, and exact re-scoring."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipeline.errors import ConfigError
+from pipeline.graph.dialects import (
+    ARCADEDB,
+    DIALECTS,
+    MEMGRAPH,
+    NEO4J,
+    cosine_to_score,
+    detect_dialect,
+    score_to_cosine,
+)
+from pipeline.graph.records import Candidate
+from pipeline.graph.scoring import as_query_vector, exact_rescore
+
+
+@pytest.mark.parametrize(
+    ("agent", "dialect"),
+    [
+        ("Memgraph/2.19.0", MEMGRAPH),
+        ("Memgraph/3.2.1 (Enterprise)", MEMGRAPH),
+        ("Neo4j/5.26.0", NEO4J),
+        ("Neo4j/2025.10.1", NEO4J),
+        # ArcadeDB presents itself as Neo4j-compatible: it must not be taken for Neo4j.
+        ("Neo4j/5.26.0 compatible (ArcadeDB 26.10.2)", ARCADEDB),
+    ],
+)
+def test_dialect_is_detected_from_the_bolt_agent(agent: str, dialect: str) -> None:
+    assert detect_dialect(agent) == dialect
+
+
+def test_configured_dialect_overrides_the_agent() -> None:
+    assert detect_dialect("Neo4j/5.26.0", "Memgraph") == MEMGRAPH
+    assert detect_dialect(None, "arcadedb") == ARCADEDB
+
+
+@pytest.mark.parametrize(("agent", "override"), [("FalkorDB/4", None), (None, None), ("x", "sql")])
+def test_unknown_agent_or_dialect_is_a_config_error(
+    agent: str | None, override: str | None
+) -> None:
+    with pytest.raises(ConfigError, match="dialect"):
+        detect_dialect(agent, override)
+
+
+@pytest.mark.parametrize(
+    ("dialect", "cosine", "score"),
+    [
+        # Neo4j and ArcadeDB: (1 + cos) / 2.
+        (NEO4J, 1.0, 1.0),
+        (NEO4J, 0.0, 0.5),
+        (NEO4J, -1.0, 0.0),
+        (ARCADEDB, 0.6, 0.8),
+        (ARCADEDB, -0.2, 0.4),
+        # Memgraph, metric "cos": distance = 1 - cos (its |cos| similarity loses the sign).
+        (MEMGRAPH, 1.0, 0.0),
+        (MEMGRAPH, 0.25, 0.75),
+        (MEMGRAPH, -0.5, 1.5),
+    ],
+)
+def test_score_scales_convert_to_raw_cosine(dialect: str, cosine: float, score: float) -> None:
+    assert cosine_to_score(dialect, cosine) == pytest.approx(score)
+    assert score_to_cosine(dialect, score) == pytest.approx(cosine)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_score_conversion_round_trips_and_keeps_the_sign(dialect: str) -> None:
+    cosines = np.linspace(-1.0, 1.0, 41)
+    back = [score_to_cosine(dialect, cosine_to_score(dialect, float(c))) for c in cosines]
+    np.testing.assert_allclose(back, cosines, atol=1e-12)
+
+
+def test_converted_cosine_is_clamped_and_nan_safe() -> None:
+    assert score_to_cosine(NEO4J, 1.0000001) == 1.0
+    assert np.isnan(score_to_cosine(MEMGRAPH, float("nan")))
+
+
+def _cand(path: str, emb: list[float] | None, score: float = 0.5) -> Candidate:
+    return Candidate(path, f"title {path}", "wiki", None if emb is None else tuple(emb), score)
+
+
+def test_exact_rescore_matches_numpy_and_sorts_by_cosine() -> None:
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((30, 16)).astype(np.float32)
+    query = rng.standard_normal(16)
+    # The index order (and its scores) are deliberately wrong: re-scoring must not trust them.
+    cands = [_cand(f"n{i:02d}", vectors[i].tolist(), score=0.9) for i in range(30)]
+    hits = exact_rescore(query, cands[::-1], 5, ARCADEDB)
+    expected = vectors.astype(np.float64) @ query
+    expected /= np.linalg.norm(vectors.astype(np.float64), axis=1) * np.linalg.norm(query)
+    order = np.argsort(-expected)[:5]
+    assert [h.path for h in hits] == [f"n{i:02d}" for i in order]
+    np.testing.assert_allclose([h.cosine for h in hits], expected[order], rtol=0, atol=1e-12)
+
+
+def test_ties_are_broken_by_path() -> None:
+    same = [1.0, 0.0, 0.0]
+    cands = [_cand(p, same) for p in ("c.md", "a.md", "b.md")] + [_cand("z.md", [0.0, 1.0, 0.0])]
+    hits = exact_rescore(np.array([1.0, 0.0, 0.0]), cands, 3, NEO4J)
+    assert [h.path for h in hits] == ["a.md", "b.md", "c.md"]
+    assert all(h.cosine == pytest.approx(1.0) for h in hits)
+
+
+def test_unusable_embedding_keeps_the_converted_index_score() -> None:
+    cands = [
+        _cand("no-embedding.md", None, score=0.2),  # memgraph distance 0.2 -> cos 0.8
+        _cand("wrong-size.md", [1.0, 0.0], score=1.5),  # -> cos -0.5
+        _cand("exact.md", [0.0, 1.0, 0.0]),
+    ]
+    hits = exact_rescore(np.array([1.0, 0.0, 0.0]), cands, 3, MEMGRAPH)
+    assert [(h.path, round(h.cosine, 6)) for h in hits] == [
+        ("no-embedding.md", 0.8),
+        ("exact.md", 0.0),
+        ("wrong-size.md", -0.5),
+    ]
+
+
+def test_duplicate_rows_count_once_and_k_cuts() -> None:
+    cands = [_cand("a.md", [1.0, 0.0]), _cand("a.md", [1.0, 0.0]), _cand("b.md", [0.0, 1.0])]
+    hits = exact_rescore(np.array([1.0, 0.2]), cands, 5, NEO4J)
+    assert [h.path for h in hits] == ["a.md", "b.md"]
+    assert exact_rescore(np.array([1.0, 0.2]), cands, 1, NEO4J)[0].path == "a.md"
+    assert exact_rescore(np.array([1.0, 0.2]), cands, 0, NEO4J) == []
+
+
+@pytest.mark.parametrize("bad", [[], [[1.0, 2.0]], [0.0, 0.0], [1.0, float("nan")]])
+def test_invalid_query_vectors_are_refused(bad: list) -> None:
+    with pytest.raises(ValueError):
+        as_query_vector(bad)

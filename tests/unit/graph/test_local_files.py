@@ -1,0 +1,126 @@
+"""The local graph manager's file-level behaviour (no server is started here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pipeline.graph
+from pipeline.errors import LocalGraphError
+from pipeline.graph import local as local_mod
+from pipeline.graph.local import LocalGraph, LocalRecord, hash_password
+from pipeline.graph.records import GraphStatus
+
+
+def test_password_hash_matches_arcadedb_format() -> None:
+    # Stored by a real ArcadeDB 26.10.2 server for the password "testpw12345678".
+    salt = "c2t0oI2eU59N7vSwEM2y9dam0JapFnKBE3cnix1fsJg="
+    expected = (
+        "PBKDF2WithHmacSHA256$65536$c2t0oI2eU59N7vSwEM2y9dam0JapFnKBE3cnix1fsJg="
+        "$Bc3gKqxUa6qD55j6+tC+p2jJbfz/sccyBjuU+79oTyI="
+    )
+    assert hash_password("testpw12345678", salt) == expected
+    assert hash_password("x") != hash_password("x")  # a fresh salt each time
+
+
+def test_missing_package_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_mod.importlib.util, "find_spec", lambda _name: None)
+    with pytest.raises(LocalGraphError, match="arcadedb-embedded"):
+        local_mod.package_dir()
+
+
+def test_missing_java_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "jars").mkdir()
+    with pytest.raises(LocalGraphError, match="Java runtime"):
+        local_mod.java_command(tmp_path)
+
+
+def test_free_ports_are_distinct() -> None:
+    ports = local_mod._free_ports(3)
+    assert len(set(ports)) == 3 and all(1024 <= p < 65536 for p in ports)
+
+
+def write_record(local: LocalGraph, **fields: object) -> None:
+    record = {"bolt_port": 40001, "http_port": 40002, "https_port": 40003, **fields}
+    local.dir.mkdir(parents=True, exist_ok=True)
+    local.record_path.write_text(json.dumps(record))
+
+
+def test_no_record_means_not_running(tmp_path: Path) -> None:
+    info = LocalGraph(tmp_path).info()
+    assert (info.record, info.running, info.stale_pid) == (None, False, None)
+    assert LocalGraph(tmp_path).down() is False
+
+
+def test_dead_pid_is_detected_as_stale(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead = int(done.stdout)
+    local = LocalGraph(tmp_path)
+    write_record(local, pid=dead)
+    info = local.info()
+    assert not info.running and info.stale_pid == dead
+
+
+def test_live_pid_of_another_program_is_stale_too(tmp_path: Path) -> None:
+    local = LocalGraph(tmp_path)
+    write_record(local, pid=os.getpid())  # alive, but not our ArcadeDB server
+    info = local.info()
+    assert not info.running and info.stale_pid == os.getpid()
+
+
+def test_down_with_a_stale_pid_clears_it_and_opens_the_breaker(tmp_path: Path) -> None:
+    local = LocalGraph(tmp_path)
+    write_record(local, pid=os.getpid())
+    assert local.down() is False  # it was not our server: nothing was killed
+    record = local.read_record()
+    assert record is not None and record.pid is None and record.stopped_at is not None
+    from pipeline.graph.breaker import Breaker
+
+    assert "graph down" in (Breaker(tmp_path, record.url, 30.0).open_reason() or "")
+
+
+def test_record_urls_are_loopback(tmp_path: Path) -> None:
+    record = LocalRecord(bolt_port=1234, http_port=1235, https_port=1236)
+    assert record.url == "bolt://127.0.0.1:1234"
+    assert record.http_url == "http://127.0.0.1:1235"
+
+
+def test_corrupt_record_is_a_local_graph_error(tmp_path: Path) -> None:
+    local = LocalGraph(tmp_path)
+    local.dir.mkdir(parents=True)
+    local.record_path.write_text("{")
+    with pytest.raises(LocalGraphError, match="unreadable"):
+        local.read_record()
+
+
+def test_public_api_is_exported() -> None:
+    for name in (
+        "GraphClient",
+        "GraphStatus",
+        "NoteState",
+        "GraphNote",
+        "GraphHit",
+        "open_graph",
+        "LocalGraph",
+        "ensure_vector_index",
+    ):
+        assert name in pipeline.graph.__all__
+        assert getattr(pipeline.graph, name) is not None
+    assert set(pipeline.graph.__all__) == {
+        n for n in pipeline.graph.__all__ if hasattr(pipeline.graph, n)
+    }
+
+
+def test_status_json_has_exactly_the_documented_keys() -> None:
+    status = GraphStatus(False, "bolt://x", None, None, None, "down")
+    assert list(status.as_dict()) == ["up", "url", "dialect", "agent", "latency_ms", "reason"]
