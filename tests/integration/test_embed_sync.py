@@ -1,7 +1,7 @@
 """`vault-ko embed` against the real local ArcadeDB (Bolt), a real KO-DB and the real model.
 
-One copy of the sample vault gets its own local graph for the module; the module fixture
-ingests it and runs the first sync. Each test puts back what it changes (notes, registry,
+One copy of the sample vault is ingested and synced once for the module into the session's
+local graph (the `local_graph` fixture). Each test puts back what it changes (notes, registry,
 graph), so the tests do not depend on their order.
 """
 
@@ -17,22 +17,25 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from click.testing import CliRunner
 
-from pipeline.config import Settings, load_settings
+from pipeline.config import Settings
 from pipeline.embed import Embedder, get_embedder
 from pipeline.embed_sync import EmbedReport, sync_embeddings
 from pipeline.graph import GraphClient, open_graph
 from pipeline.ingest import ingest_vault
 from pipeline.kodb import KoDB
 
+if TYPE_CHECKING:
+    from tests.integration.conftest import LocalGraphHandle
+
 pytestmark = [pytest.mark.integration, pytest.mark.model]
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_VAULT = REPO / "examples" / "vault"
-ON_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 EDITED_NOTE = "wiki/kafka.md"
 DELETED_NOTE = "wiki/pgbouncer.md"
 
@@ -60,33 +63,40 @@ def node_paths(graph: GraphClient) -> list[str]:
     return [s.path for s in states]
 
 
-@pytest.fixture(scope="module")
-def synced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synced]:
-    from pipeline.errors import LocalGraphError
-    from pipeline.graph import LocalGraph
+def graph_env(settings: Settings) -> dict[str, str]:
+    """VAULT_KO_* variables that point a child process (or a CLI run) at the test graph."""
+    env = {
+        "VAULT_KO_GRAPH_URL": settings.graph_url,
+        "VAULT_KO_GRAPH_HTTP_URL": settings.graph_http_url,
+        "VAULT_KO_GRAPH_DATABASE": settings.graph_database,
+        "VAULT_KO_GRAPH_USER": settings.graph_user,
+        "VAULT_KO_GRAPH_PASSWORD": settings.password(),
+        "VAULT_KO_GRAPH_DIALECT": settings.graph_dialect,
+    }
+    return {k: v for k, v in env.items() if v}
 
+
+@pytest.fixture(scope="module")
+def synced(
+    local_graph: LocalGraphHandle, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Synced]:
+    """A copy of the sample vault, ingested and synced once into the session's graph."""
     root = tmp_path_factory.mktemp("embed-sync") / "vault"
     shutil.copytree(EXAMPLE_VAULT, root, ignore=shutil.ignore_patterns(".vault-ko"))
-    settings = load_settings(root, env={})
-    local = LocalGraph(settings.state_dir)
-    try:
-        local.up(dims=384, settings=settings)
-    except LocalGraphError as exc:
-        if ON_CI:  # as tests/conftest.py's require_or_skip: mandatory on CI
-            pytest.fail(f"required on CI: the local graph cannot start: {exc}")
-        pytest.skip(f"the local graph cannot start: {exc}")
+    settings = local_graph.settings(root)
     kodb = KoDB.open(settings.effective_kodb_url)
     graph = open_graph(settings)
     try:
+        graph.delete_notes(list(graph.note_states()))  # other modules share the server
         ingest_vault(settings, kodb)
         embedder = get_embedder(settings)
         first = sync_embeddings(settings, kodb, graph, embedder)
         edges = edges_of(graph, sorted(kodb.notes()))
         yield Synced(root, settings, kodb, graph, embedder, first, edges)
     finally:
+        graph.delete_notes(list(graph.note_states()))
         graph.close()
         kodb.close()
-        local.down()
 
 
 def sync(s: Synced, **kw: object) -> EmbedReport:
@@ -159,7 +169,7 @@ KILLABLE_SYNC = textwrap.dedent(
     from pipeline.graph import open_graph
     from pipeline.kodb import KoDB
 
-    settings = load_settings(sys.argv[1], env={}).replace(embed_batch_size=1)
+    settings = load_settings(sys.argv[1]).replace(embed_batch_size=1)
     embedder = get_embedder(settings)
 
     def progress(done, total):
@@ -177,7 +187,7 @@ def test_a_sync_killed_midway_converges_without_duplicates(synced: Synced) -> No
     synced.graph.delete_notes(everything)
     assert node_paths(synced.graph) == []
 
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {**os.environ, **graph_env(synced.settings), "HF_HUB_OFFLINE": "1"}
     child = subprocess.Popen(
         [sys.executable, "-c", KILLABLE_SYNC, str(synced.root)],
         stdout=subprocess.PIPE,
@@ -211,7 +221,8 @@ def test_a_sync_killed_midway_converges_without_duplicates(synced: Synced) -> No
 def test_cli_embed_json_reports_counts_model_and_dims(synced: Synced) -> None:
     from pipeline.cli import cli
 
-    result = CliRunner().invoke(cli, ["--vault", str(synced.root), "embed", "--json"])
+    runner = CliRunner(env=graph_env(synced.settings))
+    result = runner.invoke(cli, ["--vault", str(synced.root), "embed", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert list(data) == [
