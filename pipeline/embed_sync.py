@@ -17,6 +17,11 @@ model, dims) and then:
 
 A note that cannot be read now (bad YAML, binary, too big, gone) is skipped and reported with
 its reason; it never aborts the run.
+
+The node's content_hash is the hash of the file as read now, so a note edited after the last
+ingest is embedded again on every run until `vault-ko ingest` catches up (the registry and the
+graph then agree). Edges of unchanged notes are only rewritten when they point at a note this
+run creates: after a note's title or aliases change, ``full`` re-resolves every link.
 """
 
 from __future__ import annotations
