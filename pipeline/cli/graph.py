@@ -22,9 +22,10 @@ def graph_group() -> None:
 @click.option(
     "--dims",
     type=click.IntRange(1, 65_536),
-    default=DEFAULT_DIMS,
-    show_default=True,
-    help="Dimensions of the vector index (the embedding model's size).",
+    default=None,
+    help="Dimensions of the vector index (the embedding model's size). Default: keep the "
+    f"existing index, else {DEFAULT_DIMS}. A different value drops the notes embedded "
+    "with other dimensions.",
 )
 @click.option(
     "--timeout",
@@ -36,7 +37,7 @@ def graph_group() -> None:
 @click.option("--heap", default=DEFAULT_HEAP, show_default=True, help="Java heap of the server.")
 @json_option
 @pass_app
-def graph_up(app: AppContext, dims: int, timeout: float, heap: str, as_json: bool) -> None:
+def graph_up(app: AppContext, dims: int | None, timeout: float, heap: str, as_json: bool) -> None:
     """Start the local graph server for this vault (idempotent).
 
     Runs ArcadeDB from the arcadedb-embedded package in the background, bound to 127.0.0.1

@@ -423,6 +423,15 @@ class GraphClient:
 
         self._call(run)
 
+    def vector_index_dims(self) -> int | None:
+        """The dimensions of the note vector index, or None when there is none."""
+        if self.dialect == ARCADEDB:
+            self._arcadedb_schema()
+            http, database = self._http()
+            return self._call(lambda: http.vector_index_dims(database))
+        rows = self._auto("vector_index_dims")
+        return int(rows[0]["dims"]) if rows and rows[0].get("dims") is not None else None
+
     def ensure_vector_index(self, dims: int) -> None:
         """Make the vector index have ``dims`` dimensions.
 
@@ -430,20 +439,15 @@ class GraphClient:
         dimensions deleted (the embed sync re-embeds them), and created again.
         """
         _check_dims(dims)
+        current = self.vector_index_dims()
+        if current == dims:
+            return
         if self.dialect == ARCADEDB:
-            self._arcadedb_schema()
             http, database = self._http()
-            current = self._call(lambda: http.vector_index_dims(database))
-            if current == dims:
-                return
             if current is not None:
                 self._call(lambda: http.drop_vector_index(database))
             self._transaction([("delete_other_dims", {"dims": dims})])
             self._call(lambda: http.create_vector_index(database, dims))
-            return
-        rows = self._auto("vector_index_dims")
-        current = int(rows[0]["dims"]) if rows and rows[0].get("dims") is not None else None
-        if current == dims:
             return
         if current is not None:
             self._auto("drop_vector_index")

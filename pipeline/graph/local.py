@@ -93,7 +93,7 @@ class UpResult:
 
     record: LocalRecord
     started: bool  # False when the server was already running
-    dims: int | None  # the vector index dimensions ensured (None when already running)
+    dims: int | None  # the vector index dimensions ensured (None: running, left as it was)
     stale_pid: int | None = None  # a recorded pid found dead (or reused) and replaced
 
 
@@ -151,6 +151,8 @@ def hash_password(password: str, salt: str | None = None) -> str:
 
 def _port_is_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As servers bind: connections of a just-stopped server in TIME_WAIT do not count.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((HOST, port))
         except OSError:
@@ -408,12 +410,15 @@ class LocalGraph:
 
     def up(
         self,
-        dims: int = DEFAULT_DIMS,
+        dims: int | None = None,
         timeout: float = DEFAULT_START_TIMEOUT,
         settings: Settings | None = None,
     ) -> UpResult:
         """Start the server unless it runs, create the database and the vector index.
 
+        ``dims`` None keeps an existing vector index as it is (a restart must never drop
+        embedded notes) and creates a missing one with DEFAULT_DIMS; an explicit ``dims``
+        recreates an index of other dimensions (see GraphClient.ensure_vector_index).
         Idempotent: on a running server it only reports it. Resets the breaker of its URL.
         Raises LocalGraphError with one clear line (and the log tail) on failure.
         """
@@ -421,7 +426,13 @@ class LocalGraph:
             info = self.info()
             if info.running and info.record is not None:
                 Breaker(self.state_dir, info.record.url, 0).reset()
-                return UpResult(info.record, started=False, dims=None)
+                ensured = None
+                if dims is not None:  # asked for explicitly: apply it to the running server
+                    try:
+                        ensured = self._prepare(info.record, dims, settings, timeout)
+                    except GraphError as exc:
+                        raise LocalGraphError(f"the local graph's schema failed: {exc}") from exc
+                return UpResult(info.record, started=False, dims=ensured)
             password = self._ensure_password()
             self._write_users_file(password)
             record = info.record
@@ -445,17 +456,18 @@ class LocalGraph:
                 )
             Breaker(self.state_dir, record.url, 0).reset()
             try:
-                self._prepare(record, dims, settings, timeout)
+                ensured = self._prepare(record, dims, settings, timeout)
             except GraphError as exc:
                 raise LocalGraphError(
                     f"the local graph started but its schema failed: {exc}"
                 ) from exc
-            return UpResult(record, started=True, dims=dims, stale_pid=info.stale_pid)
+            return UpResult(record, started=True, dims=ensured, stale_pid=info.stale_pid)
 
     def _prepare(
-        self, record: LocalRecord, dims: int, settings: Settings | None, timeout: float
-    ) -> None:
-        """Create the database (HTTP may open just after Bolt) and the schema."""
+        self, record: LocalRecord, dims: int | None, settings: Settings | None, timeout: float
+    ) -> int:
+        """Create the database (HTTP may open just after Bolt) and the schema; the vector
+        index dimensions in force."""
         from pipeline.graph.arcadedb_http import ArcadeHttp
         from pipeline.graph.client import GraphClient
 
@@ -473,7 +485,9 @@ class LocalGraph:
                 time.sleep(0.2)
         base = settings or Settings(vault=self.state_dir.parent, state_dir=self.state_dir)
         with GraphClient(self.settings_for(base)) as client:
-            client.ensure_schema(dims)
+            target = dims if dims is not None else (client.vector_index_dims() or DEFAULT_DIMS)
+            client.ensure_schema(target)
+        return target
 
     def settings_for(self, base: Settings) -> Settings:
         """``base`` pointed at this local server (URL, HTTP URL, database, password)."""
