@@ -53,6 +53,7 @@ def _register() -> None:
     from pipeline.cli.ingest import ingest_command
     from pipeline.cli.maintain import calibrate_cmd, sync_cmd
     from pipeline.cli.query import query_cmd
+    from pipeline.cli.session import load_context_cmd
 
     cli.add_command(config_group)
     cli.add_command(ingest_command)
@@ -64,6 +65,7 @@ def _register() -> None:
     cli.add_command(facts_group)
     cli.add_command(freshness_cmd)
     cli.add_command(graph_group)
+    cli.add_command(load_context_cmd)
 
 
 _register()

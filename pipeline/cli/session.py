@@ -1,0 +1,176 @@
+"""`vault-ko load-context`: many session prompts in, one context pack per session out."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+import click
+
+from pipeline.cli._common import AppContext, emit_json, err, json_option, out, pass_app
+from pipeline.errors import EXIT_FAILURE, InputError
+
+if TYPE_CHECKING:
+    from pipeline.session import BadLine, ProgressFn, SessionReport
+
+
+@click.command("load-context")
+@click.argument("input_path", metavar="[INPUT|-]", required=False, default="-")
+@click.option("--top-k", type=click.IntRange(min=0), help="Subjects per pack [20].")
+@click.option(
+    "--facts-per-subject", type=click.IntRange(min=0), help="Facts shown per subject [3]."
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("packs"),
+    show_default=True,
+    help="Folder for the packs.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "md"]),
+    default="jsonl",
+    show_default=True,
+    help="jsonl: one file <out>/packs.jsonl; md: one <out>/<id>.md per session.",
+)
+@click.option(
+    "--resume", is_flag=True, help="Skip sessions whose packs a previous run already wrote."
+)
+@click.option(
+    "--search",
+    type=click.Choice(["auto", "exact", "index"]),
+    default="auto",
+    show_default=True,
+    help="exact: read all note vectors once and search in numpy; index: one graph query "
+    "per prompt; auto: exact for batches large enough to pay for reading the vectors.",
+)
+@click.option(
+    "--chunk-size",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="Prompts embedded, searched and written together.",
+)
+@json_option
+@pass_app
+@click.pass_context
+def load_context_cmd(
+    ctx: click.Context,
+    app: AppContext,
+    input_path: str,
+    top_k: int | None,
+    facts_per_subject: int | None,
+    out_dir: Path,
+    fmt: str,
+    resume: bool,
+    search: str,
+    chunk_size: int,
+    as_json: bool,
+) -> None:
+    """Write a context pack for each session prompt (a file, or stdin with -).
+
+    Input, one session per line: a prompt (id = line number); a vault-relative path of an
+    existing .md note, whose text becomes the prompt; or JSON {"id": …, "prompt": …} or
+    {"id": …, "note": "sessions/….md"}. Bad lines are reported with their number and
+    skipped (exit 1 at the end). A pack holds the relevance label, the mode, the top
+    subjects with their facts and sources, and crystal-ready marks; a no_match pack has no
+    subjects. When the graph is unavailable, packs are made in fallback mode and say why.
+    """
+    from pipeline.query import Pipeline, QueryOptions
+    from pipeline.session import load_context
+
+    settings = app.settings()
+    opts = QueryOptions.from_settings(settings, top_k=top_k, facts_per_subject=facts_per_subject)
+    with (
+        _input(input_path) as (stream, total),
+        Pipeline(settings) as pipeline,
+        _progress(enabled=not as_json, total=total) as progress,
+    ):
+        report = load_context(
+            pipeline,
+            stream,
+            out_dir,
+            fmt=fmt,  # type: ignore[arg-type]
+            options=opts,
+            resume=resume,
+            search=search,  # type: ignore[arg-type]
+            chunk_size=chunk_size,
+            total_lines=total,
+            progress=progress,
+            on_bad_line=_report_bad_line(input_path),
+        )
+    if as_json:
+        emit_json(report.as_dict())
+    else:
+        out.print(summary_line(report), markup=False)
+    ctx.exit(EXIT_FAILURE if report.bad_lines else 0)
+
+
+def summary_line(report: SessionReport) -> str:
+    """One line for people: packs written, labels, modes, search path, time."""
+    labels = ", ".join(f"{k} {v}" for k, v in report.labels.items()) or "none"
+    modes = ", ".join(f"{k} {v}" for k, v in report.modes.items()) or "none"
+    extra = ""
+    if report.skipped_done:
+        extra += f", {report.skipped_done} already written"
+    if report.bad_lines:
+        extra += f", {len(report.bad_lines)} bad line(s) skipped"
+    return (
+        f"wrote {report.written} pack(s) to {report.out} in {report.seconds:.1f} s "
+        f"(search {report.search_path}){extra}; labels: {labels}; modes: {modes}"
+    )
+
+
+def _report_bad_line(input_path: str) -> Callable[[BadLine], None]:
+    name = "<stdin>" if input_path == "-" else input_path
+
+    def report(bad: BadLine) -> None:
+        err.print(f"{name}:{bad.line}: skipped: {bad.reason}", markup=False)
+
+    return report
+
+
+@contextmanager
+def _input(input_path: str) -> Iterator[tuple[IO[bytes], int | None]]:
+    """The input as a binary stream (lines are decoded one by one) and its line count."""
+    if input_path == "-":
+        yield sys.stdin.buffer, None
+        return
+    try:
+        fh = Path(input_path).open("rb")  # noqa: SIM115 - closed below, after the run
+    except OSError as exc:
+        raise InputError(f"cannot read the input: {exc.strerror}", file=input_path) from None
+    with fh:
+        total = sum(1 for _ in fh)
+        fh.seek(0)
+        yield fh, total
+
+
+@contextmanager
+def _progress(*, enabled: bool, total: int | None) -> Iterator[ProgressFn | None]:
+    """A rich progress bar on stderr (lines read) for people; nothing for machines."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("loading contexts", total=total)
+
+        def update(done: int, total_lines: int | None) -> None:
+            bar.update(task, completed=done, total=total_lines)
+
+        yield update
