@@ -6,21 +6,39 @@ notes are parsed and extracted. Notes gone from disk (or now excluded) are remov
 their facts. A note that has become bad input (invalid YAML, not UTF-8, binary, too big) is
 reported in ``skipped`` and keeps its previous registry row and facts: nothing is lost and
 the run never aborts for one note. Everything is written in one KO-DB transaction.
+
+Links resolve the way Obsidian resolves them, by file: ``[[0007-use-redis]]`` names the note
+whose file stem is ``0007-use-redis`` and ``[[adr/0007-use-redis]]`` the one at that path
+(case-insensitive); a link naming a note's title resolves too. A resolved link's facts use
+the linked note's own subject (frontmatter ``subject:``, else its title), so one note's
+evidence is not split between its file name and its title. A stem several notes share
+(and a title that names notes with different subjects) resolves to nothing: the link keeps
+its raw target, as Obsidian then needs a path. The resolver (``LinkResolver``) is built each
+run over the whole vault, from the registry for unchanged notes and from the parse for
+changed ones. When it differs from the previous run's (a note was added, removed, renamed
+or retitled), unchanged notes whose ``links_to`` facts name an affected key, or the subject
+that key used to resolve to, are re-read and re-extracted in the same transaction
+(``relinked`` in the report), so an incremental run ends where a full one would.
+
+Registry rows written before notes had a ``subject`` column (``subject`` NULL) were
+extracted without link resolution: their notes are re-extracted once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.model import SOURCE_TYPES, Fact, Note
-from pipeline.vault.extract import EXTRACTOR, extract_facts
-from pipeline.vault.parse import content_hash, parse_note, read_note_bytes
+from pipeline.vault.extract import EXTRACTOR, extract_facts, link_key
+from pipeline.vault.parse import ParsedNote, content_hash, parse_note, read_note_bytes
 from pipeline.vault.scan import ScannedFile, scan_vault
 
 if TYPE_CHECKING:
@@ -55,7 +73,8 @@ class IngestReport:
     unchanged: int
     seconds: float
     scanned: int = 0
-    facts_written: int = 0  # facts extracted from the added and updated notes
+    facts_written: int = 0  # facts extracted from the added, updated and relinked notes
+    relinked: int = 0  # unchanged notes re-extracted because their links resolve differently
 
     @property
     def by_type(self) -> dict[str, int]:
@@ -75,6 +94,7 @@ class IngestReport:
                 "removed": self.removed,
                 "unchanged": self.unchanged,
                 "skipped": len(self.skipped),
+                "relinked": self.relinked,
                 "facts_written": self.facts_written,
             },
             "seconds": round(self.seconds, 3),
@@ -86,6 +106,61 @@ def skip_reason(exc: InputError) -> str:
     if exc.line is not None:
         return f"line {exc.line}: {exc.reason}"
     return exc.reason
+
+
+@dataclass(frozen=True)
+class LinkResolver:
+    """Link target -> the subject of the note it names, over the whole vault.
+
+    ``keys`` maps normalised keys (``extract.link_key``) to a subject, or to None when the
+    key is ambiguous. Keys by precedence: a note's vault path without ``.md``, its file stem,
+    its title; a key of a stronger kind hides the same key of a weaker kind. Within a kind, a
+    key naming notes with different subjects is ambiguous.
+    """
+
+    keys: Mapping[str, str | None]
+
+    @classmethod
+    def build(cls, notes: Iterable[Note]) -> LinkResolver:
+        """The resolver over these registry notes (``subject`` None: the title)."""
+        kinds: tuple[dict[str, set[str]], ...] = ({}, {}, {})  # path, stem, title
+        for note in notes:
+            subject = note.subject or note.title
+            path = link_key(note.path)
+            for kind, key in zip(
+                kinds, (path, PurePosixPath(path).name, link_key(note.title)), strict=True
+            ):
+                if key:
+                    kind.setdefault(key, set()).add(subject)
+        keys: dict[str, str | None] = {}
+        for kind in kinds:
+            for key, subjects in kind.items():
+                if key not in keys:
+                    keys[key] = next(iter(subjects)) if len(subjects) == 1 else None
+        return cls(keys)
+
+    @classmethod
+    def from_parsed(cls, notes: Iterable[ParsedNote]) -> LinkResolver:
+        """The resolver over these parsed notes (what a from-scratch ingest builds)."""
+        return cls.build(_registry_row(n) for n in notes)
+
+    def __call__(self, target: str) -> str | None:
+        """The subject ``target`` (as written in a link) resolves to, or None."""
+        return self.keys.get(link_key(target))
+
+    def affected_terms(self, new: LinkResolver) -> set[str]:
+        """Normalised ``links_to`` objects that may resolve differently under ``new``.
+
+        The keys whose value changed (added, removed, different, turned ambiguous), their
+        last path segments (what an unresolved ``[[folder/x]]`` link stored) and the subjects
+        they resolved to here (what a resolved link stored).
+        """
+        changed = {
+            k for k in self.keys.keys() | new.keys.keys() if self.keys.get(k) != new.keys.get(k)
+        }
+        terms = changed | {PurePosixPath(k).name for k in changed}
+        terms |= {link_key(v) for k in changed if (v := self.keys.get(k))}
+        return terms
 
 
 def ingest_vault(
@@ -102,22 +177,57 @@ def ingest_vault(
     started = time.perf_counter()
     registry = kodb.notes()
     files = scan_vault(settings)
-    on_disk = {f.path for f in files}
+    on_disk = {f.path: f for f in files}
 
-    upserts: list[tuple[Note, Sequence[Fact]]] = []
+    parsed: dict[str, ParsedNote] = {}
     skipped: list[SkippedNote] = []
     counts: Counter[str] = Counter()
 
     for done, scanned in enumerate(files, start=1):
-        outcome = _ingest_one(settings, scanned, registry.get(scanned.path), force, upserts)
+        known = registry.get(scanned.path)
+        outcome = _read_if_changed(settings, scanned, known, force)
         if isinstance(outcome, SkippedNote):
             skipped.append(outcome)
+        elif outcome is None:
+            counts["unchanged"] += 1
         else:
-            counts[outcome] += 1
+            parsed[scanned.path] = outcome
+            counts["added" if known is None else "updated"] += 1
         if progress is not None:
             progress(done, len(files))
 
-    removed = sorted(set(registry) - on_disk)
+    removed = sorted(set(registry) - set(on_disk))
+    # The registry as this run leaves it: kept rows (unchanged and skipped notes) and the
+    # parsed notes' new rows.
+    after = {p: n for p, n in registry.items() if p in on_disk} | {
+        p: _registry_row(n) for p, n in parsed.items()
+    }
+    old_resolver = LinkResolver.build(registry.values())
+    resolver = LinkResolver.build(after.values())
+
+    relinked: dict[str, ParsedNote] = {}
+    terms = old_resolver.affected_terms(resolver)
+    if terms:
+        settled = parsed.keys() | {s.path for s in skipped}
+        linking = sorted(
+            {
+                path
+                for path, obj in kodb.fact_objects(["links_to"], extractor=EXTRACTOR)
+                if path in on_disk and path not in settled and link_key(obj) in terms
+            }
+        )
+        for path in linking:
+            outcome = _read(settings, on_disk[path])
+            if isinstance(outcome, SkippedNote):
+                skipped.append(outcome)  # it turned bad since the scan: old facts kept
+                counts["unchanged"] -= 1
+            else:
+                relinked[path] = outcome
+
+    upserts: list[tuple[Note, Sequence[Fact]]] = [
+        (_registry_row(note), extract_facts(note, resolver))
+        for note in [*parsed.values(), *relinked.values()]
+    ]
     if upserts or removed:
         kodb.apply_ingest(upserts, removed, extractor=EXTRACTOR)
 
@@ -138,30 +248,46 @@ def ingest_vault(
         seconds=time.perf_counter() - started,
         scanned=len(files),
         facts_written=sum(len(fs) for _, fs in upserts),
+        relinked=len(relinked),
     )
 
 
-def _ingest_one(
-    settings: Settings,
-    scanned: ScannedFile,
-    known: Note | None,
-    force: bool,
-    upserts: list[tuple[Note, Sequence[Fact]]],
-) -> str | SkippedNote:
-    """Handle one scanned note; return "added" / "updated" / "unchanged" or why it was skipped."""
+def _registry_row(note: ParsedNote) -> Note:
+    """The registry row of a parsed note, with its own subject."""
+    return dataclasses.replace(note.note, subject=note.subject)
+
+
+def _read_if_changed(
+    settings: Settings, scanned: ScannedFile, known: Note | None, force: bool
+) -> ParsedNote | SkippedNote | None:
+    """The parsed note when it is new or changed, None when unchanged, or why it was skipped."""
     # A note whose source type changed (the globs were edited) must be re-extracted: every
-    # fact carries its source type.
-    reuse = known if not force and known and known.source_type == scanned.source_type else None
+    # fact carries its source type. A row without a subject predates link resolution.
+    reuse = (
+        known
+        if not force
+        and known
+        and known.source_type == scanned.source_type
+        and known.subject is not None
+        else None
+    )
     if reuse is not None and (reuse.mtime, reuse.bytes) == (scanned.mtime, scanned.bytes):
-        return "unchanged"  # cheap path: the file was not touched since the last run
+        return None  # cheap path: the file was not touched since the last run
     try:
         raw, mtime = read_note_bytes(settings.vault, scanned.path, settings.vault_max_note_bytes)
         if reuse is not None and reuse.content_hash == content_hash(raw):
             # Touched but not changed (a checkout, a sync tool): its facts stand. The row keeps
             # its old mtime, so the next run hashes it again; cheap next to parsing.
-            return "unchanged"
-        parsed = parse_note(raw, scanned.path, scanned.source_type, mtime=mtime)
+            return None
+        return parse_note(raw, scanned.path, scanned.source_type, mtime=mtime)
     except InputError as exc:
         return SkippedNote(scanned.path, skip_reason(exc))
-    upserts.append((parsed.note, extract_facts(parsed)))
-    return "added" if known is None else "updated"
+
+
+def _read(settings: Settings, scanned: ScannedFile) -> ParsedNote | SkippedNote:
+    """Read and parse one note unconditionally, or why it was skipped."""
+    try:
+        raw, mtime = read_note_bytes(settings.vault, scanned.path, settings.vault_max_note_bytes)
+        return parse_note(raw, scanned.path, scanned.source_type, mtime=mtime)
+    except InputError as exc:
+        return SkippedNote(scanned.path, skip_reason(exc))

@@ -63,6 +63,7 @@ class Note:
     content_hash: str
     mtime: float
     bytes: int
+    subject: str | None = None  # the note's own subject; None: the same as its title
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -60,17 +61,32 @@ facts = sa.Table(
     sa.Index("ix_facts_predicate", "predicate"),
 )
 
+
+def _notes_columns() -> list[sa.Column[Any]]:
+    """The columns of ``notes`` as migration 1 created them."""
+    return [
+        sa.Column("path", sa.Text, primary_key=True),
+        sa.Column("title", sa.Text, nullable=False),
+        sa.Column("source_type", sa.String(16), nullable=False),
+        sa.Column("content_hash", sa.String(128), nullable=False),
+        sa.Column("mtime", sa.Float, nullable=False),
+        sa.Column("bytes", sa.BigInteger, nullable=False),
+        sa.Column("ingested_at", sa.Float, nullable=False),
+    ]
+
+
 notes = sa.Table(
     "notes",
     metadata,
-    sa.Column("path", sa.Text, primary_key=True),
-    sa.Column("title", sa.Text, nullable=False),
-    sa.Column("source_type", sa.String(16), nullable=False),
-    sa.Column("content_hash", sa.String(128), nullable=False),
-    sa.Column("mtime", sa.Float, nullable=False),
-    sa.Column("bytes", sa.BigInteger, nullable=False),
-    sa.Column("ingested_at", sa.Float, nullable=False),
+    *_notes_columns(),
+    # The note's own subject (frontmatter ``subject:``); NULL: the same as its title, or a row
+    # written before migration 3. Added by migration 3.
+    sa.Column("subject", sa.Text, nullable=True),
 )
+
+#: ``notes`` as migration 1 created it (without ``subject``), kept apart from ``metadata`` so
+#: migration 1 builds the same table however ``notes`` grows later.
+notes_v1 = sa.Table("notes", sa.MetaData(), *_notes_columns())
 
 calibrations = sa.Table(
     "calibrations",
@@ -112,7 +128,8 @@ TRIGRAM = 3
 
 def _m001_core_tables(conn: Connection, dialect: str) -> None:
     """facts, notes, calibrations and the distinct-subjects table."""
-    for table in (facts, notes, calibrations, subjects):
+    # notes_v1, not notes: later migrations add notes' newer columns themselves.
+    for table in (facts, notes_v1, calibrations, subjects):
         table.create(conn, checkfirst=True)
 
 
@@ -146,6 +163,19 @@ def _m002_subject_trigram_index(conn: Connection, dialect: str) -> None:
         )
 
 
+def _m003_note_subject(conn: Connection, dialect: str) -> None:
+    """``notes.subject``: each note's own subject, so ingest can resolve links to it.
+
+    Existing rows get NULL, which ingest reads as "registered before subjects were recorded"
+    and re-extracts those notes once (their link facts predate link resolution).
+    """
+    present = {c["name"] for c in sa.inspect(conn).get_columns(notes.name)}
+    if "subject" not in present:
+        # Plain DDL that SQLite and PostgreSQL both accept; the column is nullable, so no
+        # table rewrite on either database.
+        conn.exec_driver_sql("ALTER TABLE notes ADD COLUMN subject TEXT")
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -157,6 +187,7 @@ class Migration:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core_tables", _m001_core_tables),
     Migration(2, "subject_trigram_index", _m002_subject_trigram_index),
+    Migration(3, "note_subject", _m003_note_subject),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

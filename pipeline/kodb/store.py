@@ -208,6 +208,7 @@ class KoDB:
                 content_hash=r.content_hash,
                 mtime=float(r.mtime),
                 bytes=int(r.bytes),
+                subject=r.subject,
             )
             for r in rows
         }
@@ -234,6 +235,7 @@ class KoDB:
                 "content_hash": note.content_hash,
                 "mtime": note.mtime,
                 "bytes": note.bytes,
+                "subject": note.subject,
                 "ingested_at": now,
             }
             for note, _ in upserts
@@ -247,7 +249,14 @@ class KoDB:
                     index_elements=[schema.notes.c.path],
                     set_={
                         name: stmt.excluded[name]
-                        for name in ("title", "source_type", "content_hash", "mtime", "bytes")
+                        for name in (
+                            "title",
+                            "subject",
+                            "source_type",
+                            "content_hash",
+                            "mtime",
+                            "bytes",
+                        )
                     }
                     | {"ingested_at": stmt.excluded.ingested_at},
                 )
@@ -430,6 +439,23 @@ class KoDB:
                 stmt = sa.select(t.c.subject_norm).where(t.c.source_file.in_(chunk)).distinct()
                 found.update(conn.execute(stmt).scalars())
         return found
+
+    def fact_objects(
+        self, predicates: Sequence[str], extractor: str = "ingest"
+    ) -> set[tuple[str, str]]:
+        """Distinct (source_file, object) of one extractor's facts with these predicates.
+
+        Ingest reads the ``links_to`` objects to find the notes whose links may resolve
+        differently after notes were added, removed or retitled.
+        """
+        t = schema.facts
+        stmt = (
+            sa.select(t.c.source_file, t.c.object)
+            .where(t.c.extractor == extractor, t.c.predicate.in_(list(predicates)))
+            .distinct()
+        )
+        with self._tx() as conn:
+            return {(f, o) for f, o in conn.execute(stmt)}
 
     def subject_norms(self) -> list[str]:
         """Every distinct subject_norm, sorted by code point."""

@@ -36,6 +36,15 @@ superseded (``approved`` counts as accepted, ``draft`` and ``in review`` as prop
 an unknown word gives no ``adr_status``); the decision is frontmatter ``decision`` or the
 first paragraph of the ``## Decision`` section, as plain text cut to 300 characters.
 
+Link resolution: ``extract_facts(note, resolve)`` takes a resolver (ingest builds one over
+the whole vault) that maps a link target as written (``[[0007-use-redis]]``,
+``[[adr/0007-use-redis]]``, ``[[Redis]]``) to the subject of the note it names, or None. A
+resolved link uses that subject as the subject of ``mentioned_in`` / ``context`` /
+``decided_in`` and as the object of ``links_to`` / ``superseded_by``, so the facts about a
+note gather on the subject its own facts use. An unresolved link (or no resolver) keeps the
+target's last path segment. With a resolver, a link to the note's own path or file stem is a
+self-link as well; a self-link in a decision or "Superseded by" names the note's own subject.
+
 There is no generic ``has_value`` predicate: each fact keeps a meaningful predicate. Empty
 subjects, predicates and objects are dropped; a fact produced twice keeps its highest
 confidence; the order is deterministic (properties, aliases, ADR facts, inline fields, tags,
@@ -45,10 +54,11 @@ then links in order of first mention).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import PurePosixPath
 from typing import Any
 
-from pipeline.model import Fact, fact_key
+from pipeline.model import Fact, fact_key, normalize_text
 from pipeline.vault.parse import (
     Block,
     ParsedNote,
@@ -59,6 +69,9 @@ from pipeline.vault.parse import (
 )
 
 EXTRACTOR = "ingest"
+
+#: resolve(link target as written) -> the subject of the note it names, or None.
+Resolver = Callable[[str], str | None]
 
 CONF_PROPERTY = 0.95
 CONF_ALIAS = 0.95
@@ -111,18 +124,72 @@ _SUPERSEDED_BY = re.compile(r"\bsuperseded\s+by\b[\s:]*", re.IGNORECASE)
 _DATE_LINE = re.compile(r"\s*date\s*:\s*(?P<value>\S.{0,40}?)\s*\Z", re.IGNORECASE)
 
 
-def extract_facts(note: ParsedNote) -> tuple[Fact, ...]:
-    """All facts of one note, deduplicated, in a deterministic order."""
+def extract_facts(note: ParsedNote, resolve: Resolver | None = None) -> tuple[Fact, ...]:
+    """All facts of one note, deduplicated, in a deterministic order.
+
+    ``resolve`` maps link targets to the subjects of the notes they name (see the module
+    docstring); without it every link stands for its target's last path segment.
+    """
     subject = note.subject
+    links = _Links(note, resolve)
     raw: list[tuple[str, str, str, float]] = []
     raw.extend((subject, k, v, CONF_PROPERTY) for k, v in frontmatter_properties(note.frontmatter))
     raw.extend((subject, "alias", a, CONF_ALIAS) for a in note.aliases)
     if note.source_type == "adr":
-        raw.extend(_adr_facts(note))
+        raw.extend(_adr_facts(note, links))
     raw.extend((subject, f.key, f.value, CONF_INLINE_FIELD) for f in note.inline_fields)
     raw.extend((subject, "tagged", t, CONF_TAG) for t in note.tags)
-    raw.extend(_link_facts(note))
+    raw.extend(_link_facts(note, links))
     return _finalise(raw, note)
+
+
+def link_key(target: str) -> str:
+    """A link target or note path as a resolver key: normalised, ``.md`` and slashes trimmed."""
+    key = normalize_text(target).strip().strip("/")
+    if key.endswith(".md"):
+        key = key[:-3].rstrip()
+    return key
+
+
+class _Links:
+    """Which subject each link of one note stands for, and which links are self-links."""
+
+    def __init__(self, note: ParsedNote, resolve: Resolver | None) -> None:
+        self._note = note
+        self._resolve = resolve
+        # Last path segment -> target as written: decision and "Superseded by" spans only
+        # keep the segment; the note's links (frontmatter and body) have the full target.
+        self._targets: dict[str, str] = {}
+        for link in note.links:
+            self._targets.setdefault(link.subject.casefold(), link.target)
+        self._own_names = {note.subject.casefold(), note.title.casefold()}
+        if resolve is not None:
+            path = link_key(note.path)
+            self._own_norm = {
+                normalize_text(note.subject),
+                normalize_text(note.title),
+                path,
+                PurePosixPath(path).name,
+            }
+
+    def is_self(self, target: str, segment: str) -> bool:
+        """True when the link names the note itself (never resolver-dependent, so an
+        unchanged note's self-links stay the same when other notes change)."""
+        if segment.casefold() in self._own_names:
+            return True
+        return self._resolve is not None and link_key(target) in self._own_norm
+
+    def subject(self, target: str, segment: str) -> str:
+        """The subject a link to ``target`` (last segment ``segment``) stands for."""
+        if self._resolve is None:
+            return segment
+        if self.is_self(target, segment):
+            return self._note.subject
+        return self._resolve(target) or segment
+
+    def span_subject(self, segment: str) -> str:
+        """The subject of a link known only by its last segment (a decision/status span)."""
+        return self.subject(self._targets.get(segment.casefold(), segment), segment)
 
 
 def frontmatter_properties(frontmatter: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -176,7 +243,7 @@ def _section_blocks(note: ParsedNote, names: frozenset[str]) -> list[Block]:
     ]
 
 
-def _adr_facts(note: ParsedNote) -> Iterator[tuple[str, str, str, float]]:
+def _adr_facts(note: ParsedNote, links: _Links) -> Iterator[tuple[str, str, str, float]]:
     subject = note.subject
     fm = note.frontmatter
 
@@ -208,7 +275,7 @@ def _adr_facts(note: ParsedNote) -> Iterator[tuple[str, str, str, float]]:
             yield subject, "decision", clip_text(first.text, DECISION_MAX_CHARS), CONF_ADR_DECISION
             decided = [span.subject for span in first.spans]
 
-    yield from _superseded_by(note, status_blocks)
+    yield from _superseded_by(note, status_blocks, links)
 
     if "date" not in {k.casefold() for k in fm}:
         for block in note.blocks:
@@ -220,17 +287,18 @@ def _adr_facts(note: ParsedNote) -> Iterator[tuple[str, str, str, float]]:
                 break
 
     for target in decided:
-        yield target, "decided_in", note.title, CONF_DECIDED_IN
+        yield links.span_subject(target), "decided_in", note.title, CONF_DECIDED_IN
 
 
 def _superseded_by(
-    note: ParsedNote, status_blocks: list[Block]
+    note: ParsedNote, status_blocks: list[Block], links: _Links
 ) -> Iterator[tuple[str, str, str, float]]:
     """'Superseded by [[X]]' anywhere; in the Status section also 'Superseded by <text>'."""
     first_status = status_blocks[0] if status_blocks else None
     for block in note.blocks:
         for m in _SUPERSEDED_BY.finditer(block.text):
-            target = next((s.subject for s in block.spans if s.start >= m.end()), None)
+            span = next((s.subject for s in block.spans if s.start >= m.end()), None)
+            target = links.span_subject(span) if span else None
             if target is None and block is first_status:
                 # A markdown link or plain title: "Superseded by [20. User models](0020-….md)".
                 target = block.text[m.end() :].strip().rstrip(".;,")
@@ -239,12 +307,11 @@ def _superseded_by(
                 return
 
 
-def _link_facts(note: ParsedNote) -> Iterator[tuple[str, str, str, float]]:
-    own = {note.subject.casefold(), note.title.casefold()}
+def _link_facts(note: ParsedNote, links: _Links) -> Iterator[tuple[str, str, str, float]]:
     for link in note.links:
-        target = link.subject
-        if not target or target.casefold() in own:
+        if not link.subject or links.is_self(link.target, link.subject):
             continue  # a note linking to itself says nothing new about itself
+        target = links.subject(link.target, link.subject)
         yield note.subject, "links_to", target, CONF_LINKS_TO
         yield target, "mentioned_in", note.title, CONF_MENTIONED_IN
         if link.context:

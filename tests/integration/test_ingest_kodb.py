@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from pipeline.config import Settings, load_settings
-from pipeline.ingest import IngestReport, ingest_vault
+from pipeline.ingest import IngestReport, LinkResolver, ingest_vault
 from pipeline.kodb import KoDB
 from pipeline.model import Fact
 from pipeline.vault.extract import extract_facts
@@ -62,16 +62,17 @@ def rows(kodb: KoDB) -> set[Row]:
 def expected_rows(vault: Path) -> set[Row]:
     """The extractor's output for every readable note, computed without any database."""
     settings = settings_for(vault)
-    out: set[Row] = set()
-    for scanned in scan_vault(settings):
-        if scanned.path.startswith("wiki/broken/"):
-            continue
-        note = read_note(vault, scanned.path, scanned.source_type, LIMIT)
-        out |= {
-            (f.source_file, f.subject, f.predicate, f.object, f.extractor, f.confidence)
-            for f in extract_facts(note)
-        }
-    return out
+    notes = [
+        read_note(vault, scanned.path, scanned.source_type, LIMIT)
+        for scanned in scan_vault(settings)
+        if not scanned.path.startswith("wiki/broken/")
+    ]
+    resolver = LinkResolver.from_parsed(notes)
+    return {
+        (f.source_file, f.subject, f.predicate, f.object, f.extractor, f.confidence)
+        for note in notes
+        for f in extract_facts(note, resolver)
+    }
 
 
 def ingest(vault: Path, kodb: KoDB) -> IngestReport:
@@ -181,3 +182,86 @@ def test_same_counts_on_sqlite_and_postgresql(vault: Path, tmp_path: Path, pg_ur
         pg.facts_by_predicate,
     )
     assert sqlite.skipped == pg.skipped
+
+
+# --- link resolution --------------------------------------------------------------------
+
+ADR_0007 = "adr/0007-use-redis-as-the-warm-cache.md"
+ADR_0007_TITLE = "0007 Use Redis as the warm cache"
+
+
+def from_scratch(vault: Path, tmp_path: Path, name: str) -> set[Row]:
+    """Every fact a full ingest of the vault into a new database stores."""
+    with KoDB.open(f"sqlite:///{tmp_path / f'{name}.db'}") as db:
+        ingest(vault, db)
+        return rows(db)
+
+
+def edit(vault: Path, rel: str, old: str, new: str) -> None:
+    path = vault / rel
+    text = path.read_text(encoding="utf-8")
+    assert old in text, (rel, old)
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    touch(path)
+
+
+def test_adr_linked_by_file_name_gathers_the_linking_notes_facts(vault: Path, kodb: KoDB) -> None:
+    ingest(vault, kodb)
+    about = {r for r in rows(kodb) if r[1] == ADR_0007_TITLE}
+    files = {r[0] for r in about}
+    assert ADR_0007 in files
+    assert {"wiki/warm-cache.md", "wiki/redis.md"} <= files
+    assert {r[2] for r in about if r[0] != ADR_0007} >= {"mentioned_in", "context"}
+    assert not any(r[1] == "0007-use-redis-as-the-warm-cache" for r in rows(kodb))
+
+
+def test_incremental_ingest_equals_a_full_ingest_after_a_sequence_of_edits(
+    vault: Path, kodb: KoDB, tmp_path: Path
+) -> None:
+    ingest(vault, kodb)
+    steps: list[tuple[str, Callable[[], None]]] = [
+        (
+            "retitle an ADR linked by file name",
+            lambda: edit(vault, ADR_0007, ADR_0007_TITLE, "0007 Redis for the warm cache"),
+        ),
+        (
+            "give an ADR a frontmatter subject",
+            lambda: edit(
+                vault,
+                "adr/0020-move-billing-events-off-the-shared-cluster.md",
+                "title:",
+                "subject: Billing events cluster\ntitle:",
+            ),
+        ),
+        (
+            "add a note some notes already linked to",
+            lambda: (vault / "wiki" / "CI runner disk.md").write_text(
+                "---\ntitle: CI runner disk space\n---\nRunners fill up with [[Docker]] layers.\n",
+                encoding="utf-8",
+            ),
+        ),
+        (
+            "add a second file with an ADR's stem (ambiguous)",
+            lambda: (vault / "wiki" / "0007-use-redis-as-the-warm-cache.md").write_text(
+                "# Draft of the warm cache ADR\n\nSee [[Redis]].\n", encoding="utf-8"
+            ),
+        ),
+        (
+            "rename a linked ADR file",
+            lambda: (vault / "adr" / "0014-move-feature-flags-in-house-on-postgresql.md").rename(
+                vault / "adr" / "0014-feature-flags-in-house.md"
+            ),
+        ),
+        ("delete the ambiguous copy", lambda: (vault / "wiki" / ADR_0007.split("/")[1]).unlink()),
+        ("delete the added note", lambda: (vault / "wiki" / "CI runner disk.md").unlink()),
+    ]
+    relinked = 0
+    for n, (what, step) in enumerate(steps):
+        step()
+        report = ingest(vault, kodb)
+        relinked += report.relinked
+        assert rows(kodb) == from_scratch(vault, tmp_path, f"step{n}"), what
+        assert report.unchanged + report.added + report.updated + len(report.skipped) == (
+            report.scanned
+        )
+    assert relinked > 0  # the steps did make unchanged notes resolve differently

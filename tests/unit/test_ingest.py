@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,9 @@ from click.testing import CliRunner
 
 from pipeline.cli import cli
 from pipeline.config import Settings, load_settings
-from pipeline.ingest import IngestReport, ingest_vault
+from pipeline.ingest import IngestReport, LinkResolver, ingest_vault
 from pipeline.kodb import KoDB
-from pipeline.model import Fact
+from pipeline.model import Fact, Note
 from pipeline.vault.extract import extract_facts
 from pipeline.vault.parse import read_note
 from pipeline.vault.scan import scan_vault
@@ -71,11 +72,13 @@ def expected_facts(vault: Path, paths: list[str]) -> set[tuple[str, str, str, st
     """What the extractor yields for these notes, computed without KO-DB."""
     settings = settings_for(vault)
     types = {f.path: f.source_type for f in scan_vault(settings)}
-    out = set()
-    for path in paths:
-        note = read_note(vault, path, types[path], SMALL_LIMIT)
-        out |= {(f.source_file, f.subject, f.predicate, f.object) for f in extract_facts(note)}
-    return out
+    notes = [read_note(vault, path, types[path], SMALL_LIMIT) for path in paths]
+    resolver = LinkResolver.from_parsed(notes)
+    return {
+        (f.source_file, f.subject, f.predicate, f.object)
+        for note in notes
+        for f in extract_facts(note, resolver)
+    }
 
 
 def bump_mtime(path: Path) -> None:
@@ -230,3 +233,203 @@ def test_cli_human_summary_lists_types_predicates_and_skipped(
     assert "links_to" in result.stdout
     for path in BAD:
         assert path in result.stdout
+
+
+# --- link resolution --------------------------------------------------------------------
+
+ADR_PATH = "adr/0007-use-redis.md"
+ADR_TITLE = "0007 Use Redis as the warm cache"
+LINKERS = {
+    "wiki/warm-cache.md": "# Warm cache\n\nBacked by [[0007-use-redis]] since October.\n",
+    "sessions/2026-03-04.md": "# Rollout\n\nShipped what [[adr/0007-use-redis]] decided.\n",
+}
+
+
+def write(vault: Path, rel: str, text: str) -> None:
+    path = vault / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    bump_mtime(path)
+
+
+@pytest.fixture
+def linked_vault(tmp_path: Path) -> Path:
+    """An ADR whose file name differs from its title, and notes linking it by stem and path."""
+    vault = tmp_path / "linked"
+    write(vault, ADR_PATH, f"---\ntitle: {ADR_TITLE}\nstatus: accepted\n---\nWe use [[Redis]].\n")
+    for rel, text in LINKERS.items():
+        write(vault, rel, text)
+    return vault
+
+
+@pytest.fixture
+def linked_kodb(linked_vault: Path) -> Iterator[KoDB]:
+    with KoDB.open(settings_for(linked_vault).effective_kodb_url) as db:
+        yield db
+
+
+def from_scratch(vault: Path, tmp_path: Path) -> set[tuple[str, str, str, str]]:
+    """The facts a full ingest of the vault into a new KO-DB stores."""
+    url = f"sqlite:///{tmp_path / f'scratch-{len(list(tmp_path.iterdir()))}.db'}"
+    with KoDB.open(url) as db:
+        run(vault, db)
+        return stored(db)
+
+
+def files_of(facts: set[tuple[str, str, str, str]], subject: str) -> set[str]:
+    return {path for path, s, _, _ in facts if s == subject}
+
+
+def test_links_by_file_stem_and_by_path_resolve_to_the_title_subject(
+    linked_vault: Path, linked_kodb: KoDB
+) -> None:
+    run(linked_vault, linked_kodb)
+    facts = stored(linked_kodb)
+    assert files_of(facts, ADR_TITLE) == {ADR_PATH, *LINKERS}
+    assert ("wiki/warm-cache.md", "Warm cache", "links_to", ADR_TITLE) in facts
+    assert ("sessions/2026-03-04.md", "Rollout", "links_to", ADR_TITLE) in facts
+    assert not any("0007-use-redis" in (s, o) for _, s, _, o in facts)
+    assert kodb_subject(linked_kodb, ADR_PATH) == ADR_TITLE
+
+
+def kodb_subject(kodb: KoDB, path: str) -> str | None:
+    return kodb.notes()[path].subject
+
+
+def test_frontmatter_subject_is_stored_and_used_for_links(
+    linked_vault: Path, linked_kodb: KoDB
+) -> None:
+    write(
+        linked_vault,
+        ADR_PATH,
+        f"---\ntitle: {ADR_TITLE}\nsubject: Warm cache ADR\nstatus: accepted\n---\nx\n",
+    )
+    run(linked_vault, linked_kodb)
+    assert kodb_subject(linked_kodb, ADR_PATH) == "Warm cache ADR"
+    assert files_of(stored(linked_kodb), "Warm cache ADR") == {ADR_PATH, *LINKERS}
+
+
+def test_ambiguous_stem_stays_raw_but_a_path_still_resolves(
+    linked_vault: Path, linked_kodb: KoDB
+) -> None:
+    write(linked_vault, "wiki/0007-use-redis.md", "# Redis notes\n\nScratch.\n")
+    run(linked_vault, linked_kodb)
+    facts = stored(linked_kodb)
+    # [[0007-use-redis]] names two files now: Obsidian needs a path, the link stays raw.
+    assert ("wiki/warm-cache.md", "Warm cache", "links_to", "0007-use-redis") in facts
+    assert ("sessions/2026-03-04.md", "Rollout", "links_to", ADR_TITLE) in facts
+
+
+def test_retitling_a_note_reextracts_the_notes_linking_to_it(
+    linked_vault: Path, linked_kodb: KoDB, tmp_path: Path
+) -> None:
+    run(linked_vault, linked_kodb)
+    write(linked_vault, ADR_PATH, "---\ntitle: 0007 Redis warm cache\n---\nWe use [[Redis]].\n")
+    report = run(linked_vault, linked_kodb)
+    assert (report.updated, report.relinked, report.unchanged) == (1, len(LINKERS), 2)
+    facts = stored(linked_kodb)
+    assert not any(ADR_TITLE in (s, o) for _, s, _, o in facts)
+    assert files_of(facts, "0007 Redis warm cache") == {ADR_PATH, *LINKERS}
+    assert facts == from_scratch(linked_vault, tmp_path)
+    # The run after that has nothing left to re-link.
+    assert run(linked_vault, linked_kodb).relinked == 0
+
+
+def test_changing_a_notes_subject_reextracts_the_notes_linking_to_it(
+    linked_vault: Path, linked_kodb: KoDB, tmp_path: Path
+) -> None:
+    adr = f"---\ntitle: {ADR_TITLE}\nsubject: {{}}\nstatus: accepted\n---\nx\n"
+    write(linked_vault, ADR_PATH, adr.format("Redis warm cache"))
+    run(linked_vault, linked_kodb)
+    write(linked_vault, ADR_PATH, adr.format("Warm cache decision"))
+    report = run(linked_vault, linked_kodb)
+    assert report.relinked == len(LINKERS)
+    facts = stored(linked_kodb)
+    assert files_of(facts, "Warm cache decision") == {ADR_PATH, *LINKERS}
+    assert not any("Redis warm cache" in (s, o) for _, s, _, o in facts)
+    assert facts == from_scratch(linked_vault, tmp_path)
+
+
+def test_adding_the_linked_note_moves_stem_link_facts_onto_it_and_deleting_moves_them_back(
+    linked_vault: Path, linked_kodb: KoDB, tmp_path: Path
+) -> None:
+    write(linked_vault, "wiki/redis-notes.md", "# Redis notes\n\nSee [[kafka-runbook]].\n")
+    run(linked_vault, linked_kodb)
+    assert ("wiki/redis-notes.md", "kafka-runbook", "mentioned_in", "Redis notes") in stored(
+        linked_kodb
+    )
+
+    write(linked_vault, "wiki/kafka-runbook.md", "# Kafka runbook\n\nRestart brokers.\n")
+    report = run(linked_vault, linked_kodb)
+    assert (report.added, report.relinked) == (1, 1)
+    facts = stored(linked_kodb)
+    assert ("wiki/redis-notes.md", "Kafka runbook", "mentioned_in", "Redis notes") in facts
+    assert ("wiki/redis-notes.md", "Redis notes", "links_to", "Kafka runbook") in facts
+    assert files_of(facts, "kafka-runbook") == set()
+    assert facts == from_scratch(linked_vault, tmp_path)
+
+    (linked_vault / "wiki/kafka-runbook.md").unlink()
+    report = run(linked_vault, linked_kodb)
+    assert (report.removed, report.relinked) == (1, 1)
+    facts = stored(linked_kodb)
+    assert ("wiki/redis-notes.md", "kafka-runbook", "mentioned_in", "Redis notes") in facts
+    assert files_of(facts, "Kafka runbook") == set()
+    assert facts == from_scratch(linked_vault, tmp_path)
+
+
+def test_registry_rows_without_a_subject_are_reextracted_once(
+    linked_vault: Path, linked_kodb: KoDB
+) -> None:
+    run(linked_vault, linked_kodb)
+    # Rows as a database migrated from schema 2 holds them: no subject recorded.
+    legacy = [(replace(n, subject=None), ()) for n in linked_kodb.notes().values()]
+    linked_kodb.apply_ingest(legacy, [])
+    report = run(linked_vault, linked_kodb)
+    assert report.updated == len(legacy)
+    assert stored(linked_kodb) == expected_facts(linked_vault, sorted(linked_kodb.notes()))
+    assert all(n.subject for n in linked_kodb.notes().values())
+    assert run(linked_vault, linked_kodb).updated == 0
+
+
+# --- the resolver itself ----------------------------------------------------------------
+
+
+def reg(path: str, title: str, subject: str | None = None) -> Note:
+    return Note(path, title, "wiki", "h", 0.0, 1, subject)
+
+
+def test_resolver_keys_are_path_stem_and_title_case_insensitive() -> None:
+    resolver = LinkResolver.build([reg("adr/0007-use-redis.md", "0007 Use Redis")])
+    for target in (
+        "0007-use-redis",
+        "0007-USE-REDIS",
+        "adr/0007-use-redis",
+        "0007 use redis",
+        "adr/0007-use-redis.md",
+    ):
+        assert resolver(target) == "0007 Use Redis", target
+    assert resolver("use-redis") is None
+    assert resolver("wiki/0007-use-redis") is None
+
+
+def test_resolver_ambiguous_stem_is_none_and_stronger_keys_win() -> None:
+    resolver = LinkResolver.build(
+        [reg("a/x.md", "Alpha"), reg("b/x.md", "Beta"), reg("x.md", "Root"), reg("c/y.md", "x")]
+    )
+    assert resolver("a/x") == "Alpha" and resolver("b/x") == "Beta"
+    # "x" is the root note's path: a path beats the shared stem and the title "x".
+    assert resolver("x") == "Root"
+    two = LinkResolver.build([reg("a/x.md", "Alpha"), reg("b/x.md", "Beta")])
+    assert two("x") is None
+    same = LinkResolver.build([reg("a/x.md", "Alpha"), reg("b/x.md", "Other", "Alpha")])
+    assert same("x") == "Alpha"  # both name the same subject: nothing to choose
+
+
+def test_resolver_affected_terms_cover_changed_keys_their_segments_and_old_subjects() -> None:
+    kafka = reg("wiki/kafka.md", "Kafka")
+    old = LinkResolver.build([reg("adr/0007.md", "Old title", "Old subject"), kafka])
+    new = LinkResolver.build([reg("adr/0007.md", "New title"), kafka])
+    terms = old.affected_terms(new)
+    assert {"adr/0007", "0007", "old title", "new title", "old subject"} <= terms
+    assert not terms & {"kafka", "wiki/kafka"}
+    assert old.affected_terms(old) == set()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,83 @@ def test_apply_ingest_is_one_transaction(db: KoDB) -> None:
         db.apply_ingest([(note("b.md"), [bad])], removed=["a.md"])
     assert set(db.notes()) == {"a.md"}
     assert db.subject_norms() == ["a"]
+
+
+def test_notes_keep_their_subject_and_none_stays_none(db: KoDB) -> None:
+    titled = replace(note("adr/0007-use-redis.md"), title="0007 Use Redis", subject="Redis ADR")
+    db.apply_ingest([(titled, []), (note("wiki/plain.md"), [])], [])
+    assert db.notes()["adr/0007-use-redis.md"] == titled
+    assert db.notes()["wiki/plain.md"].subject is None
+    db.apply_ingest([(replace(titled, subject="Warm cache ADR"), [])], [])
+    assert db.notes()["adr/0007-use-redis.md"].subject == "Warm cache ADR"
+
+
+def test_fact_objects_lists_one_extractors_objects_of_given_predicates(db: KoDB) -> None:
+    db.apply_ingest(
+        [
+            (
+                note("wiki/a.md"),
+                [
+                    fact("A", "wiki/a.md", predicate="links_to", object="0007-use-redis"),
+                    fact("A", "wiki/a.md", predicate="links_to", object="Kafka"),
+                    fact("Kafka", "wiki/a.md", predicate="mentioned_in", object="A"),
+                ],
+            )
+        ],
+        [],
+    )
+    db.import_facts([fact("B", "wiki/b.md", predicate="links_to", object="Redis")])
+    assert db.fact_objects(["links_to"]) == {
+        ("wiki/a.md", "0007-use-redis"),
+        ("wiki/a.md", "Kafka"),
+    }
+    assert db.fact_objects(["links_to"], extractor="import") == {("wiki/b.md", "Redis")}
+    assert db.fact_objects(["superseded_by"]) == set()
+
+
+def test_migration_3_upgrades_a_schema_2_database_keeping_its_rows(
+    kodb_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlalchemy as sa
+
+    with monkeypatch.context() as patch:
+        patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:2])
+        with KoDB.open(kodb_url) as old:
+            assert old.schema_versions() == [1, 2]
+            old.import_facts([fact("Redis")])
+    engine = sa.create_engine(kodb_url)
+    try:
+        with engine.begin() as conn:
+            columns = {c["name"] for c in sa.inspect(conn).get_columns("notes")}
+            assert "subject" not in columns  # a real schema-2 notes table
+            conn.execute(
+                kodb_schema.notes_v1.insert().values(
+                    path="wiki/redis.md",
+                    title="Redis",
+                    source_type="wiki",
+                    content_hash="h0",
+                    mtime=1.0,
+                    bytes=10,
+                    ingested_at=1.0,
+                )
+            )
+    finally:
+        engine.dispose()
+
+    with KoDB.open(kodb_url) as upgraded:
+        assert (
+            upgraded.schema_versions() == [1, 2, 3] == [m.version for m in kodb_schema.MIGRATIONS]
+        )
+        assert upgraded.count_facts() == 1
+        assert upgraded.notes()["wiki/redis.md"] == replace(
+            note("wiki/redis.md", "h0"), title="Redis"
+        )
+        assert upgraded.notes()["wiki/redis.md"].subject is None
+        with_subject = replace(note("wiki/redis.md", "h1"), subject="Redis")
+        upgraded.apply_ingest([(with_subject, [])], [])
+        assert upgraded.notes()["wiki/redis.md"] == with_subject
+    with KoDB.open(kodb_url) as again:  # migration 3 is recorded and not run twice
+        assert again.schema_versions() == [1, 2, 3]
 
 
 def test_calibrations_latest_by_embedder_and_dims(db: KoDB) -> None:

@@ -19,14 +19,20 @@ from pipeline.vault.extract import (
     CONF_PROPERTY,
     CONF_SUPERSEDED_BY,
     CONF_TAG,
+    Resolver,
     extract_facts,
     normalise_adr_status,
 )
 from pipeline.vault.parse import parse_note
 
 
-def facts_of(text: str, path: str = "wiki/note.md", stype: SourceType = "wiki") -> list[Fact]:
-    return list(extract_facts(parse_note(text.encode("utf-8"), path, stype)))
+def facts_of(
+    text: str,
+    path: str = "wiki/note.md",
+    stype: SourceType = "wiki",
+    resolve: Resolver | None = None,
+) -> list[Fact]:
+    return list(extract_facts(parse_note(text.encode("utf-8"), path, stype), resolve))
 
 
 def triples(facts: list[Fact]) -> set[tuple[str, str, str, float]]:
@@ -227,3 +233,70 @@ def test_extraction_is_deterministic() -> None:
     assert first == facts_of(text, "adr/1.md", "adr")
     links = [f.object for f in first if f.predicate == "links_to"]
     assert links == ["20. User models revisited", "User model", "UserProfile", "Z", "Y"]
+
+
+# --- link resolution --------------------------------------------------------------------
+
+ADR_WITH_LINKS = (
+    "---\ntitle: 0021 Cache sessions\nstatus: superseded\n---\n"
+    "# 21. Cache sessions\n\n"
+    "## Status\n\nSuperseded by [[adr/0030-drop-session-cache]].\n\n"
+    "## Decision\n\nWe keep sessions in [[0007-use-redis]] as decided with [[Platform team]].\n"
+)
+RESOLVED = {
+    "0007-use-redis": "0007 Use Redis",
+    "adr/0030-drop-session-cache": "0030 Drop the session cache",
+}
+
+
+def resolve(target: str) -> str | None:
+    return RESOLVED.get(target.casefold())
+
+
+def test_resolved_links_name_the_linked_notes_subject_in_every_link_fact() -> None:
+    got = triples(facts_of(ADR_WITH_LINKS, "adr/0021-cache-sessions.md", "adr", resolve))
+    me = "0021 Cache sessions"
+    assert (me, "links_to", "0007 Use Redis", CONF_LINKS_TO) in got
+    assert ("0007 Use Redis", "mentioned_in", me, CONF_MENTIONED_IN) in got
+    assert ("0007 Use Redis", "decided_in", me, CONF_DECIDED_IN) in got
+    contexts = {o for s, p, o, _ in got if p == "context" and s == "0007 Use Redis"}
+    assert contexts == {"We keep sessions in 0007-use-redis as decided with Platform team."}
+    assert (me, "superseded_by", "0030 Drop the session cache", CONF_SUPERSEDED_BY) in got
+    assert (me, "links_to", "0030 Drop the session cache", CONF_LINKS_TO) in got
+    # No fact is left on the raw file names of resolved links.
+    assert not any(
+        "0007-use-redis" in (s, o) or "0030-drop-session-cache" in (s, o) for s, _, o, _ in got
+    )
+
+
+def test_unresolved_links_keep_the_last_path_segment() -> None:
+    got = triples(facts_of(ADR_WITH_LINKS, "adr/0021-cache-sessions.md", "adr", resolve))
+    assert ("Platform team", "decided_in", "0021 Cache sessions", CONF_DECIDED_IN) in got
+    assert ("Platform team", "mentioned_in", "0021 Cache sessions", CONF_MENTIONED_IN) in got
+
+
+def test_without_a_resolver_links_keep_their_raw_targets() -> None:
+    got = triples(facts_of(ADR_WITH_LINKS, "adr/0021-cache-sessions.md", "adr"))
+    assert ("0007-use-redis", "decided_in", "0021 Cache sessions", CONF_DECIDED_IN) in got
+    assert (
+        "0021 Cache sessions",
+        "superseded_by",
+        "0030-drop-session-cache",
+        CONF_SUPERSEDED_BY,
+    ) in got
+
+
+def test_with_a_resolver_links_to_the_notes_own_stem_or_path_are_self_links() -> None:
+    text = "# Cache sessions\n\nSee [[0021-cache-sessions]] and [[adr/0021-cache-sessions]].\n"
+    facts = facts_of(text, "adr/0021-cache-sessions.md", "wiki", lambda _: "Someone else")
+    assert not any(f.predicate in ("links_to", "mentioned_in", "context") for f in facts)
+    # Another folder's note of the same stem is not the note itself.
+    other = facts_of(
+        "# Cache sessions\n\n[[wiki/0021-cache-sessions]]\n",
+        "adr/0021-cache-sessions.md",
+        "wiki",
+        lambda _: None,
+    )
+    assert ("Cache sessions", "links_to", "0021-cache-sessions") in {
+        (f.subject, f.predicate, f.object) for f in other
+    }
