@@ -40,7 +40,8 @@ Link resolution: ``extract_facts(note, resolve)`` takes a resolver (ingest build
 the whole vault) that maps a link target as written (``[[0007-use-redis]]``,
 ``[[adr/0007-use-redis]]``, ``[[Redis]]``) to the subject of the note it names, or None. A
 resolved link uses that subject as the subject of ``mentioned_in`` / ``context`` /
-``decided_in`` and as the object of ``links_to`` / ``superseded_by``, so the facts about a
+``decided_in`` and as the object of ``links_to`` / ``superseded_by`` and of a property whose
+value is a lone ``"[[X]]"`` (``superseded_by: "[[0014-…]]"``), so the facts about a
 note gather on the subject its own facts use. An unresolved link (or no resolver) keeps the
 target's last path segment. With a resolver, a link to the note's own path or file stem is a
 self-link as well; a self-link in a decision or "Superseded by" names the note's own subject.
@@ -63,6 +64,9 @@ from pipeline.vault.parse import (
     Block,
     ParsedNote,
     clip_text,
+    is_attachment,
+    link_subject,
+    split_link,
     stringify,
     unwrap_value,
     wikilink_subjects,
@@ -121,6 +125,7 @@ DECISION_SECTIONS = frozenset({"decision", "decisions", "decision outcome", "the
 _HEADING_NOISE = re.compile(r"^[\W\d_]+")
 _WORD = re.compile(r"[^\W\d_]+")
 _SUPERSEDED_BY = re.compile(r"\bsuperseded\s+by\b[\s:]*", re.IGNORECASE)
+_LONE_LINK = re.compile(r"\s*!?\[\[(?P<inner>[^\[\]\n]+?)\]\]\s*\Z")  # as parse.unwrap_value
 _DATE_LINE = re.compile(r"\s*date\s*:\s*(?P<value>\S.{0,40}?)\s*\Z", re.IGNORECASE)
 
 
@@ -133,7 +138,9 @@ def extract_facts(note: ParsedNote, resolve: Resolver | None = None) -> tuple[Fa
     subject = note.subject
     links = _Links(note, resolve)
     raw: list[tuple[str, str, str, float]] = []
-    raw.extend((subject, k, v, CONF_PROPERTY) for k, v in frontmatter_properties(note.frontmatter))
+    link = (lambda t: links.subject(t, link_subject(t))) if resolve is not None else None
+    properties = frontmatter_properties(note.frontmatter, link)
+    raw.extend((subject, k, v, CONF_PROPERTY) for k, v in properties)
     raw.extend((subject, "alias", a, CONF_ALIAS) for a in note.aliases)
     if note.source_type == "adr":
         raw.extend(_adr_facts(note, links))
@@ -192,8 +199,14 @@ class _Links:
         return self.subject(self._targets.get(segment.casefold(), segment), segment)
 
 
-def frontmatter_properties(frontmatter: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(predicate, object) pairs of the frontmatter properties, flattened per the rules."""
+def frontmatter_properties(
+    frontmatter: Mapping[str, Any], link: Callable[[str], str] | None = None
+) -> list[tuple[str, str]]:
+    """(predicate, object) pairs of the frontmatter properties, flattened per the rules.
+
+    ``link`` names the subject a lone ``"[[X]]"`` value stands for (given the target X as
+    written); without it the value is X's last path segment.
+    """
     pairs: list[tuple[str, str]] = []
 
     def visit(key: str, value: Any, depth: int) -> None:
@@ -207,6 +220,11 @@ def frontmatter_properties(frontmatter: Mapping[str, Any]) -> list[tuple[str, st
                 visit(key, item, depth + 1)
         else:
             text = unwrap_value(stringify(value)) if isinstance(value, str) else stringify(value)
+            lone = _LONE_LINK.match(value) if link and isinstance(value, str) else None
+            if lone and link:
+                target, _alias = split_link(lone["inner"])
+                if target and not is_attachment(target):
+                    text = link(target) or text
             if text:
                 pairs.append((key, text))
 

@@ -300,3 +300,17 @@ def test_with_a_resolver_links_to_the_notes_own_stem_or_path_are_self_links() ->
     assert ("Cache sessions", "links_to", "0021-cache-sessions") in {
         (f.subject, f.predicate, f.object) for f in other
     }
+
+
+def test_a_lone_link_property_value_names_the_resolved_subject() -> None:
+    text = (
+        "---\ntitle: 0006 Flags\nsuperseded_by: '[[0007-use-redis]]'\n"
+        "owner: '[[Platform team]]'\nnote: 'see [[0007-use-redis]] too'\n---\n"
+    )
+    got = {(s, p, o) for s, p, o, _ in triples(facts_of(text, "adr/0006.md", "adr", resolve))}
+    assert ("0006 Flags", "superseded_by", "0007 Use Redis") in got
+    assert ("0006 Flags", "superseded_by", "0007-use-redis") not in got
+    assert ("0006 Flags", "owner", "Platform team") in got  # unresolved: as before
+    assert ("0006 Flags", "note", "see 0007-use-redis too") in got  # text, not a lone link
+    raw = {(s, p, o) for s, p, o, _ in triples(facts_of(text, "adr/0006.md", "adr"))}
+    assert ("0006 Flags", "superseded_by", "0007-use-redis") in raw
