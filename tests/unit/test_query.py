@@ -184,3 +184,57 @@ def test_presets(tmp_path: Path, preset: str, check) -> None:
     p, _, _ = make(tmp_path, HITS)
     opts = QueryOptions.from_settings(p.settings, preset=preset)
     assert check(p.ask("redis warm cache warmstart", opts))
+
+
+class DialectGraph(FakeGraph):
+    """Serves candidates the way one backend reports them, through the real re-scoring."""
+
+    def __init__(self, dialect: str, with_embeddings: bool) -> None:
+        super().__init__([])
+        self.dialect = dialect
+        self.with_embeddings = with_embeddings
+
+    def vector_search(self, vector: np.ndarray, k: int) -> list:
+        from pipeline.graph.dialects import cosine_to_score
+        from pipeline.graph.records import Candidate
+        from pipeline.graph.scoring import exact_rescore
+
+        q = np.asarray(vector, dtype=np.float64)
+        q = q / np.linalg.norm(q)
+        basis = np.linalg.svd(q[None, :])[2]  # q and vectors orthogonal to it
+        cands = []
+        for i, (path, cos) in enumerate(
+            [("adr/0007-use-redis.md", 0.62), ("wiki/redis.md", 0.41), ("sessions/s2.md", -0.12)]
+        ):
+            emb = cos * q + np.sqrt(1 - cos**2) * basis[i + 1]
+            cands.append(
+                Candidate(
+                    path,
+                    path,
+                    path.split("/")[0].rstrip("s"),
+                    tuple(emb) if self.with_embeddings else None,
+                    cosine_to_score(self.dialect, cos),
+                )
+            )
+        return exact_rescore(q, cands, k, self.dialect)
+
+
+@pytest.mark.parametrize("with_embeddings", [True, False])
+def test_labels_identical_whichever_backend_score_scale(
+    tmp_path: Path, with_embeddings: bool
+) -> None:
+    answers = {}
+    for dialect in ("memgraph", "neo4j", "arcadedb"):
+        settings = load_settings(tmp_path, env={})
+        graph = DialectGraph(dialect, with_embeddings)
+        p = Pipeline(settings, kodb=FakeKodb(FACTS, CAL), graph=graph, embedder=FakeEmbedder())  # type: ignore[arg-type]
+        a = p.ask("redis warm cache")
+        answers[dialect] = (
+            a.relevance.label,
+            round(a.relevance.top_cosine or 0, 9),
+            [(h.path, round(h.cosine, 9)) for h in a.hits],
+            [s.subject for s in a.subjects],
+        )
+    assert answers["memgraph"] == answers["neo4j"] == answers["arcadedb"]
+    assert answers["neo4j"][0] == "strong"
+    assert answers["neo4j"][1] == pytest.approx(0.62)

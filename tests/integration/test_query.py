@@ -1,0 +1,189 @@
+"""End to end on the sample vault: real ArcadeDB over Bolt, real model, SQLite and PostgreSQL.
+
+The graph is the session's local server (emptied once for this module); the vault is synced
+once per KO-DB backend; then questions on-topic, off-topic, hostile and degraded.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy
+from click.testing import CliRunner
+
+from pipeline.config import Settings
+from pipeline.embed import get_embedder
+from pipeline.graph import GraphClient
+from pipeline.query import Pipeline, QueryOptions
+from pipeline.rank import score_of
+from pipeline.sync import sync_vault
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+ADR_TITLE_QUESTION = "use redis as the warm cache"  # adr/0007-use-redis-as-the-warm-cache.md
+# Off-topic questions that are not probe strings of any probe set.
+OFF_TOPIC = [
+    "recipe for banana bread with walnuts",
+    "who won the football world cup in 1998",
+    "best beaches in portugal for surfing",
+    "how to knit a wool scarf",
+    "symptoms of the common cold",
+]
+
+
+def graph_env(settings: Settings, kodb_url: str) -> dict[str, str]:
+    env = {
+        "VAULT_KO_GRAPH_URL": settings.graph_url,
+        "VAULT_KO_GRAPH_HTTP_URL": settings.graph_http_url,
+        "VAULT_KO_GRAPH_DATABASE": settings.graph_database,
+        "VAULT_KO_GRAPH_USER": settings.graph_user,
+        "VAULT_KO_GRAPH_PASSWORD": settings.password(),
+        "VAULT_KO_GRAPH_DIALECT": settings.graph_dialect,
+        "VAULT_KO_KODB_URL": kodb_url,
+    }
+    return {k: v for k, v in env.items() if v}
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def synced(
+    request: pytest.FixtureRequest, local_graph, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Pipeline]:
+    vault = tmp_path_factory.mktemp("query") / "vault"
+    shutil.copytree(REPO / "examples" / "vault", vault, ignore=shutil.ignore_patterns(".vault-ko"))
+    if request.param == "sqlite":
+        kodb_url = f"sqlite:///{vault / '.vault-ko' / 'ko.db'}"
+    else:
+        kodb_url = request.getfixturevalue("pg_server_url")
+        engine = sqlalchemy.create_engine(kodb_url)
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP SCHEMA public CASCADE")
+            conn.exec_driver_sql("CREATE SCHEMA public")
+        engine.dispose()
+    settings = local_graph.settings(vault, kodb_url=kodb_url)
+    with GraphClient(settings) as client:
+        client.delete_notes(list(client.note_states()))
+    pipeline = Pipeline(settings, embedder=get_embedder(settings))
+    sync_vault(pipeline.settings, pipeline.kodb, pipeline.graph, pipeline.embedder)
+    try:
+        yield pipeline
+    finally:
+        pipeline.close()
+
+
+def test_adr_title_question_is_semantic_with_subjects(synced: Pipeline) -> None:
+    a = synced.ask(ADR_TITLE_QUESTION)
+    assert a.mode == "semantic"
+    assert a.relevance.label in ("weak", "moderate", "strong")
+    assert a.relevance.calibration == "vault"
+    assert a.hits[0].path == "adr/0007-use-redis-as-the-warm-cache.md"
+    assert a.subjects
+    for s in a.subjects:
+        assert s.score == score_of(s.source_count, s.per_type, s.total_facts)
+        assert len(s.facts) <= 3
+    names = {s.subject.casefold() for s in a.subjects}
+    assert {"redis", "warm cache"} <= names
+    assert not any(n == "warmstart" for n in names) or "warm cache" in names
+
+
+def test_off_topic_questions_are_silenced(synced: Pipeline) -> None:
+    labels = [synced.ask(q).relevance.label for q in OFF_TOPIC]
+    assert labels.count("no_match") >= 4, labels
+    assert not {"moderate", "strong"} & set(labels), labels
+    for q in OFF_TOPIC:
+        a = synced.ask(q)
+        if a.relevance.label == "no_match":
+            assert a.subjects == ()
+
+
+def test_sync_is_idempotent_and_calibration_current(synced: Pipeline) -> None:
+    report = sync_vault(synced.settings, synced.kodb, synced.graph, synced.embedder)
+    assert report.embed.embedded == 0
+    assert report.calibrated is False
+    assert report.calibration is not None and report.calibration.n_notes == 68
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "100% of the warm_cache hits",
+        "what's \"redis\" -- the 'warm' cache?",
+        "') MATCH (n) DETACH DELETE n //",
+        "}) RETURN 1 UNION CALL db.labels() YIELD label RETURN label //",
+        "gyorsítótár-invalidálás és ügyeleti kézikönyv",
+        "\\%_\\_%",
+    ],
+)
+def test_hostile_and_accented_questions_are_data(synced: Pipeline, question: str) -> None:
+    before = len(synced.graph.note_states())
+    for semantic in (True, False):
+        a = synced.ask(question, QueryOptions(semantic=semantic))
+        assert a.query == question.strip()
+        assert a.mode == ("semantic" if semantic else "fallback")
+    assert len(synced.graph.note_states()) == before == 68
+
+
+def test_hungarian_words_find_the_hungarian_subject_in_fallback(synced: Pipeline) -> None:
+    a = synced.ask("Gyorsítótár-invalidálás", QueryOptions(semantic=False))
+    assert any(s.subject.casefold() == "gyorsítótár-invalidálás" for s in a.subjects)
+
+
+def test_graph_down_answers_in_fallback_without_the_model(synced: Pipeline) -> None:
+    dead = synced.settings.replace(
+        graph_url="bolt://127.0.0.1:1", state_dir=synced.settings.state_dir / "dead"
+    )
+    p = Pipeline(dead, kodb=synced.kodb)
+    a = p.ask("what do we know about the warm cache?")
+    assert a.mode == "fallback"
+    assert "unavailable" in (a.degraded_reason or "")
+    assert a.relevance.label == "unscored"
+    names = [s.subject for s in a.subjects]
+    assert "Warm cache" in names
+    assert not any(n.casefold().startswith("warmstart") for n in names)
+    assert p._embedder is None  # the fallback never loaded the model
+    again = p.ask("warm cache")  # the breaker is open now: fails fast, same answer shape
+    assert again.mode == "fallback" and "circuit open" in (again.degraded_reason or "")
+    p._graph.close()  # type: ignore[union-attr]
+
+
+def test_vault_ko_query_cli_top_k(synced: Pipeline) -> None:
+    from pipeline.cli.query import query_standalone
+
+    env = graph_env(synced.settings, synced.settings.effective_kodb_url)
+    env["VAULT_KO_STATE_DIR"] = str(synced.settings.state_dir)
+    result = CliRunner().invoke(
+        query_standalone,
+        [
+            "--vault",
+            str(synced.settings.vault),
+            "--top-k",
+            "5",
+            "--semantic",
+            ADR_TITLE_QUESTION,
+            "--json",
+        ],
+        env=env,
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["mode"] == "semantic"
+    assert 1 <= len(data["subjects"]) <= 5
+    for key in ("query", "mode", "degraded_reason", "relevance", "hits", "subjects", "timings_ms"):
+        assert key in data
+    for key in (
+        "label",
+        "top_cosine",
+        "z",
+        "noise_floor",
+        "sigma",
+        "floor_cosine",
+        "calibration",
+        "tight_vault",
+        "hint",
+        "warning",
+    ):
+        assert key in data["relevance"]
