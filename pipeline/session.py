@@ -52,6 +52,8 @@ from pipeline.errors import (
     InputError,
     VaultKoError,
 )
+from pipeline.graph.records import Candidate
+from pipeline.graph.scoring import exact_rescore
 from pipeline.model import Answer, Fact, Hit
 from pipeline.query import Pipeline, QueryOptions, Timer
 from pipeline.render import answer_to_dict, to_markdown
@@ -489,13 +491,13 @@ def _token_lengths(embedder: Any, texts: Sequence[str]) -> list[int] | None:
     """Token counts as the model's own tokenizer sees them (after truncation), or None
     when the embedder does not expose a sentence-transformers encoder."""
     encoder = getattr(embedder, "_encoder", None)
-    tokenize = getattr(encoder, "tokenize", None)
+    # sentence-transformers 6 renamed tokenize to preprocess.
+    tokenize = getattr(encoder, "preprocess", None) or getattr(encoder, "tokenize", None)
     if not callable(tokenize):
         return None
     try:
         features = tokenize(list(texts))
-        mask = features["attention_mask"]
-        return [int(n) for n in np.asarray(mask.sum(dim=1))]
+        return [int(n) for n in np.asarray(features["attention_mask"]).sum(axis=1)]
     except Exception as exc:  # an unusual encoder: batching still works, just not bitwise
         log.debug("cannot count tokens for batching: %s", exc)
         return None
@@ -527,13 +529,20 @@ def embed_prompts(embedder: Any, texts: Sequence[str]) -> tuple[np.ndarray, int]
 
 
 # --- exact search over all vectors -----------------------------------------------------------
-class ExactSearch:
-    """Every note vector of the graph, searched exactly with one matrix product per chunk.
+#: The shortlist keeps every note whose float32 cosine is within this of the k-th best: far
+#: above float32 rounding (≈1e-6 for 384 dims), so the true top k is always in it.
+SHORTLIST_SLACK: Final = 1e-4
 
-    Gives what ``GraphClient.vector_search`` gives: the same float64 cosine formula as
-    ``scoring.exact_rescore`` (clipped to [-1, 1]), sorted desc with ties by path. Titles
-    and source types come from the KO-DB registry for notes whose content hash matches the
-    graph's; a prompt whose hits include another note is searched on the index instead.
+
+class ExactSearch:
+    """Every note vector of the graph, searched exactly: one matrix product per chunk picks a
+    shortlist per prompt (the k best plus near-ties), and ``scoring.exact_rescore`` — the
+    graph client's own re-scoring — gives the cosines, the order and the tie-break by path.
+
+    So hits equal ``GraphClient.vector_search`` whenever the index's over-fetch holds the
+    true top k (with ~70 notes and 200 candidates, always). Titles and source types come
+    from the KO-DB registry for notes whose content hash matches the graph's; a prompt
+    whose hits include another note is searched on the index instead.
     """
 
     def __init__(
@@ -542,12 +551,16 @@ class ExactSearch:
         titles: Sequence[str | None],
         source_types: Sequence[str | None],
         matrix: np.ndarray,
+        dialect: str = "neo4j",
     ) -> None:
         self.paths = list(paths)
         self.titles = list(titles)
         self.source_types = list(source_types)
-        self.matrix = np.asarray(matrix, dtype=np.float64)
-        self.norms = np.linalg.norm(self.matrix, axis=1) if len(self.paths) else np.zeros(0)
+        self.dialect = dialect
+        self.matrix = np.asarray(matrix, dtype=np.float32)
+        norms = np.linalg.norm(self.matrix, axis=1) if len(self.paths) else np.zeros(0)
+        self._inv_norms = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
+        self._rows: dict[int, tuple[float, ...]] = {}
 
     @classmethod
     def load(cls, graph: Any, kodb: Any) -> ExactSearch:
@@ -561,40 +574,55 @@ class ExactSearch:
             same = note is not None and note.content_hash == state.content_hash
             titles.append(note.title if same and note else None)
             types.append(note.source_type if same and note else None)
-        return cls([s.path for s in states], titles, types, matrix)
+        dialect = str(getattr(graph, "dialect", "neo4j"))
+        return cls([s.path for s in states], titles, types, matrix, dialect)
 
     @property
     def dims(self) -> int:
         return int(self.matrix.shape[1]) if self.matrix.ndim == 2 and len(self.paths) else 0
 
-    def cosines(self, queries: np.ndarray) -> np.ndarray:
-        """(n prompts × N notes) exact cosines, as ``exact_rescore`` computes them."""
-        q = np.asarray(queries, dtype=np.float64)
+    def shortlist_scores(self, queries: np.ndarray) -> np.ndarray:
+        """(n prompts × N notes) float32 cosines: only for choosing shortlists."""
+        q = np.asarray(queries, dtype=np.float32)
         q_norms = np.linalg.norm(q, axis=1)
-        dots = q @ self.matrix.T
-        norms = self.norms[None, :] * q_norms[:, None]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            cos = np.where(norms > 0, dots / np.where(norms > 0, norms, 1.0), 0.0)
-        return np.clip(cos, -1.0, 1.0)
+        q_inv = np.where(q_norms > 0, 1.0 / np.where(q_norms > 0, q_norms, 1.0), 0.0)
+        return (q @ self.matrix.T) * q_inv[:, None].astype(np.float32) * self._inv_norms[None, :]
 
-    def top_k(self, row: np.ndarray, k: int) -> list[Hit] | None:
-        """The k best notes of one cosine row; None when one lacks a registry title."""
+    def _row(self, i: int) -> tuple[float, ...]:
+        row = self._rows.get(i)
+        if row is None:
+            row = tuple(self.matrix[i].astype(np.float64).tolist())
+            self._rows[i] = row
+        return row
+
+    def top_k(self, query: np.ndarray, scores: np.ndarray, k: int) -> list[Hit] | None:
+        """The k best notes for one prompt (``scores``: its shortlist row); None when one of
+        them has no registry title."""
         if k <= 0 or not self.paths:
             return []
-        n = row.size
-        if k < n:
-            part = np.argpartition(-row, k - 1)[:k]
-            # Everything tied with the k-th value competes on path, as in exact_rescore.
-            idx = np.flatnonzero(row >= row[part].min())
+        if k < scores.size:
+            kth = scores[np.argpartition(-scores, k - 1)[k - 1]]
+            idx = np.flatnonzero(scores >= kth - SHORTLIST_SLACK)
         else:
-            idx = np.arange(n)
-        order = sorted(idx.tolist(), key=lambda i: (-row[i], self.paths[i]))[:k]
+            idx = np.arange(scores.size)
+        candidates = [
+            Candidate(
+                self.paths[i],
+                self.titles[i] or "",
+                self.source_types[i] or "",
+                self._row(i),
+                float("nan"),
+            )
+            for i in sorted(idx.tolist(), key=self.paths.__getitem__)
+        ]
+        ranked = exact_rescore(np.asarray(query, dtype=np.float64), candidates, k, self.dialect)
+        position = {self.paths[i]: i for i in idx.tolist()}
         hits: list[Hit] = []
-        for i in order:
-            title, stype = self.titles[i], self.source_types[i]
-            if title is None or stype is None:
+        for h in ranked:
+            i = position[h.path]
+            if self.titles[i] is None or self.source_types[i] is None:
                 return None
-            hits.append(Hit(self.paths[i], title, stype, float(row[i])))  # type: ignore[arg-type]
+            hits.append(Hit(h.path, h.title, h.source_type, h.cosine))  # type: ignore[arg-type]
         return hits
 
 
@@ -820,18 +848,18 @@ class SessionLoader:
     def _exact_searchers(self, vectors: np.ndarray) -> list[Callable[[Any, int], list[Hit]]]:
         exact = self._exact
         assert exact is not None
-        cos = exact.cosines(vectors)
-        searchers: list[Callable[[Any, int], list[Hit]]] = []
-        for i in range(len(vectors)):
-            searchers.append(self._row_searcher(exact, cos[i]))
-        return searchers
+        scores = exact.shortlist_scores(vectors)
+        return [self._row_searcher(exact, scores[i]) for i in range(len(vectors))]
 
-    def _row_searcher(self, exact: ExactSearch, row: np.ndarray) -> Callable[[Any, int], list[Hit]]:
+    def _row_searcher(
+        self, exact: ExactSearch, scores: np.ndarray
+    ) -> Callable[[Any, int], list[Hit]]:
         memo: dict[int, list[Hit]] = {}
 
         def search(vector: Any, k: int) -> list[Hit]:
             if k not in memo:
-                hits = exact.top_k(row, k) if np.isfinite(row).all() else None
+                usable = np.isfinite(scores).all() and np.any(vector)
+                hits = exact.top_k(vector, scores, k) if usable else None
                 # A hit the registry cannot name (stale registry): ask the graph itself.
                 memo[k] = hits if hits is not None else self.batch._search(vector, k)
             return list(memo[k])

@@ -1,0 +1,490 @@
+"""Batch session loading with fake stores: packs equal single answers, input lines, resume,
+a graph that dies midway, the exact searcher against the graph's own re-scoring."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.config import load_settings
+from pipeline.errors import ConfigError, GraphUnavailable
+from pipeline.graph.records import Candidate, NoteState
+from pipeline.graph.scoring import exact_rescore
+from pipeline.kodb.match import reference_search
+from pipeline.model import Calibration, Fact, Note
+from pipeline.query import Pipeline, QueryOptions
+from pipeline.render import answer_to_dict
+from pipeline.session import (
+    BadLine,
+    CachedKodb,
+    ExactSearch,
+    SessionPrompt,
+    embed_prompts,
+    load_context,
+    pack_to_markdown,
+    read_sessions,
+    safe_file_name,
+)
+
+MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+DIMS = 8
+
+
+def unit(seed: str) -> np.ndarray:
+    """A deterministic unit vector per string."""
+    rng = np.random.default_rng(int(hashlib.sha1(seed.encode()).hexdigest()[:8], 16))
+    v = rng.standard_normal(DIMS).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+class FakeEmbedder:
+    model_id = MODEL
+    dims = DIMS
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        return np.stack([self.vector(t) for t in texts]).astype(np.float32)
+
+    @staticmethod
+    def vector(text: str) -> np.ndarray:
+        word = text.split()[0]
+        if word != "banana":
+            return unit(word)
+        # off-topic: orthogonal to every note, so it is no_match
+        notes = np.stack(list(FakeGraph().vectors.values())).astype(np.float64)
+        basis, _ = np.linalg.qr(notes.T)
+        v = unit(word).astype(np.float64)
+        v -= basis @ (basis.T @ v)
+        return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+NOTES = {
+    "adr/0007-use-redis.md": ("Use Redis as the warm cache", "adr"),
+    "wiki/redis.md": ("Redis", "wiki"),
+    "wiki/warm-cache.md": ("Warm cache", "wiki"),
+    "sessions/s1.md": ("Cache spike", "session"),
+    "sessions/s2.md": ("Warmstart scripts", "session"),
+}
+# Prompts start with a word naming the note they are about: the fake embedder maps that
+# word to the note's vector, so they hit it with cosine 1.
+WORDS = {"redis": "wiki/redis.md", "cache": "wiki/warm-cache.md", "spike": "sessions/s1.md"}
+
+
+class FakeGraph:
+    """Stores note vectors; vector_search re-scores them with the real exact_rescore."""
+
+    def __init__(self, *, fail_after: int | None = None) -> None:
+        self.vectors = {p: unit(p) for p in NOTES}
+        for word, path in WORDS.items():
+            self.vectors[path] = unit(word)
+        self.calls = 0
+        self.searches = 0
+        self.fail_after = fail_after
+
+    def _tick(self) -> None:
+        self.calls += 1
+        if self.fail_after is not None and self.calls > self.fail_after:
+            raise GraphUnavailable("graph at bolt://fake unavailable: connection refused")
+
+    def ping(self) -> float:
+        self._tick()
+        return 0.1
+
+    def vector_search(self, vector: np.ndarray, k: int) -> list:
+        self._tick()
+        self.searches += 1
+        cands = [
+            Candidate(p, NOTES[p][0], NOTES[p][1], tuple(float(x) for x in v), 0.0)
+            for p, v in self.vectors.items()
+        ]
+        return exact_rescore(np.asarray(vector, dtype=np.float64), cands, k, "neo4j")
+
+    def all_vectors(self) -> tuple[list[NoteState], np.ndarray]:
+        self._tick()
+        paths = sorted(self.vectors)
+        states = [NoteState(p, f"h:{p}", MODEL, DIMS, 0.0) for p in paths]
+        return states, np.stack([self.vectors[p] for p in paths]).astype(np.float32)
+
+    def close(self) -> None:
+        pass
+
+
+def F(subject: str, file: str, stype: str, pred: str = "mentioned_in", conf: float = 0.8) -> Fact:
+    return Fact(subject, pred, file, conf, stype, file)  # type: ignore[arg-type]
+
+
+FACTS = [
+    F("Redis", "wiki/redis.md", "wiki", "tagged", 0.9),
+    F("Redis", "adr/0007-use-redis.md", "adr", conf=0.95),
+    F("Redis", "sessions/s1.md", "session"),
+    F("Warm cache", "wiki/warm-cache.md", "wiki"),
+    F("Warm cache", "sessions/s1.md", "session"),
+    F("Warm cache", "adr/0007-use-redis.md", "adr", "decided", 0.9),
+    F("Warmstart", "sessions/s2.md", "session"),
+]
+
+
+class FakeKodb:
+    def __init__(self) -> None:
+        self.facts = FACTS
+        self.calls = 0
+
+    def notes(self) -> dict[str, Note]:
+        return {p: Note(p, t, s, f"h:{p}", 0.0, 1) for p, (t, s) in NOTES.items()}  # type: ignore[arg-type]
+
+    def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
+        self.calls += 1
+        wanted = set(paths)
+        return {f.subject_norm for f in self.facts if f.source_file in wanted}
+
+    def search_subjects_many(self, terms: Sequence[str], limit=None) -> dict[str, list[str]]:
+        self.calls += 1
+        norms = {f.subject_norm for f in self.facts}
+        return {t: reference_search(t, norms) for t in terms}
+
+    def facts_for_subjects(self, subject_norms: Iterable[str]) -> list[Fact]:
+        self.calls += 1
+        wanted = set(subject_norms)
+        rows = [f for f in self.facts if f.subject_norm in wanted]
+        return sorted(
+            rows,
+            key=lambda f: (f.subject_norm, f.predicate, f.object, f.source_file, f.extractor),
+        )
+
+    def latest_calibration(self, embedder=None, dims=None) -> Calibration:
+        return Calibration(MODEL, DIMS, 2, 0.30, 0.10, 0.2, 60, 1770, 60, time.time())
+
+    def close(self) -> None:
+        pass
+
+
+PROMPTS = [
+    "redis why did we pick it",
+    "cache invalidation story",
+    "spike notes from february",
+    "banana bread with walnuts",  # no_match: a random vector
+    "warmstart and cache",
+    "redis cluster eviction",
+]
+
+
+def make(tmp_path: Path, *, fail_after: int | None = None):
+    vault = tmp_path / "vault"
+    (vault / "sessions").mkdir(parents=True, exist_ok=True)
+    settings = load_settings(vault, env={})
+    graph, emb, kodb = FakeGraph(fail_after=fail_after), FakeEmbedder(), FakeKodb()
+    p = Pipeline(settings, kodb=kodb, graph=graph, embedder=emb)  # type: ignore[arg-type]
+    return p, graph, emb, kodb
+
+
+def fresh_answers(tmp_path: Path, prompts: Sequence[str]) -> list[dict]:
+    """What Pipeline.ask says for each prompt, on fresh fakes (timings dropped)."""
+    p, *_ = make(tmp_path / "single")
+    return [without_timings(answer_to_dict(p.ask(t))) for t in prompts]
+
+
+def without_timings(d: dict) -> dict:
+    return {k: v for k, v in d.items() if k not in ("timings_ms", "id", "prompt")}
+
+
+def read_packs(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "packs.jsonl").read_text("utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("search", ["exact", "index"])
+@pytest.mark.parametrize("chunk", [1, 4, 256])
+def test_packs_equal_single_answers_in_input_order(tmp_path: Path, search: str, chunk: int):
+    p, graph, emb, _ = make(tmp_path)
+    report = load_context(p, PROMPTS, tmp_path / "out", search=search, chunk_size=chunk)  # type: ignore[arg-type]
+    packs = read_packs(tmp_path / "out")
+    assert [pk["id"] for pk in packs] == [str(i) for i in range(1, len(PROMPTS) + 1)]
+    assert [pk["prompt"] for pk in packs] == PROMPTS
+    assert [without_timings(pk) for pk in packs] == fresh_answers(tmp_path, PROMPTS)
+    labels = [pk["relevance"]["label"] for pk in packs]
+    assert "no_match" in labels and "strong" in labels  # the fixture covers both
+    assert report.search_path == search
+    assert report.written == len(PROMPTS) and report.modes == {"semantic": len(PROMPTS)}
+    if search == "exact":
+        assert graph.searches == 0  # one matrix product instead of index queries
+    assert emb.calls <= -(-len(PROMPTS) // chunk)  # one embed call per chunk at most
+
+
+def test_memoised_kodb_needs_fewer_statements_than_single_queries(tmp_path: Path) -> None:
+    p, _, _, kodb = make(tmp_path)
+    load_context(p, PROMPTS * 5, tmp_path / "out", search="exact")
+    batch_calls = kodb.calls
+    single, _, _, single_kodb = make(tmp_path / "s")
+    for text in PROMPTS * 5:
+        single.ask(text)
+    assert batch_calls < single_kodb.calls / 4
+
+
+def test_cached_kodb_returns_what_the_store_returns(tmp_path: Path) -> None:
+    store = FakeKodb()
+    cache = CachedKodb(store)
+    for subjects in (["redis"], ["warm cache", "redis"], ["warmstart", "redis", "nope"]):
+        assert cache.facts_for_subjects(subjects) == store.facts_for_subjects(subjects)
+    for paths in (["sessions/s1.md"], ["wiki/redis.md", "sessions/s1.md"], ["x.md"]):
+        assert cache.subjects_for_source_files(paths) == store.subjects_for_source_files(paths)
+    terms = ["redis", "cache", "warm"]
+    assert cache.search_subjects_many(terms) == store.search_subjects_many(terms)
+    before = cache.statements
+    cache.facts_for_subjects(["redis", "warm cache"])
+    cache.search_subjects_many(["cache"])
+    assert cache.statements == before  # all served from memory
+    assert cache.notes() == store.notes()  # everything else is delegated
+
+
+def test_exact_search_finds_the_true_top_k_with_ties_broken_by_path() -> None:
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((40, DIMS)).astype(np.float32)
+    vectors[7] = vectors[3]  # an exact tie, broken by path
+    vectors[12] = 0.0  # a zero vector scores 0, as in exact_rescore
+    paths = [f"n/{i:02d}.md" for i in range(40)][::-1]  # not in path order
+    exact = ExactSearch(paths, [f"T{i}" for i in range(40)], ["wiki"] * 40, vectors)
+    queries = np.vstack([vectors[3], rng.standard_normal((5, DIMS))]).astype(np.float32)
+    scores = exact.shortlist_scores(queries)
+    m = vectors.astype(np.float64)
+    for qi, q in enumerate(queries):
+        q64 = q.astype(np.float64)
+        norms = np.linalg.norm(m, axis=1) * np.linalg.norm(q64)
+        cos = np.where(norms > 0, np.einsum("ij,j->i", m, q64) / np.where(norms > 0, norms, 1), 0)
+        # reference: cosines equal to 12 digits count as ties, decided by path
+        reference = sorted(range(40), key=lambda i: (-round(float(cos[i]), 12), paths[i]))
+        for k in (1, 5, 20, 40, 60):
+            got = exact.top_k(q, scores[qi], k)
+            assert got is not None
+            assert [h.path for h in got] == [paths[i] for i in reference[:k]]
+            assert [h.title for h in got] == [f"T{i}" for i in reference[:k]]
+            assert [h.cosine for h in got] == pytest.approx([cos[i] for i in reference[:k]])
+
+
+def test_exact_search_gives_the_cosines_of_the_graph_rescoring(tmp_path: Path) -> None:
+    graph = FakeGraph()
+    exact = ExactSearch.load(graph, FakeKodb())
+    for word in ("redis", "cache", "banana", "warmstart"):
+        q = FakeEmbedder.vector(word)
+        want = graph.vector_search(q, 3)
+        got = exact.top_k(q, exact.shortlist_scores(q[None, :])[0], 3)
+        assert got is not None
+        assert [(h.path, h.title, h.source_type) for h in got] == [
+            (h.path, h.title, h.source_type) for h in want
+        ]
+        assert [h.cosine for h in got] == pytest.approx([h.cosine for h in want], abs=1e-12)
+
+
+def test_exact_search_defers_to_the_graph_when_the_registry_cannot_name_a_hit() -> None:
+    vectors = np.eye(3, DIMS, dtype=np.float32)
+    exact = ExactSearch(["a.md", "b.md", "c.md"], ["A", None, "C"], ["wiki", None, "adr"], vectors)
+    scores = exact.shortlist_scores(vectors[:1])[0]
+    assert exact.top_k(vectors[0], scores, 1) is not None
+    assert exact.top_k(vectors[0], scores, 3) is None  # b.md has no registry title
+
+
+def test_graph_dying_midway_switches_the_rest_to_fallback_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    # index path, chunks of 2: ping + 2 searches per chunk; the 5th graph call fails.
+    p, _, _, _ = make(tmp_path, fail_after=4)
+    report = load_context(p, PROMPTS, tmp_path / "out", search="index", chunk_size=2)
+    packs = read_packs(tmp_path / "out")
+    assert [pk["id"] for pk in packs] == [str(i) for i in range(1, 7)]
+    assert [pk["mode"] for pk in packs] == ["semantic"] * 2 + ["fallback"] * 4
+    for pk in packs[2:]:
+        assert pk["degraded_reason"].startswith("graph unavailable: ")
+        assert pk["relevance"]["label"] == "unscored"
+    # a fallback pack is the fallback answer a single query gets when the graph is down
+    down, *_ = make(tmp_path / "down", fail_after=0)
+    assert [without_timings(pk) for pk in packs[2:]] == [
+        without_timings(answer_to_dict(down.ask(t))) for t in PROMPTS[2:]
+    ]
+    assert report.modes == {"fallback": 4, "semantic": 2}
+    assert report.degraded_reasons and "connection refused" in report.degraded_reasons[0]
+
+
+def test_graph_dying_inside_a_chunk_keeps_the_answers_before_it(tmp_path: Path) -> None:
+    p, _, _, _ = make(tmp_path, fail_after=3)  # ping, 2 searches, then down
+    load_context(p, PROMPTS, tmp_path / "out", search="index", chunk_size=256)
+    assert [pk["mode"] for pk in read_packs(tmp_path / "out")] == ["semantic"] * 2 + [
+        "fallback"
+    ] * 4
+
+
+def test_a_batch_with_the_graph_down_never_loads_the_model(tmp_path: Path) -> None:
+    p, graph, emb, _ = make(tmp_path, fail_after=0)
+    report = load_context(p, PROMPTS, tmp_path / "out", chunk_size=2)
+    assert emb.calls == 0 and graph.searches == 0
+    assert report.modes == {"fallback": len(PROMPTS)} and report.search_path == "none"
+
+
+def test_bad_lines_are_reported_with_their_numbers_and_skipped(tmp_path: Path) -> None:
+    p, *_ = make(tmp_path)
+    lines = [
+        "redis why did we pick it",
+        "",
+        '{"id": "a", "prompt": "cache invalidation story"}',
+        '{"id": "b", "prompt": ',
+        '{"id": "c"}',
+        '{"id": "a", "prompt": "spike notes"}',
+        '{"id": ["x"], "prompt": "spike"}',
+        b"\xff\xfe broken bytes",
+        '{"id": 70, "prompt": "spike notes from february"}',
+    ]
+    seen: list[BadLine] = []
+    report = load_context(p, lines, tmp_path / "out", on_bad_line=seen.append)
+    assert [(b.line, b.reason.split(":")[0].split(" (")[0]) for b in seen] == [
+        (2, "empty line"),
+        (4, "bad JSON"),
+        (5, "missing prompt"),
+        (6, "duplicate id 'a'"),
+        (7, "id must be a string or an integer"),
+        (8, "not UTF-8 text"),
+    ]
+    assert report.bad_lines == tuple(seen)
+    assert [pk["id"] for pk in read_packs(tmp_path / "out")] == ["1", "a", "70"]
+    assert report.sessions == 3 and report.written == 3
+
+
+def test_note_paths_become_prompts(tmp_path: Path) -> None:
+    p, *_ = make(tmp_path)
+    note = p.settings.vault / "sessions" / "s9.md"
+    note.write_text("---\ntags: [x]\n---\n# Redis spike\n\nWe tried redis.\n", "utf-8")
+    items = list(
+        read_sessions(
+            [
+                "sessions/s9.md",
+                '{"id": "n", "note": "sessions/s9.md"}',
+                '{"id": "m", "note": "../outside.md"}',
+                "sessions/missing.md",
+            ],
+            p.settings,
+        )
+    )
+    first, second, third, fourth = items
+    assert isinstance(first, SessionPrompt) and first.id == "1"
+    assert first.note == "sessions/s9.md" and "We tried redis." in first.prompt
+    assert "tags:" not in first.prompt  # the note's embed text, without frontmatter
+    assert isinstance(second, SessionPrompt) and second.prompt == first.prompt
+    assert isinstance(third, BadLine) and "inside the vault" in third.reason
+    # not an existing note: the line is a prompt like any other
+    assert isinstance(fourth, SessionPrompt) and fourth.prompt == "sessions/missing.md"
+
+
+def test_resume_skips_committed_packs_and_redoes_torn_ones(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    p, *_ = make(tmp_path)
+    load_context(p, PROMPTS[:3], out, chunk_size=2)
+    committed = (out / "packs.jsonl").read_bytes()
+    # a crash after writing a pack that was never committed, halfway through the next one
+    with (out / "packs.jsonl").open("ab") as fh:
+        fh.write(b'{"id":"4","prompt":"banana bread with walnuts"}\n{"id":"5","pro')
+    p2, *_ = make(tmp_path / "again")  # a new process, as after a crash
+    report = load_context(p2, PROMPTS, out, resume=True, chunk_size=2)
+    assert report.skipped_done == 3 and report.written == 3
+    packs = read_packs(out)
+    assert (out / "packs.jsonl").read_bytes().startswith(committed)
+    assert [pk["id"] for pk in packs] == [str(i) for i in range(1, 7)]
+    assert [without_timings(pk) for pk in packs] == fresh_answers(tmp_path, PROMPTS)
+    # nothing left to do: a third run writes nothing and keeps the file
+    again = load_context(p2, PROMPTS, out, resume=True)
+    assert again.written == 0 and again.skipped_done == 6
+    assert len(read_packs(out)) == 6
+
+
+def test_resume_refuses_packs_made_with_other_options(tmp_path: Path) -> None:
+    p, *_ = make(tmp_path)
+    load_context(p, PROMPTS, tmp_path / "out")
+    with pytest.raises(ConfigError, match="other settings"):
+        load_context(p, PROMPTS, tmp_path / "out", resume=True, options=QueryOptions(top_k=5))
+
+
+def test_without_resume_a_rerun_starts_over(tmp_path: Path) -> None:
+    p, *_ = make(tmp_path)
+    load_context(p, PROMPTS, tmp_path / "out")
+    report = load_context(p, PROMPTS[:2], tmp_path / "out")
+    assert report.skipped_done == 0
+    assert [pk["id"] for pk in read_packs(tmp_path / "out")] == ["1", "2"]
+
+
+def test_empty_input_writes_an_empty_packs_file(tmp_path: Path) -> None:
+    p, _, emb, _ = make(tmp_path)
+    report = load_context(p, [], tmp_path / "out")
+    assert (tmp_path / "out" / "packs.jsonl").read_bytes() == b""
+    assert report.written == 0 and report.sessions == 0 and report.bad_lines == ()
+    assert emb.calls == 0
+
+
+def test_markdown_packs_one_file_per_session_with_safe_names(tmp_path: Path) -> None:
+    p, *_ = make(tmp_path)
+    lines = [
+        '{"id": "s1", "prompt": "redis why did we pick it"}',
+        '{"id": "../../etc/passwd", "prompt": "banana bread with walnuts"}',
+    ]
+    report = load_context(p, lines, tmp_path / "out", fmt="md")
+    files = sorted(f.name for f in (tmp_path / "out").glob("*.md"))
+    assert files == sorted([safe_file_name("s1"), safe_file_name("../../etc/passwd")])
+    assert all("/" not in f and not f.startswith(".") for f in files)
+    redis = (tmp_path / "out" / "s1.md").read_text("utf-8")
+    assert "**Redis**" in redis and "[wiki: wiki/redis.md" in redis
+    assert "mode: semantic" in redis and "relevance: strong" in redis
+    nothing = (tmp_path / "out" / safe_file_name("../../etc/passwd")).read_text("utf-8")
+    body = [ln for ln in nothing.splitlines()[1:] if ln and not ln.startswith("_")]
+    assert body == ["nothing relevant"]
+    assert report.written == 2
+
+
+def test_safe_file_names_are_distinct_for_distinct_ids() -> None:
+    ids = ["a", "A", "a b", "a-b", "a/b", "a\\b", "é", "x" * 200, "x" * 201, "con", ".hidden"]
+    names = [safe_file_name(i) for i in ids]
+    assert len(set(names)) == len(ids)
+    assert safe_file_name("12") == "12.md"
+    for name in names:
+        assert name.endswith(".md") and len(name) < 100
+        assert not name.startswith(".") and "/" not in name and "\\" not in name
+
+
+def test_markdown_shortens_a_long_note_prompt_in_the_heading(tmp_path: Path) -> None:
+    p, *_ = make(tmp_path)
+    from pipeline.session import Pack
+
+    answer = p.ask("redis " + "words " * 200)
+    head = pack_to_markdown(Pack("x", answer.query, answer)).splitlines()[0]
+    assert len(head) < 260 and head.endswith("…")
+
+
+class _TokenizingEncoder:
+    """A sentence-transformers-like encoder: preprocess gives the attention mask."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+
+    def preprocess(self, texts: list[str]) -> dict:
+        longest = max(len(t.split()) for t in texts)
+        rows = [[1] * len(t.split()) + [0] * (longest - len(t.split())) for t in texts]
+        return {"attention_mask": np.array(rows)}
+
+    def encode(self, batch: list[str], **_: object) -> np.ndarray:
+        self.batches.append(batch)
+        return np.stack([unit(t) for t in batch])
+
+
+def test_prompts_share_a_forward_batch_only_with_prompts_of_the_same_length() -> None:
+    from pipeline.embed import Embedder
+
+    encoder = _TokenizingEncoder()
+    emb = Embedder.from_encoder(encoder, model_id="fake", dims=DIMS)
+    encoder.batches.clear()
+    texts = ["a b", "c", "d e", "f g h", "i"]
+    vectors, batches = embed_prompts(emb, texts)
+    assert batches == 3
+    assert sorted(sorted(b) for b in encoder.batches) == [["a b", "d e"], ["c", "i"], ["f g h"]]
+    assert np.array_equal(vectors, np.stack([emb.embed([t])[0] for t in texts]))
