@@ -131,7 +131,7 @@ def _report_bad_line(input_path: str) -> Callable[[BadLine], None]:
     name = "<stdin>" if input_path == "-" else input_path
 
     def report(bad: BadLine) -> None:
-        err.print(f"{name}:{bad.line}: skipped: {bad.reason}", markup=False)
+        err.print(f"{name}:{bad.line}: skipped: {bad.reason}", markup=False, soft_wrap=True)
 
     return report
 
