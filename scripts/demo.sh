@@ -13,7 +13,7 @@ step "start the local graph (ArcadeDB on free ports, state in examples/vault/.va
 step "sync: ingest the notes into KO-DB, embed them into the graph, calibrate the noise floor"
 "${VK[@]}" sync
 step "what KO-DB knows about 'warm' (word boundaries: no 'warmstart')"
-"${VK[@]}" facts search warm --limit 5
+"${VK[@]}" facts search warm --limit 3
 step "on-topic question (semantic)"
 "${VK[@]}" query "use redis as the warm cache" --top-k 5
 step "off-topic question (expect no_match: silence beats noise)"

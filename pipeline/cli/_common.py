@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,8 +16,10 @@ from pipeline.config import Settings, load_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: Human output goes to stdout; logs, progress and warnings go to stderr.
-out = Console(highlight=False, soft_wrap=True)
+#: Human output goes to stdout; logs, progress and warnings go to stderr. Piped output
+#: (a pager, a log file) gets 120 columns instead of rich's 80, so tables stay readable.
+_PIPE_WIDTH = int(os.environ.get("COLUMNS") or 120)
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else _PIPE_WIDTH)
 err = Console(stderr=True, highlight=False)
 
 
