@@ -1,0 +1,119 @@
+"""Settings precedence, vault selection, coercion errors and secret masking."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import cli
+from pipeline.config import find_vault, load_settings, mask_url
+from pipeline.errors import ConfigError
+
+
+def write_toml(vault: Path, text: str) -> None:
+    (vault / "vault-ko.toml").write_text(text, encoding="utf-8")
+
+
+def test_defaults_then_toml_then_env_then_flags(tmp_path: Path) -> None:
+    assert load_settings(tmp_path, env={}).query_top_k == 20
+    write_toml(tmp_path, "[query]\ntop_k = 7\nhits = 9\n")
+    s = load_settings(tmp_path, env={})
+    assert (s.query_top_k, s.query_hits) == (7, 9)
+    s = load_settings(tmp_path, env={"VAULT_KO_QUERY_TOP_K": "5"})
+    assert (s.query_top_k, s.query_hits) == (5, 9)
+    s = load_settings(tmp_path, env={"VAULT_KO_QUERY_TOP_K": "5"}, overrides={"query_top_k": 3})
+    assert s.query_top_k == 3
+
+
+def test_lists_from_toml_and_env(tmp_path: Path) -> None:
+    write_toml(tmp_path, '[vault]\nadr_globs = ["records/**"]\n')
+    assert load_settings(tmp_path, env={}).vault_adr_globs == ("records/**",)
+    env = {"VAULT_KO_VAULT_ADR_GLOBS": "a/**, b/**"}
+    assert load_settings(tmp_path, env=env).vault_adr_globs == ("a/**", "b/**")
+
+
+def test_state_dir_and_default_kodb_file(tmp_path: Path) -> None:
+    s = load_settings(tmp_path, env={})
+    assert s.state_dir == tmp_path.resolve() / ".vault-ko"
+    assert s.effective_kodb_url == f"sqlite:///{tmp_path.resolve() / '.vault-ko' / 'ko.db'}"
+    pg = "postgresql+psycopg://u:pw@h/db"
+    assert load_settings(tmp_path, env={"VAULT_KO_KODB_URL": pg}).effective_kodb_url == pg
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ("[query]\ntop_k = 'many'\n", "query_top_k"),
+        ("[graph]\nretry_deadline = nan\n", "finite"),
+        ("[graph]\nnot_a_setting = 1\n", "unknown setting"),
+        ("[query\n", "vault-ko.toml"),
+    ],
+)
+def test_bad_toml_is_one_clear_error(tmp_path: Path, toml: str, message: str) -> None:
+    write_toml(tmp_path, toml)
+    with pytest.raises(ConfigError, match=message):
+        load_settings(tmp_path, env={})
+
+
+def test_bad_env_value_names_the_variable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="VAULT_KO_QUERY_HITS"):
+        load_settings(tmp_path, env={"VAULT_KO_QUERY_HITS": "twenty"})
+
+
+def test_vault_flag_beats_env_beats_upward_search(tmp_path: Path) -> None:
+    a, b, c = (tmp_path / n for n in ("a", "b", "c"))
+    for d in (a, b, c):
+        d.mkdir()
+    (c / ".vault-ko").mkdir()
+    deep = c / "x" / "y"
+    deep.mkdir(parents=True)
+    env = {"VAULT_KO_VAULT": str(b)}
+    assert find_vault(a, env, deep) == a.resolve()
+    assert find_vault(None, env, deep) == b.resolve()
+    assert find_vault(None, {}, deep) == c.resolve()  # nearest folder upward with .vault-ko/
+    assert find_vault(None, {}, a) == a.resolve()  # else the current directory
+
+
+def test_upward_search_finds_a_toml_too(tmp_path: Path) -> None:
+    write_toml(tmp_path, "")
+    (tmp_path / "notes").mkdir()
+    assert find_vault(None, {}, tmp_path / "notes") == tmp_path.resolve()
+
+
+def test_missing_vault_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not a directory"):
+        find_vault(tmp_path / "nope", {}, tmp_path)
+
+
+def test_positional_vault_means_the_same_as_the_flag(tmp_path: Path) -> None:
+    from pipeline.cli._common import AppContext
+
+    app = AppContext(vault=None)
+    assert app.settings(str(tmp_path)).vault == tmp_path.resolve()
+
+
+def test_secrets_are_masked(tmp_path: Path) -> None:
+    env = {
+        "VAULT_KO_GRAPH_PASSWORD": "hunter2",
+        "VAULT_KO_KODB_URL": "postgresql+psycopg://ko:s3cret@db.example/ko",
+        "VAULT_KO_GRAPH_URL": "bolt://neo:pw@graph:7687",
+    }
+    shown = load_settings(tmp_path, env=env).masked()
+    text = repr(shown)
+    assert "hunter2" not in text and "s3cret" not in text and ":pw@" not in text
+    assert shown["graph_password"] == "***"
+    assert mask_url("postgresql://u@h/db") == "postgresql://u@h/db"
+
+
+def test_config_show_json_masks_and_reports_precedence(tmp_path: Path) -> None:
+    write_toml(tmp_path, "[query]\ntop_k = 11\n")
+    result = CliRunner().invoke(
+        cli,
+        ["--vault", str(tmp_path), "config", "show", "--json"],
+        env={"VAULT_KO_GRAPH_PASSWORD": "hunter2"},
+    )
+    assert result.exit_code == 0, result.output
+    assert '"query_top_k": 11' in result.output
+    assert "hunter2" not in result.output
