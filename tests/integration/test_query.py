@@ -187,3 +187,25 @@ def test_vault_ko_query_cli_top_k(synced: Pipeline) -> None:
         "warning",
     ):
         assert key in data["relevance"]
+
+
+def test_sync_and_calibrate_cli_json(synced: Pipeline) -> None:
+    from pipeline.cli import cli
+
+    env = graph_env(synced.settings, synced.settings.effective_kodb_url)
+    env["VAULT_KO_STATE_DIR"] = str(synced.settings.state_dir)
+    vault = str(synced.settings.vault)
+    result = CliRunner().invoke(cli, ["--vault", vault, "sync", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["ingest"]["notes"] == 68
+    assert data["embed"]["embedded"] == 0
+    assert data["calibrated"] is False
+    result = CliRunner().invoke(cli, ["--vault", vault, "calibrate", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["used"] == "vault"
+    assert data["stored"]["trusted"] is True
+    assert data["stored"]["n_notes"] == 68
+    assert data["stored"]["probe_set_version"] == 2
+    assert 0 < data["floor_cosine"] < 0.42

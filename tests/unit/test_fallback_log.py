@@ -1,0 +1,33 @@
+"""The count of fallback answers that the freshness monitor reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.fallback_log import LOG_NAME, fallbacks_since_last_check, record_fallback
+
+
+def test_counts_since_the_previous_check(tmp_path: Path) -> None:
+    assert fallbacks_since_last_check(tmp_path) == 0
+    for i in range(3):
+        record_fallback(tmp_path, f"graph unavailable {i}")
+    assert fallbacks_since_last_check(tmp_path) == 3
+    assert fallbacks_since_last_check(tmp_path) == 0
+    record_fallback(tmp_path, "again")
+    assert fallbacks_since_last_check(tmp_path, advance=False) == 1
+    assert fallbacks_since_last_check(tmp_path) == 1
+
+
+def test_a_truncated_log_starts_over(tmp_path: Path) -> None:
+    record_fallback(tmp_path, "a")
+    record_fallback(tmp_path, "b")
+    fallbacks_since_last_check(tmp_path)
+    (tmp_path / LOG_NAME).write_text("")
+    record_fallback(tmp_path, "c")
+    assert fallbacks_since_last_check(tmp_path) == 1
+
+
+def test_recording_never_fails_the_answer(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    record_fallback(blocker / "state", "unwritable state dir")  # no exception
