@@ -54,7 +54,7 @@ def query_terms(text: str) -> list[str]:
 
 
 class SubjectSource(Protocol):
-    def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]: ...
+    def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]: ...
 
     def search_subjects_many(self, terms: Sequence[str]) -> dict[str, list[str]]: ...
 
@@ -78,11 +78,9 @@ def semantic_candidates(
         if cosine > best.get(subject_norm, float("-inf")):
             best[subject_norm] = cosine
 
-    by_file: dict[str, set[str]] = {}
+    by_file = kodb.subjects_by_source_file([h.path for h in live])
     for h in live:
-        by_file[h.path] = kodb.subjects_for_source_files([h.path])
-    for h in live:
-        for s in by_file[h.path]:
+        for s in by_file.get(h.path, ()):
             nominate(s, h.cosine)
     titles = sorted({h.title for h in live if h.title.strip()})
     matched = kodb.search_subjects_many(titles) if titles else {}

@@ -214,8 +214,9 @@ class Pipeline:
             floor = relevance.floor_cosine
             if opts.session_notes_only:
                 candidates = {}
+                by_file = self.kodb.subjects_by_source_file([h.path for h in hits])
                 for h in hits:
-                    for s in self.kodb.subjects_for_source_files([h.path]):
+                    for s in by_file.get(h.path, ()):
                         candidates[s] = max(candidates.get(s, h.cosine), h.cosine)
             else:
                 candidates = bridge.semantic_candidates(hits, floor, self.kodb)

@@ -432,17 +432,19 @@ class CachedKodb:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._kodb, name)
 
+    def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
+        """Per file, the subject_norms of its facts; new files are fetched in one call."""
+        wanted = sorted(set(paths))
+        missing = [p for p in wanted if p not in self._by_file]
+        if missing:
+            self.statements += 1
+            for path, subjects in self._kodb.subjects_by_source_file(missing).items():
+                self._by_file[path] = frozenset(subjects)
+        return {p: set(self._by_file.get(p, ())) for p in wanted}
+
     def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
-        """subject_norms of the facts from these files (one statement per new file)."""
-        found: set[str] = set()
-        for path in sorted(set(paths)):
-            cached = self._by_file.get(path)
-            if cached is None:
-                self.statements += 1
-                cached = frozenset(self._kodb.subjects_for_source_files([path]))
-                self._by_file[path] = cached
-            found.update(cached)
-        return found
+        """subject_norms of the facts from these files."""
+        return set().union(*self.subjects_by_source_file(paths).values())
 
     def search_subjects_many(
         self, terms: Sequence[str], limit: int | None = None

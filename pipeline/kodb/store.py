@@ -431,13 +431,23 @@ class KoDB:
 
     def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
         """subject_norms of the facts coming from these source files."""
+        return set().union(*self.subjects_by_source_file(paths).values())
+
+    def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
+        """For each of these source files, the subject_norms of its facts (every path is a
+        key; a file without facts maps to an empty set)."""
         t = schema.facts
         files = sorted(set(paths))
-        found: set[str] = set()
+        found: dict[str, set[str]] = {f: set() for f in files}
         with self._tx() as conn:
             for chunk in _chunks(files):
-                stmt = sa.select(t.c.subject_norm).where(t.c.source_file.in_(chunk)).distinct()
-                found.update(conn.execute(stmt).scalars())
+                stmt = (
+                    sa.select(t.c.source_file, t.c.subject_norm)
+                    .where(t.c.source_file.in_(chunk))
+                    .distinct()
+                )
+                for source_file, subject_norm in conn.execute(stmt):
+                    found[source_file].add(subject_norm)
         return found
 
     def fact_objects(

@@ -33,8 +33,8 @@ class Subjects:
         self.by_file = by_file
         self.norms = {s for v in by_file.values() for s in v}
 
-    def subjects_for_source_files(self, paths):  # type: ignore[no-untyped-def]
-        return set().union(*(self.by_file.get(p, set()) for p in paths))
+    def subjects_by_source_file(self, paths):  # type: ignore[no-untyped-def]
+        return {p: set(self.by_file.get(p, set())) for p in paths}
 
     def search_subjects_many(self, terms):  # type: ignore[no-untyped-def]
         return {t: reference_search(t, self.norms) for t in terms}

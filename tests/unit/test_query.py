@@ -63,9 +63,8 @@ class FakeKodb:
         self.facts = facts
         self.cal = cal
 
-    def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
-        wanted = set(paths)
-        return {f.subject_norm for f in self.facts if f.source_file in wanted}
+    def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
+        return {p: {f.subject_norm for f in self.facts if f.source_file == p} for p in paths}
 
     def search_subjects_many(self, terms: Sequence[str]) -> dict[str, list[str]]:
         norms = {f.subject_norm for f in self.facts}

@@ -141,10 +141,12 @@ class FakeKodb:
     def notes(self) -> dict[str, Note]:
         return {p: Note(p, t, s, f"h:{p}", 0.0, 1) for p, (t, s) in NOTES.items()}  # type: ignore[arg-type]
 
-    def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
+    def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
         self.calls += 1
-        wanted = set(paths)
-        return {f.subject_norm for f in self.facts if f.source_file in wanted}
+        return {p: {f.subject_norm for f in self.facts if f.source_file == p} for p in paths}
+
+    def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
+        return set().union(*self.subjects_by_source_file(paths).values())
 
     def search_subjects_many(self, terms: Sequence[str], limit=None) -> dict[str, list[str]]:
         self.calls += 1
@@ -235,6 +237,7 @@ def test_cached_kodb_returns_what_the_store_returns(tmp_path: Path) -> None:
         assert cache.facts_for_subjects(subjects) == store.facts_for_subjects(subjects)
     for paths in (["sessions/s1.md"], ["wiki/redis.md", "sessions/s1.md"], ["x.md"]):
         assert cache.subjects_for_source_files(paths) == store.subjects_for_source_files(paths)
+        assert cache.subjects_by_source_file(paths) == store.subjects_by_source_file(paths)
     terms = ["redis", "cache", "warm"]
     assert cache.search_subjects_many(terms) == store.search_subjects_many(terms)
     before = cache.statements

@@ -116,6 +116,10 @@ def test_facts_for_many_subjects_uses_chunked_in_lists(db: KoDB) -> None:
     got = db.facts_for_subjects(wanted | {"nope"})
     assert {f.subject_norm for f in got} == wanted
     assert db.subjects_for_source_files(["f0.md"]) == {f"subject {i}" for i in range(0, 1300, 7)}
+    by_file = db.subjects_by_source_file([f"f{i}.md" for i in range(7)] + ["none.md"])
+    assert by_file["none.md"] == set()
+    for i in range(7):
+        assert by_file[f"f{i}.md"] == {f"subject {j}" for j in range(i, 1300, 7)}
     assert db.fact_source_files()["f0.md"] == len(range(0, 1300, 7))
     assert db.facts_by_predicate() == {"is": 1300}
 
