@@ -17,6 +17,7 @@ chunking notes would rank better is a question for the evaluation harness, not f
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +27,22 @@ import numpy as np
 
 from pipeline.config import DEFAULT_MODEL
 from pipeline.errors import EmbedderError
+
+# MKL picks its matrix kernels by shape, so a text embedded in a batch differs from the same
+# text embedded alone in the 7th significant digit: enough to flip a rounded cosine, or a
+# label at its edge, between a batch job and a single query. Its strict reproducibility mode
+# makes each row independent of the batch. MKL reads it once, when torch first loads it, so
+# it is set here, before any model (importing this module never imports torch).
+_TORCH_LOADED_BEFORE = "torch" in sys.modules
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
+
+
+def batch_invariant() -> bool:
+    """Whether batched embeddings equal single ones bit for bit in this process (MKL's
+    strict mode in force before torch loaded; batches must also share a token length)."""
+    mode = os.environ.get("MKL_CBWR", "").upper().replace(" ", "")
+    return mode.endswith(",STRICT") and not _TORCH_LOADED_BEFORE
+
 
 if TYPE_CHECKING:
     from pipeline.config import Settings

@@ -33,7 +33,6 @@ import json
 import logging
 import os
 import re
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -63,13 +62,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# MKL chooses its matrix kernels by shape, so a prompt embedded in a batch of 64 differs from
-# the same prompt embedded alone in the 7th significant digit, which is enough to flip a
-# 4-digit cosine or a label at its boundary. Its strict reproducibility mode makes each row
-# independent of the batch (together with batches of equal token length, see embed_prompts).
-# MKL reads this once, when torch first loads it, so it is set on import, before any model.
-_TORCH_LOADED_BEFORE = "torch" in sys.modules
-os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 #: Prompts handled together: embedded, searched and looked up in KO-DB as one batch.
 DEFAULT_CHUNK: Final = 256
@@ -90,13 +82,10 @@ Format = Literal["jsonl", "md"]
 
 
 def batch_invariant_embedding() -> bool:
-    """Whether batched prompt embeddings equal single ones bit for bit in this process.
+    """Whether batched prompt embeddings equal single ones bit for bit (see pipeline.embed)."""
+    from pipeline.embed import batch_invariant
 
-    True when MKL's strict mode was in force before torch loaded (it is set on import of
-    this module, unless the environment says otherwise or torch was imported earlier).
-    """
-    mode = os.environ.get("MKL_CBWR", "").upper().replace(" ", "")
-    return mode.endswith(",STRICT") and not _TORCH_LOADED_BEFORE
+    return batch_invariant()
 
 
 # --- input ---------------------------------------------------------------------------------

@@ -58,8 +58,11 @@ def exact_rescore(
     if rows:
         matrix = np.asarray(rows, dtype=np.float64)
         norms = np.linalg.norm(matrix, axis=1) * q_norm
+        # einsum, not BLAS: BLAS may round a row's dot product differently depending on its
+        # position in the matrix, and a batch search must score exactly like a single one.
+        dots = np.einsum("ij,j->i", matrix, q)
         with np.errstate(invalid="ignore", divide="ignore"):
-            cosines = np.where(norms > 0, matrix @ q / np.where(norms > 0, norms, 1.0), 0.0)
+            cosines = np.where(norms > 0, dots / np.where(norms > 0, norms, 1.0), 0.0)
         for i, cos in zip(exact_idx, cosines, strict=True):
             scored[i] = (float(np.clip(cos, -1.0, 1.0)), scored[i][1])
     usable = [(cos, cand) for cos, cand in scored if np.isfinite(cos)]
