@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -60,3 +61,37 @@ def _default(value: Any) -> Any:
     if isinstance(value, set | frozenset | tuple):
         return list(value)
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+#: Called as update(done, total) by long jobs (ingest, embed, load-context).
+ProgressUpdate = Callable[[int, "int | None"], None]
+
+
+@contextmanager
+def progress_bar(
+    description: str, *, enabled: bool, total: int | None = None, min_total: int = 0
+) -> Iterator[ProgressUpdate | None]:
+    """A transient rich progress bar on stderr for people at a terminal; None otherwise.
+
+    The bar shows once the job's total reaches ``min_total`` (small jobs finish first).
+    """
+    if not enabled or not err.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(description, total=total, visible=(total or 0) >= min_total)
+
+        def update(done: int, new_total: int | None) -> None:
+            visible = new_total is None or new_total >= min_total
+            bar.update(task, completed=done, total=new_total, visible=visible)
+
+        yield update

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import click
 
-from pipeline.cli._common import AppContext, emit_json, err, json_option, out, pass_app
+from pipeline.cli._common import (
+    AppContext,
+    emit_json,
+    err,
+    json_option,
+    out,
+    pass_app,
+    progress_bar,
+)
 
 if TYPE_CHECKING:
-    from pipeline.embed_sync import EmbedReport, ProgressFn
+    from pipeline.embed_sync import EmbedReport
 
 
 @click.command("embed")
@@ -49,7 +55,7 @@ def embed_command(
         graph.ping()
         with KoDB.open(settings.effective_kodb_url) as kodb:
             embedder = get_embedder(settings)
-            with _progress(enabled=not as_json) as progress:
+            with progress_bar("embedding notes", enabled=not as_json) as progress:
                 report = sync_embeddings(
                     settings, kodb, graph, embedder, full=full, progress=progress
                 )
@@ -90,27 +96,3 @@ def summary_line(report: EmbedReport) -> str:
         f"links {report.links}{skipped} in {report.seconds:.1f} s "
         f"({report.model}, {report.dims} dims)"
     )
-
-
-@contextmanager
-def _progress(*, enabled: bool) -> Iterator[ProgressFn | None]:
-    """A rich progress bar on stderr for people; nothing for machines or when not a terminal."""
-    if not enabled:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("embedding notes", total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.cli._common import AppContext, emit_json, err, json_option, out, pass_app
+from pipeline.cli._common import (
+    AppContext,
+    emit_json,
+    json_option,
+    out,
+    pass_app,
+    progress_bar,
+)
 
 if TYPE_CHECKING:
-    from pipeline.ingest import IngestReport, Progress
+    from pipeline.ingest import IngestReport
 
 #: Below this many notes a progress bar only flickers; above it people like to see one.
 PROGRESS_MIN_NOTES = 200
@@ -37,7 +42,10 @@ def ingest_command(app: AppContext, vault: str | None, force: bool, as_json: boo
     from pipeline.kodb import KoDB
 
     settings = app.settings(vault)
-    with KoDB.open(settings.effective_kodb_url) as kodb, _progress(enabled=not as_json) as bar:
+    with (
+        KoDB.open(settings.effective_kodb_url) as kodb,
+        progress_bar("reading notes", enabled=not as_json, min_total=PROGRESS_MIN_NOTES) as bar,
+    ):
         report = ingest_vault(settings, kodb, progress=bar, force=force)
 
     if as_json:
@@ -76,27 +84,3 @@ def render_report(report: IngestReport) -> None:
         for skipped in report.skipped:
             table.add_row(Text(skipped.path), Text(skipped.reason))
         out.print(table)
-
-
-@contextmanager
-def _progress(*, enabled: bool) -> Iterator[Progress | None]:
-    """A progress bar on stderr for people, shown once a vault is big enough to need one."""
-    if not enabled or not err.is_terminal:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("reading notes", total=None, visible=False)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total, visible=total >= PROGRESS_MIN_NOTES)
-
-        yield update

@@ -8,7 +8,15 @@ from dataclasses import asdict
 import click
 from rich.table import Table
 
-from pipeline.cli._common import AppContext, emit_json, err, json_option, out, pass_app
+from pipeline.cli._common import (
+    AppContext,
+    emit_json,
+    err,
+    json_option,
+    out,
+    pass_app,
+    progress_bar,
+)
 from pipeline.render import calibration_to_dict
 
 
@@ -52,6 +60,7 @@ def calibrate_cmd(app: AppContext, as_json: bool) -> None:
     from pipeline.calibrate import calibrate_vault, choose_basis
 
     with _open(app) as p:
+        p.graph.ping()  # a dead graph fails here, before the model loads
         cal = calibrate_vault(
             p.kodb, p.graph, p.embedder, max_pairs=p.settings.calibration_max_pairs
         )
@@ -78,9 +87,19 @@ def sync_cmd(app: AppContext, vault: str | None, full: bool, force: bool, as_jso
     from pipeline.sync import sync_vault
 
     t0 = time.perf_counter()
-    with _open(app, vault) as p:
+    with (
+        _open(app, vault) as p,
+        progress_bar("embedding notes", enabled=not as_json) as progress,
+    ):
+        p.graph.ping()  # a dead graph fails here, before the model loads
         report = sync_vault(
-            p.settings, p.kodb, p.graph, p.embedder, full=full, force_calibration=force
+            p.settings,
+            p.kodb,
+            p.graph,
+            p.embedder,
+            full=full,
+            force_calibration=force,
+            progress=progress,
         )
         cal = calibration_to_dict(report.calibration)
     data = {

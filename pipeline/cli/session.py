@@ -10,11 +10,19 @@ from typing import IO, TYPE_CHECKING
 
 import click
 
-from pipeline.cli._common import AppContext, emit_json, err, json_option, out, pass_app
+from pipeline.cli._common import (
+    AppContext,
+    emit_json,
+    err,
+    json_option,
+    out,
+    pass_app,
+    progress_bar,
+)
 from pipeline.errors import EXIT_FAILURE, InputError
 
 if TYPE_CHECKING:
-    from pipeline.session import BadLine, ProgressFn, SessionReport
+    from pipeline.session import BadLine, SessionReport
 
 
 @click.command("load-context")
@@ -90,7 +98,7 @@ def load_context_cmd(
     with (
         _input(input_path) as (stream, total),
         Pipeline(settings) as pipeline,
-        _progress(enabled=not as_json, total=total) as progress,
+        progress_bar("loading contexts", enabled=not as_json, total=total) as progress,
     ):
         report = load_context(
             pipeline,
@@ -150,27 +158,3 @@ def _input(input_path: str) -> Iterator[tuple[IO[bytes], int | None]]:
         total = sum(1 for _ in fh)
         fh.seek(0)
         yield fh, total
-
-
-@contextmanager
-def _progress(*, enabled: bool, total: int | None) -> Iterator[ProgressFn | None]:
-    """A rich progress bar on stderr (lines read) for people; nothing for machines."""
-    if not enabled:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("loading contexts", total=total)
-
-        def update(done: int, total_lines: int | None) -> None:
-            bar.update(task, completed=done, total=total_lines)
-
-        yield update
