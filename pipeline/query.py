@@ -167,23 +167,26 @@ class Pipeline:
         timer = Timer()
         t0 = time.perf_counter()
         if not opts.semantic:
-            answer = self._fallback(text, opts, timer, "semantic search disabled (--no-semantic)")
+            answer = self.fallback_answer(
+                text, opts, timer, "semantic search disabled (--no-semantic)"
+            )
         else:
             try:
                 with timer.stage("graph_check_ms"):
                     self.graph.ping()
                 answer = self._semantic(text, opts, timer)
             except GraphUnavailable as exc:
-                answer = self._fallback(text, opts, timer, f"graph unavailable: {exc}")
+                answer = self.fallback_answer(text, opts, timer, f"graph unavailable: {exc}")
         timer.ms["total_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
         return replace(answer, timings_ms=dict(timer.ms))
 
     def _semantic(self, text: str, opts: QueryOptions, timer: Timer) -> Answer:
         with timer.stage("embed_ms"):
             vector = self.embedder.embed([text])[0]
-        return self.answer_from_vector(text, vector, opts, timer, search=self._search)
+        return self.answer_from_vector(text, vector, opts, timer, search=self.index_search)
 
-    def _search(self, vector: Any, k: int) -> list[Hit]:
+    def index_search(self, vector: Any, k: int) -> list[Hit]:
+        """The graph's vector search (over-fetch + exact re-score) as pipeline Hits."""
         return [
             Hit(h.path, h.title, h.source_type, h.cosine)  # type: ignore[arg-type]
             for h in self.graph.vector_search(vector, k)
@@ -230,8 +233,10 @@ class Pipeline:
         subjects = self._rank(facts, opts, candidates, timer)
         return Answer(text, "semantic", None, relevance, tuple(hits), subjects)
 
-    def _fallback(self, text: str, opts: QueryOptions, timer: Timer, reason: str) -> Answer:
-        """Degraded mode: term search on KO-DB; never loads the embedding model."""
+    def fallback_answer(self, text: str, opts: QueryOptions, timer: Timer, reason: str) -> Answer:
+        """Degraded mode: term search on KO-DB, ranked the same way; never loads the model.
+
+        Public so that batch callers (load-context, eval) answer exactly like ``ask``."""
         subjects: tuple = ()
         if opts.subjects and opts.top_k:
             with timer.stage("kodb_ms"):

@@ -3,7 +3,7 @@
     input lines ─▶ chunks of 256 prompts ─▶ graph check ─▶ embed (batches of equal length)
         ─▶ search: exact (one matrix product over ``graph.all_vectors()``) or the index
         ─▶ KO-DB lookups for the whole chunk (memoised) ─▶ ``Pipeline.answer_from_vector``
-        └─ graph unavailable ─▶ ``Pipeline._fallback`` (mode "fallback", with the reason)
+        └─ graph unavailable ─▶ ``Pipeline.fallback_answer`` (mode "fallback", with the reason)
 
 The query stages stay in ``pipeline/query.py``: this module only batches what is expensive
 per call (model forward passes, graph round trips, KO-DB statements) and then lets the
@@ -759,7 +759,7 @@ class SessionLoader:
             rest = texts[len(answers) :]
             self._prefetch_fallback(rest)
             for text, timer in zip(rest, timers[len(answers) :], strict=True):
-                answers.append(self.batch._fallback(text, opts, timer, reason))
+                answers.append(self.batch.fallback_answer(text, opts, timer, reason))
             stats.reasons.setdefault(reason, None)
         per_prompt = (time.perf_counter() - t0) * 1e3
         out = []
@@ -788,7 +788,7 @@ class SessionLoader:
         if path == "exact":
             searchers = self._exact_searchers(vectors)
         else:
-            searchers = [self.batch._search] * len(texts)
+            searchers = [self.batch.index_search] * len(texts)
         shared["graph_ms"] = (time.perf_counter() - t) * 1e3
         if path == "exact" and not opts.session_notes_only and not opts.per_token:
             self._prefetch_semantic(vectors, searchers, timers)
@@ -803,7 +803,7 @@ class SessionLoader:
                 rest = texts[len(answers) :]
                 self._prefetch_fallback(rest)
                 for rtext, rtimer in zip(rest, timers[len(answers) :], strict=True):
-                    answers.append(self.batch._fallback(rtext, opts, rtimer, reason))
+                    answers.append(self.batch.fallback_answer(rtext, opts, rtimer, reason))
                 stats.reasons.setdefault(reason, None)
                 break
             answers.append(answer)
@@ -853,7 +853,7 @@ class SessionLoader:
                 usable = np.isfinite(scores).all() and np.any(vector)
                 hits = exact.top_k(vector, scores, k) if usable else None
                 # A hit the registry cannot name (stale registry): ask the graph itself.
-                memo[k] = hits if hits is not None else self.batch._search(vector, k)
+                memo[k] = hits if hits is not None else self.batch.index_search(vector, k)
             return list(memo[k])
 
         return search

@@ -30,7 +30,7 @@ from pipeline.calibrate import Basis
 from pipeline.config import Settings, load_settings
 from pipeline.evaluate.beir import Collection, Doc, Query
 from pipeline.evaluate.metrics import mean_scores, rate, roc_auc
-from pipeline.model import Answer, Calibration, Hit, normalize_text
+from pipeline.model import Answer, Calibration, normalize_text
 
 if TYPE_CHECKING:
     from pipeline.query import Pipeline
@@ -392,7 +392,7 @@ def _measure(
         fallback_opts = QueryOptions.from_settings(
             settings, top_k=FALLBACK_SUBJECTS, facts_per_subject=1
         )
-        search = _graph_search(p)
+        search = p.index_search
         outcomes = []
         t0 = time.perf_counter()
         for i, ((group, query), vector) in enumerate(zip(batches, vectors, strict=True)):
@@ -400,7 +400,7 @@ def _measure(
             ranked = tuple(path_to_doc[h.path] for h in answer.hits if h.path in path_to_doc)
             fallback: tuple[str, ...] = ()
             if group == "on_topic":
-                degraded = p._fallback(query.text, fallback_opts, Timer(), "vault-ko eval")
+                degraded = p.fallback_answer(query.text, fallback_opts, Timer(), "vault-ko eval")
                 fallback = _fallback_docs(p, degraded, path_to_doc)
             outcomes.append(
                 QueryOutcome(
@@ -430,18 +430,6 @@ def _measure(
             seconds=dict(seconds),
             warnings=tuple(warnings),
         )
-
-
-def _graph_search(p: Pipeline) -> Callable[[Any, int], list[Hit]]:
-    """The product's own search: the graph's over-fetch + exact re-score."""
-
-    def search(vector: Any, k: int) -> list[Hit]:
-        return [
-            Hit(h.path, h.title, h.source_type, h.cosine)  # type: ignore[arg-type]
-            for h in p.graph.vector_search(vector, k)
-        ]
-
-    return search
 
 
 def _fallback_docs(p: Pipeline, answer: Answer, path_to_doc: Mapping[str, str]) -> tuple[str, ...]:
