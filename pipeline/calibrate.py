@@ -138,6 +138,13 @@ class Basis:
     margin: float
     warning: str | None
 
+    @property
+    def floor_cosine(self) -> float | None:
+        """The no_match cut-off these numbers give (None when there is nothing to judge by)."""
+        if self.noise_floor is None or self.sigma is None:
+            return None
+        return nf.floor_cosine(self.noise_floor, self.sigma, self.default_n, self.margin)
+
 
 def choose_basis(cal: Calibration | None, model_id: str, dims: int) -> Basis:
     """A trusted, current vault calibration, else the embedder's defaults, else nothing."""

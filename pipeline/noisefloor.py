@@ -208,6 +208,14 @@ class Verdict:
     floor_cosine: float | None
 
 
+def floor_cosine(
+    noise_floor: float, sigma: float, default_n: float | None, margin: float = FLOOR_SIGMA_MARGIN
+) -> float:
+    """The no_match cut-off: ``min(N − margin·σ, default_N)``; no ceiling when unknown."""
+    floor = noise_floor - margin * sigma
+    return floor if default_n is None else min(floor, default_n)
+
+
 def relevance(
     top_cosine: float,
     noise_floor: float,
@@ -223,9 +231,7 @@ def relevance(
     # Guard first: NaN fails every comparison below and would fall through to "strong".
     if not all(math.isfinite(v) for v in (top_cosine, noise_floor, sigma, z)):
         return Verdict(NO_MATCH, None, None)
-    floor = noise_floor - margin * sigma
-    if default_n is not None:
-        floor = min(floor, default_n)
+    floor = floor_cosine(noise_floor, sigma, default_n, margin)
     if top_cosine <= floor:
         return Verdict(NO_MATCH, z, floor)
     if z <= WEAK_MAX_Z:

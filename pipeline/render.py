@@ -169,14 +169,7 @@ def calibration_to_dict(cal: Calibration | None, basis: Basis | None = None) -> 
         data["used"] = basis.source
         data["noise_floor"] = _num(basis.noise_floor)
         data["sigma"] = _num(basis.sigma)
-        data["floor_cosine"] = _num(
-            None
-            if basis.noise_floor is None or basis.sigma is None
-            else min(
-                basis.noise_floor - basis.margin * basis.sigma,
-                basis.default_n if basis.default_n is not None else float("inf"),
-            )
-        )
+        data["floor_cosine"] = _num(basis.floor_cosine)
         data["tight_vault"] = is_tight_vault(basis.mu)
         data["warning"] = basis.warning
     return data

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
@@ -19,8 +20,11 @@ from pipeline.cli._common import (
 )
 from pipeline.render import calibration_to_dict
 
+if TYPE_CHECKING:
+    from pipeline.query import Pipeline
 
-def _open(app: AppContext, vault: str | None = None):  # type: ignore[no-untyped-def]
+
+def _open(app: AppContext, vault: str | None = None) -> Pipeline:
     from pipeline.query import Pipeline
 
     return Pipeline(app.settings(vault))

@@ -122,3 +122,18 @@ def test_unknown_embedder_defaults() -> None:
     assert nf.clamp_sigma(nf.default_dispersion("someone/unknown-model")) == nf.SIGMA_FLOOR
     assert nf.default_noise_floor("BAAI/bge-m3") is None  # the seed ships no N for it
     assert nf.default_dispersion("BAAI/bge-m3") == pytest.approx(0.072)
+
+
+@pytest.mark.parametrize(
+    ("n", "sigma", "default_n", "margin", "floor"),
+    [
+        (0.40, 0.10, None, 0.5, 0.35),
+        (0.40, 0.10, 0.30, 0.5, 0.30),  # the ceiling relaxes
+        (0.20, 0.10, 0.42, 0.5, 0.15),  # and never raises
+        (0.19, 0.135, 0.42, 0.0, 0.19),  # MiniLM: floor at N
+    ],
+)
+def test_floor_cosine(
+    n: float, sigma: float, default_n: float | None, margin: float, floor: float
+) -> None:
+    assert nf.floor_cosine(n, sigma, default_n, margin) == pytest.approx(floor)
