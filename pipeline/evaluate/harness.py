@@ -451,18 +451,13 @@ def _fallback_docs(p: Pipeline, answer: Answer, path_to_doc: Mapping[str, str]) 
 
 
 def _calibration_used(basis: Basis, measured: Calibration | None) -> CalibrationUsed:
-    floor = None
-    if basis.noise_floor is not None and basis.sigma is not None:
-        floor = basis.noise_floor - basis.margin * basis.sigma
-        if basis.default_n is not None:
-            floor = min(floor, basis.default_n)
     return CalibrationUsed(
         source=basis.source,
         noise_floor=basis.noise_floor,
         sigma=basis.sigma,
         mu=basis.mu,
         tight=nf.is_tight_vault(basis.mu),
-        floor_cosine=floor,
+        floor_cosine=basis.floor_cosine,
         default_n=basis.default_n,
         margin=basis.margin,
         measured=measured,

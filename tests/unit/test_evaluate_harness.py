@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.calibrate import Basis, assess
 from pipeline.config import load_settings
 from pipeline.evaluate.beir import Collection, Doc, Query
 from pipeline.evaluate.harness import (
@@ -13,6 +14,7 @@ from pipeline.evaluate.harness import (
     CalibrationUsed,
     EvalReport,
     QueryOutcome,
+    _calibration_used,
     _fallback_docs,
     build_vault,
     eval_settings,
@@ -171,3 +173,17 @@ def test_markdown_report_has_the_tables_and_the_calibration() -> None:
     assert "| vault | 0.300 | 0.100 | 0.200 | no | 0.300 |" in text
     assert "Basic Memory" in text
     assert report.to_dict()["offtopic_silence"] is None  # no off-topic query was run
+
+
+@pytest.mark.parametrize("default_n", [None, 0.05, 0.9])
+def test_reported_floor_is_the_one_the_labels_are_cut_at(default_n: float | None) -> None:
+    basis = Basis("vault", 0.30, 0.05, 0.2, default_n, 1.5, None)
+    used = _calibration_used(basis, None)
+    assert used.floor_cosine == assess(0.5, basis).floor_cosine
+    assert assess(used.floor_cosine, basis).label == "no_match"
+    assert assess(used.floor_cosine + 1e-6, basis).label != "no_match"
+
+
+def test_reported_floor_is_empty_without_a_calibration() -> None:
+    basis = Basis("none", None, None, 0.0, None, 1.5, "no calibration")
+    assert _calibration_used(basis, None).floor_cosine is None
