@@ -26,7 +26,6 @@ extracted without link resolution: their notes are re-extracted once.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -142,7 +141,7 @@ class LinkResolver:
     @classmethod
     def from_parsed(cls, notes: Iterable[ParsedNote]) -> LinkResolver:
         """The resolver over these parsed notes (what a from-scratch ingest builds)."""
-        return cls.build(_registry_row(n) for n in notes)
+        return cls.build(n.note for n in notes)
 
     def __call__(self, target: str) -> str | None:
         """The subject ``target`` (as written in a link) resolves to, or None."""
@@ -200,7 +199,7 @@ def ingest_vault(
     # The registry as this run leaves it: kept rows (unchanged and skipped notes) and the
     # parsed notes' new rows.
     after = {p: n for p, n in registry.items() if p in on_disk} | {
-        p: _registry_row(n) for p, n in parsed.items()
+        p: n.note for p, n in parsed.items()
     }
     old_resolver = LinkResolver.build(registry.values())
     resolver = LinkResolver.build(after.values())
@@ -221,11 +220,11 @@ def ingest_vault(
             if isinstance(outcome, SkippedNote):
                 skipped.append(outcome)  # it turned bad since the scan: old facts kept
                 counts["unchanged"] -= 1
-            else:
+            elif outcome is not None:
                 relinked[path] = outcome
 
     upserts: list[tuple[Note, Sequence[Fact]]] = [
-        (_registry_row(note), extract_facts(note, resolver))
+        (note.note, extract_facts(note, resolver))
         for note in [*parsed.values(), *relinked.values()]
     ]
     if upserts or removed:
@@ -252,11 +251,6 @@ def ingest_vault(
     )
 
 
-def _registry_row(note: ParsedNote) -> Note:
-    """The registry row of a parsed note, with its own subject."""
-    return dataclasses.replace(note.note, subject=note.subject)
-
-
 def _read_if_changed(
     settings: Settings, scanned: ScannedFile, known: Note | None, force: bool
 ) -> ParsedNote | SkippedNote | None:
@@ -271,23 +265,25 @@ def _read_if_changed(
         and known.subject is not None
         else None
     )
-    if reuse is not None and (reuse.mtime, reuse.bytes) == (scanned.mtime, scanned.bytes):
+    if reuse is None:
+        return _read(settings, scanned)
+    if (reuse.mtime, reuse.bytes) == (scanned.mtime, scanned.bytes):
         return None  # cheap path: the file was not touched since the last run
+    # Touched but perhaps not changed (a checkout, a sync tool): the same bytes keep their
+    # facts. The row keeps its old mtime, so the next run hashes it again; cheap next to
+    # parsing.
+    return _read(settings, scanned, unchanged_hash=reuse.content_hash)
+
+
+def _read(
+    settings: Settings, scanned: ScannedFile, unchanged_hash: str | None = None
+) -> ParsedNote | SkippedNote | None:
+    """Read and parse one note, or why it was skipped; None when its bytes still hash to
+    ``unchanged_hash``."""
     try:
         raw, mtime = read_note_bytes(settings.vault, scanned.path, settings.vault_max_note_bytes)
-        if reuse is not None and reuse.content_hash == content_hash(raw):
-            # Touched but not changed (a checkout, a sync tool): its facts stand. The row keeps
-            # its old mtime, so the next run hashes it again; cheap next to parsing.
+        if unchanged_hash is not None and unchanged_hash == content_hash(raw):
             return None
-        return parse_note(raw, scanned.path, scanned.source_type, mtime=mtime)
-    except InputError as exc:
-        return SkippedNote(scanned.path, skip_reason(exc))
-
-
-def _read(settings: Settings, scanned: ScannedFile) -> ParsedNote | SkippedNote:
-    """Read and parse one note unconditionally, or why it was skipped."""
-    try:
-        raw, mtime = read_note_bytes(settings.vault, scanned.path, settings.vault_max_note_bytes)
         return parse_note(raw, scanned.path, scanned.source_type, mtime=mtime)
     except InputError as exc:
         return SkippedNote(scanned.path, skip_reason(exc))

@@ -149,7 +149,7 @@ class ParsedNote:
 
     @property
     def note(self) -> Note:
-        """The registry row of this note."""
+        """The registry row of this note, with its own subject."""
         return Note(
             path=self.path,
             title=self.title,
@@ -157,6 +157,7 @@ class ParsedNote:
             content_hash=self.content_hash,
             mtime=self.mtime,
             bytes=self.bytes,
+            subject=self.subject,
         )
 
 
