@@ -30,7 +30,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -96,10 +96,17 @@ class EmbedReport:
     dims: int
 
     def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["skipped"] = [{"path": p, "reason": r} for p, r in self.skipped]
-        data["seconds"] = round(self.seconds, 3)
-        return data
+        """The `vault-ko embed --json` document: counts first, then model, dims, skipped."""
+        return {
+            "embedded": self.embedded,
+            "deleted": self.deleted,
+            "unchanged": self.unchanged,
+            "links": self.links,
+            "seconds": round(self.seconds, 3),
+            "model": self.model,
+            "dims": self.dims,
+            "skipped": [{"path": path, "reason": reason} for path, reason in self.skipped],
+        }
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ def embed_command(
         graph.close()
 
     if as_json:
-        emit_json(report_to_json(report))
+        emit_json(report.as_dict())
         return
     for path, reason in report.skipped:
         err.print(f"skipped {path}: {reason}", markup=False, soft_wrap=True)
@@ -72,20 +72,6 @@ def embed_command(
             "the vault registry is empty: run `vault-ko ingest` first", markup=False, soft_wrap=True
         )
     out.print(summary_line(report), markup=False, soft_wrap=True)
-
-
-def report_to_json(report: EmbedReport) -> dict[str, object]:
-    """The `--json` document: counts first, then model, dims and the skipped notes."""
-    return {
-        "embedded": report.embedded,
-        "deleted": report.deleted,
-        "unchanged": report.unchanged,
-        "links": report.links,
-        "seconds": round(report.seconds, 3),
-        "model": report.model,
-        "dims": report.dims,
-        "skipped": [{"path": path, "reason": reason} for path, reason in report.skipped],
-    }
 
 
 def summary_line(report: EmbedReport) -> str:

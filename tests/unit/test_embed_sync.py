@@ -354,3 +354,29 @@ def test_link_index_prefers_path_then_title_then_alias_then_stem() -> None:
     assert index.resolve("Archive/Cache.md") == "archive/cache.md"
     assert index.resolve("elsewhere/cache") is None  # a folder that does not exist
     assert index.resolve("Nothing here") is None
+
+
+def test_report_as_dict_is_the_json_document_counts_first_skipped_last() -> None:
+    report = EmbedReport(
+        embedded=2,
+        deleted=1,
+        unchanged=3,
+        links=4,
+        skipped=(("a.md", "bad YAML"),),
+        seconds=1.23456,
+        model="m",
+        dims=8,
+    )
+    data = report.as_dict()
+    assert list(data) == [
+        "embedded",
+        "deleted",
+        "unchanged",
+        "links",
+        "seconds",
+        "model",
+        "dims",
+        "skipped",
+    ]
+    assert data["seconds"] == 1.235
+    assert data["skipped"] == [{"path": "a.md", "reason": "bad YAML"}]
