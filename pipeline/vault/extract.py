@@ -66,7 +66,7 @@ from pipeline.vault.parse import (
     clip_text,
     is_attachment,
     link_subject,
-    split_link,
+    lone_link,
     stringify,
     unwrap_value,
     wikilink_subjects,
@@ -125,7 +125,6 @@ DECISION_SECTIONS = frozenset({"decision", "decisions", "decision outcome", "the
 _HEADING_NOISE = re.compile(r"^[\W\d_]+")
 _WORD = re.compile(r"[^\W\d_]+")
 _SUPERSEDED_BY = re.compile(r"\bsuperseded\s+by\b[\s:]*", re.IGNORECASE)
-_LONE_LINK = re.compile(r"\s*!?\[\[(?P<inner>[^\[\]\n]+?)\]\]\s*\Z")  # as parse.unwrap_value
 _DATE_LINE = re.compile(r"\s*date\s*:\s*(?P<value>\S.{0,40}?)\s*\Z", re.IGNORECASE)
 
 
@@ -220,11 +219,9 @@ def frontmatter_properties(
                 visit(key, item, depth + 1)
         else:
             text = unwrap_value(stringify(value)) if isinstance(value, str) else stringify(value)
-            lone = _LONE_LINK.match(value) if link and isinstance(value, str) else None
-            if lone and link:
-                target, _alias = split_link(lone["inner"])
-                if target and not is_attachment(target):
-                    text = link(target) or text
+            target = lone_link(value) if link and isinstance(value, str) else None
+            if link and target and not is_attachment(target):
+                text = link(target) or text
             if text:
                 pairs.append((key, text))
 

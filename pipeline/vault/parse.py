@@ -399,11 +399,17 @@ def link_subject(target: str) -> str:
     return PurePosixPath(target).name.strip() if target else ""
 
 
+def lone_link(text: str) -> str | None:
+    """The target of a value that is one wikilink and nothing else (``"[[X|alias]]"`` -> X),
+    else None."""
+    m = _WHOLE_WIKILINK.match(text)
+    return split_link(m["inner"])[0] if m else None
+
+
 def unwrap_value(text: str) -> str:
     """A property value: a lone ``[[X]]`` becomes X; other links become their display text."""
-    m = _WHOLE_WIKILINK.match(text)
-    if m:
-        target, _alias = split_link(m["inner"])
+    target = lone_link(text)
+    if target is not None:
         return link_subject(target) or text.strip()
     return _WIKILINK.sub(lambda mm: _display(mm["inner"]), text).strip()
 
@@ -575,8 +581,7 @@ class _BodyWalker:
 
     def _add_field(self, key: str, raw_value: str, plain_value: str, file_line: int) -> None:
         key = key.strip()
-        whole = _WHOLE_WIKILINK.match(raw_value)
-        value = unwrap_value(raw_value) if whole else plain_value.strip()
+        value = unwrap_value(raw_value) if lone_link(raw_value) is not None else plain_value.strip()
         if key and value:
             self.fields.append(InlineField(key, value, file_line))
 
