@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.errors import InputError
 from pipeline.model import SourceType
-from pipeline.vault.parse import ParsedNote, clip_text, parse_note, read_note
+from pipeline.vault.parse import ParsedNote, clip_text, lone_link, parse_note, read_note
 
 
 def parse(text: str, path: str = "wiki/note.md", stype: SourceType = "wiki") -> ParsedNote:
@@ -21,6 +21,13 @@ def targets(note: ParsedNote) -> list[str]:
 
 
 # --- links ----------------------------------------------------------------------------
+
+
+def test_lone_link_is_the_target_of_a_value_that_is_only_one_link() -> None:
+    assert lone_link(" [[adr/0007-use-redis.md#Decision|the ADR]] ") == "adr/0007-use-redis"
+    assert lone_link("![[Diagram.png]]") == "Diagram.png"
+    assert lone_link("see [[Redis]]") is None
+    assert lone_link("[[A]] and [[B]]") is None
 
 
 def test_wikilink_forms_give_bare_targets() -> None:
