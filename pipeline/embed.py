@@ -300,9 +300,3 @@ def get_embedder(settings: Settings) -> Embedder:
             encoder = _load_sentence_transformer(source, model, device)
             _ENCODERS[key] = encoder
     return Embedder.from_encoder(encoder, model_id=model_id, batch_size=settings.embed_batch_size)
-
-
-def clear_embedder_cache() -> None:
-    """Forget loaded models (tests; a service reloading its configuration)."""
-    with _CACHE_LOCK:
-        _ENCODERS.clear()

@@ -13,9 +13,9 @@ local.py          the local ArcadeDB server managed per state dir (`vault-ko gra
 from __future__ import annotations
 
 from pipeline.graph.breaker import Breaker
-from pipeline.graph.client import GraphClient, open_graph
+from pipeline.graph.client import GraphClient, ensure_vector_index, open_graph
 from pipeline.graph.dialects import ARCADEDB, DIALECTS, MEMGRAPH, NEO4J
-from pipeline.graph.local import LocalGraph, ensure_vector_index, local_graph
+from pipeline.graph.local import LocalGraph
 from pipeline.graph.records import GraphHit, GraphNote, GraphStatus, NoteState
 
 __all__ = [
@@ -31,6 +31,5 @@ __all__ = [
     "LocalGraph",
     "NoteState",
     "ensure_vector_index",
-    "local_graph",
     "open_graph",
 ]

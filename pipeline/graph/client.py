@@ -564,3 +564,14 @@ def _check_dims(dims: int) -> None:
 def open_graph(settings: Settings) -> GraphClient:
     """A GraphClient for these settings (no network I/O until its first call)."""
     return GraphClient(settings)
+
+
+def ensure_vector_index(settings: Settings, dims: int) -> None:
+    """Make the graph's vector index have ``dims`` dimensions (for the embed stage).
+
+    Creates it when missing; when it exists with other dimensions, drops it, deletes the
+    notes embedded with other dimensions (they must be re-embedded) and recreates it.
+    Raises GraphUnavailable / GraphQueryError.
+    """
+    with GraphClient(settings) as client:
+        client.ensure_vector_index(dims)

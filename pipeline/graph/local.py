@@ -536,21 +536,3 @@ class LocalGraph:
 
 class _Exited(Exception):
     """The server process exited while we waited for it."""
-
-
-def local_graph(settings: Settings) -> LocalGraph:
-    """The local graph of the vault these settings describe."""
-    return LocalGraph(settings.state_dir)
-
-
-def ensure_vector_index(settings: Settings, dims: int) -> None:
-    """Make the graph's vector index have ``dims`` dimensions (for the embed stage).
-
-    Creates it when missing; when it exists with other dimensions, drops it, deletes the
-    notes embedded with other dimensions (they must be re-embedded) and recreates it.
-    Raises GraphUnavailable / GraphQueryError.
-    """
-    from pipeline.graph.client import GraphClient
-
-    with GraphClient(settings) as client:
-        client.ensure_vector_index(dims)

@@ -71,14 +71,3 @@ def exact_rescore(
         GraphHit(path=c.path, title=c.title, source_type=c.source_type, cosine=cos)
         for cos, c in usable[:k]
     ]
-
-
-def cosine_matrix(queries: np.ndarray, vectors: np.ndarray) -> np.ndarray:
-    """Exact cosines of each query row to each vector row (zero rows give 0)."""
-    q = np.asarray(queries, dtype=np.float64)
-    v = np.asarray(vectors, dtype=np.float64)
-    qn = np.linalg.norm(q, axis=1, keepdims=True)
-    vn = np.linalg.norm(v, axis=1, keepdims=True)
-    qn[qn == 0] = 1.0
-    vn[vn == 0] = 1.0
-    return (q / qn) @ (v / vn).T
