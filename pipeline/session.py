@@ -35,7 +35,7 @@ import os
 import re
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
@@ -53,7 +53,7 @@ from pipeline.errors import (
 )
 from pipeline.graph.records import Candidate
 from pipeline.graph.scoring import exact_rescore
-from pipeline.model import Answer, Fact, Hit
+from pipeline.model import Answer, Fact, Hit, Note
 from pipeline.query import Pipeline, QueryOptions, Timer
 from pipeline.render import answer_to_dict, to_markdown
 
@@ -416,10 +416,19 @@ class CachedKodb:
         self._by_file: dict[str, frozenset[str]] = {}
         self._by_term: dict[str, tuple[str, ...]] = {}
         self._facts: dict[str, tuple[Fact, ...]] = {}
+        self._notes: Mapping[str, Note] | None = None
         self.statements = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._kodb, name)
+
+    def notes(self) -> Mapping[str, Note]:
+        """The note registry, read once: choosing the search path and loading the exact
+        search both need it, and load-context never writes to it."""
+        if self._notes is None:
+            self.statements += 1
+            self._notes = self._kodb.notes()
+        return self._notes
 
     def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
         """Per file, the subject_norms of its facts; new files are fetched in one call."""
@@ -430,10 +439,6 @@ class CachedKodb:
             for path, subjects in self._kodb.subjects_by_source_file(missing).items():
                 self._by_file[path] = frozenset(subjects)
         return {p: set(self._by_file.get(p, ())) for p in wanted}
-
-    def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
-        """subject_norms of the facts from these files."""
-        return set().union(*self.subjects_by_source_file(paths).values())
 
     def search_subjects_many(
         self, terms: Sequence[str], limit: int | None = None
@@ -751,11 +756,11 @@ class SessionLoader:
         answers: list[Answer] = []
         if reason is None:
             try:
-                answers = self._semantic_chunk(texts, timers, shared, stats)
-            except GraphUnavailable as exc:  # the graph died before any answer of the chunk
+                for answer in self._semantic_answers(texts, timers, shared, stats):
+                    answers.append(answer)
+            except GraphUnavailable as exc:  # before or while answering: the rest falls back
                 reason = f"graph unavailable: {exc}"
-        if len(answers) < len(texts):
-            reason = reason or "graph unavailable"
+        if reason is not None:
             rest = texts[len(answers) :]
             self._prefetch_fallback(rest)
             for text, timer in zip(rest, timers[len(answers) :], strict=True):
@@ -772,11 +777,11 @@ class SessionLoader:
         self.kodb.trim()
         return out
 
-    def _semantic_chunk(
+    def _semantic_answers(
         self, texts: list[str], timers: list[Timer], shared: dict[str, float], stats: _Stats
-    ) -> list[Answer]:
-        """Embed and search the chunk, then answer each prompt; stops early (returning the
-        answers so far) when the graph becomes unavailable in the middle."""
+    ) -> Iterator[Answer]:
+        """Embed and search the chunk, then yield each prompt's answer in order; raises
+        GraphUnavailable when the graph goes away (the caller answers the rest in fallback)."""
         opts = self.options
         t = time.perf_counter()
         vectors, batches = embed_prompts(self.batch.embedder, texts)
@@ -792,23 +797,9 @@ class SessionLoader:
         shared["graph_ms"] = (time.perf_counter() - t) * 1e3
         if path == "exact" and not opts.session_notes_only and not opts.per_token:
             self._prefetch_semantic(vectors, searchers, timers)
-        answers: list[Answer] = []
         for text, vector, searcher, timer in zip(texts, vectors, searchers, timers, strict=True):
-            try:
-                answer = self.batch.answer_from_vector(text, vector, opts, timer, search=searcher)
-            except GraphUnavailable as exc:
-                if not answers:
-                    raise
-                reason = f"graph unavailable: {exc}"
-                rest = texts[len(answers) :]
-                self._prefetch_fallback(rest)
-                for rtext, rtimer in zip(rest, timers[len(answers) :], strict=True):
-                    answers.append(self.batch.fallback_answer(rtext, opts, rtimer, reason))
-                stats.reasons.setdefault(reason, None)
-                break
-            answers.append(answer)
+            yield self.batch.answer_from_vector(text, vector, opts, timer, search=searcher)
             stats.searches[path] += 1
-        return answers
 
     def _choose_path(self, prompts: int) -> str:
         """exact or index, chosen once per run (auto: by batch size against vault size)."""
@@ -865,8 +856,9 @@ class SessionLoader:
         searchers: Sequence[Callable[[Any, int], list[Hit]]],
         timers: Sequence[Timer],
     ) -> None:
-        """Warm the cache for the chunk: titles of hits above the floor in one search, their
-        files' subjects, then the facts of every nominated subject in one statement.
+        """Warm the cache for the chunk: the subjects of the files of hits above the floor,
+        their titles in one search, then the facts of every nominated subject; one statement
+        each.
 
         Only a warm-up: answers do not depend on it (a miss is fetched when asked).
         """
@@ -879,10 +871,10 @@ class SessionLoader:
             rel = assess(hits[0].cosine if hits else None, basis)
             if rel.label != "no_match" and opts.subjects and opts.top_k:
                 live.append((hits, rel.floor_cosine))
-        titles = {
-            h.title for hits, floor in live for h in hits if floor is None or h.cosine > floor
-        }
-        titles.discard("")
+        above = [h for hits, floor in live for h in hits if floor is None or h.cosine > floor]
+        if above:
+            self.kodb.subjects_by_source_file({h.path for h in above})
+        titles = {h.title for h in above if h.title.strip()}
         if titles:
             self.kodb.search_subjects_many(sorted(titles))
         candidates: set[str] = set()

@@ -230,6 +230,14 @@ def test_memoised_kodb_needs_fewer_statements_than_single_queries(tmp_path: Path
     assert batch_calls < single_kodb.calls / 4
 
 
+def test_a_chunk_reads_each_kind_of_kodb_row_in_one_statement(tmp_path: Path) -> None:
+    p, _, _, kodb = make(tmp_path)
+    report = load_context(p, PROMPTS * 3, tmp_path / "out", search="exact")
+    # hit files' subjects, title matches, facts of the nominated subjects
+    assert kodb.calls == 3
+    assert report.kodb_statements == 4  # and the registry, read once for the exact search
+
+
 def test_cached_kodb_returns_what_the_store_returns(tmp_path: Path) -> None:
     store = FakeKodb()
     cache = CachedKodb(store)
