@@ -21,9 +21,9 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -47,6 +47,7 @@ TERMS_PER_STATEMENT = 100
 #: PostgreSQL advisory lock key serialising schema migrations ("vkokodb" in ASCII).
 _PG_MIGRATE_LOCK = 0x766B6F6B6F6462
 _SUPPORTED = ("sqlite", "postgresql")
+_Model = TypeVar("_Model", Fact, Note, Calibration)
 
 
 @dataclass(frozen=True)
@@ -87,16 +88,10 @@ def _fts_phrase(term_norm: str) -> str:
     return '"' + term_norm.replace('"', '""') + '"'
 
 
-def _fact_from_row(row: Any) -> Fact:
-    return Fact(
-        subject=row.subject,
-        predicate=row.predicate,
-        object=row.object,
-        confidence=float(row.confidence),
-        source_type=row.source_type,
-        source_file=row.source_file,
-        extractor=row.extractor,
-    )
+def _from_row(cls: type[_Model], row: Any) -> _Model:
+    """A model dataclass (Fact, Note, Calibration) from a row whose columns bear its field
+    names: the tables name their columns after the model's fields."""
+    return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
 
 
 class KoDB:
@@ -200,18 +195,7 @@ class KoDB:
         t = schema.notes
         with self._tx() as conn:
             rows = conn.execute(sa.select(t)).all()
-        return {
-            r.path: Note(
-                path=r.path,
-                title=r.title,
-                source_type=r.source_type,
-                content_hash=r.content_hash,
-                mtime=float(r.mtime),
-                bytes=int(r.bytes),
-                subject=r.subject,
-            )
-            for r in rows
-        }
+        return {r.path: _from_row(Note, r) for r in rows}
 
     def apply_ingest(
         self,
@@ -227,19 +211,7 @@ class KoDB:
         extractor's facts of that file. Facts of other extractors are never touched.
         """
         now = time.time()
-        note_rows = [
-            {
-                "path": note.path,
-                "title": note.title,
-                "source_type": note.source_type,
-                "content_hash": note.content_hash,
-                "mtime": note.mtime,
-                "bytes": note.bytes,
-                "subject": note.subject,
-                "ingested_at": now,
-            }
-            for note, _ in upserts
-        ]
+        note_rows = [asdict(note) | {"ingested_at": now} for note, _ in upserts]
         paths = list(dict.fromkeys([n.path for n, _ in upserts] + list(removed)))
         new_facts = [f for _, fs in upserts for f in fs]
         with self._tx(write=True) as conn:
@@ -247,18 +219,7 @@ class KoDB:
                 stmt = self._insert(schema.notes)
                 stmt = stmt.on_conflict_do_update(
                     index_elements=[schema.notes.c.path],
-                    set_={
-                        name: stmt.excluded[name]
-                        for name in (
-                            "title",
-                            "subject",
-                            "source_type",
-                            "content_hash",
-                            "mtime",
-                            "bytes",
-                        )
-                    }
-                    | {"ingested_at": stmt.excluded.ingested_at},
+                    set_={name: stmt.excluded[name] for name in note_rows[0] if name != "path"},
                 )
                 for chunk in _chunks(note_rows):
                     conn.execute(stmt, list(chunk))
@@ -427,7 +388,7 @@ class KoDB:
         # The hash selects; the stored norm decides (guards against a key collision).
         rows = [r for r in rows if r.subject_norm in wanted]
         rows.sort(key=lambda r: (r.subject_norm, r.predicate, r.object, r.source_file, r.extractor))
-        return [_fact_from_row(r) for r in rows]
+        return [_from_row(Fact, r) for r in rows]
 
     def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
         """subject_norms of the facts coming from these source files."""
@@ -562,20 +523,7 @@ class KoDB:
     def save_calibration(self, cal: Calibration) -> None:
         """Store one calibration measurement (history is kept)."""
         with self._tx(write=True) as conn:
-            conn.execute(
-                schema.calibrations.insert().values(
-                    embedder=cal.embedder,
-                    dims=cal.dims,
-                    probe_set_version=cal.probe_set_version,
-                    noise_floor=cal.noise_floor,
-                    sigma=cal.sigma,
-                    mu=cal.mu,
-                    n_notes=cal.n_notes,
-                    n_pairs=cal.n_pairs,
-                    vault_notes_at_calibration=cal.vault_notes_at_calibration,
-                    measured_at=cal.measured_at,
-                )
-            )
+            conn.execute(schema.calibrations.insert().values(**asdict(cal)))
 
     def latest_calibration(
         self, embedder: str | None = None, dims: int | None = None
@@ -590,20 +538,7 @@ class KoDB:
         stmt = stmt.order_by(c.c.measured_at.desc(), c.c.id.desc()).limit(1)
         with self._tx() as conn:
             row = conn.execute(stmt).first()
-        if row is None:
-            return None
-        return Calibration(
-            embedder=row.embedder,
-            dims=int(row.dims),
-            probe_set_version=int(row.probe_set_version),
-            noise_floor=float(row.noise_floor),
-            sigma=float(row.sigma),
-            mu=float(row.mu),
-            n_notes=int(row.n_notes),
-            n_pairs=int(row.n_pairs),
-            vault_notes_at_calibration=int(row.vault_notes_at_calibration),
-            measured_at=float(row.measured_at),
-        )
+        return None if row is None else _from_row(Calibration, row)
 
 
 def _sqlite_engine(url: sa.URL, shown: str) -> Engine:
