@@ -217,6 +217,7 @@ class GraphClient:
         self.url = self.target.url
         self.agent: str | None = None
         self._dialect: str | None = None
+        self._arcadedb_schema_ready = False
         self._driver: neo4j.Driver | None = None
         self._sleep = sleep
         self.breaker = Breaker(
@@ -415,6 +416,11 @@ class GraphClient:
         self.ensure_vector_index(dims)
 
     def _arcadedb_schema(self) -> None:
+        """The database, types and path index over HTTP, once per client: ensure_schema,
+        vector_index_dims and ensure_vector_index each need them, and repeating the
+        (idempotent) commands would only cost round trips."""
+        if self._arcadedb_schema_ready:
+            return
         http, database = self._http()
 
         def run() -> None:
@@ -422,6 +428,7 @@ class GraphClient:
             http.ensure_schema(database)
 
         self._call(run)
+        self._arcadedb_schema_ready = True
 
     def vector_index_dims(self) -> int | None:
         """The dimensions of the note vector index, or None when there is none."""

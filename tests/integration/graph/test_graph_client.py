@@ -8,6 +8,7 @@ import pytest
 from pipeline.config import Settings
 from pipeline.errors import GraphQueryError
 from pipeline.graph import GraphClient, GraphNote
+from pipeline.graph.arcadedb_http import ArcadeHttp
 
 pytestmark = pytest.mark.integration
 
@@ -183,3 +184,21 @@ def test_wrong_password_is_a_query_error(graph_settings: Settings) -> None:
         with pytest.raises(GraphQueryError, match="credentials"):
             client.note_states()
         assert client.breaker.read().state == "closed"
+
+
+def test_arcadedb_schema_commands_are_sent_once_per_client(
+    graph_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[str] = []
+    real_sql = ArcadeHttp.sql
+
+    def counting_sql(self: ArcadeHttp, database: str, command: str) -> list[dict]:
+        sent.append(command)
+        return real_sql(self, database, command)
+
+    monkeypatch.setattr(ArcadeHttp, "sql", counting_sql)
+    with GraphClient(graph_settings) as client:
+        client.ensure_schema(DIMS)  # also reads the vector index dims
+        client.ensure_schema(DIMS)
+        assert client.vector_index_dims() == DIMS
+    assert sum(c.startswith("CREATE VERTEX TYPE") for c in sent) == 1
