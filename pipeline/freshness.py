@@ -135,7 +135,12 @@ class Classification:
     stale_since: Mapping[str, float] = field(default_factory=dict)
 
     def paths(self, state: str) -> tuple[str, ...]:
+        """The note paths in one state."""
         return getattr(self, state)  # type: ignore[no-any-return]
+
+    def counts(self, states: Iterable[str] = OUT_OF_DATE) -> dict[str, int]:
+        """Notes per state, for these states (by default the out-of-date ones)."""
+        return {s: len(self.paths(s)) for s in states}
 
 
 @dataclass(frozen=True)
@@ -176,6 +181,8 @@ class TypeCoverage:
 
 @dataclass(frozen=True)
 class CalibrationCheck:
+    """The stored calibration and whether it still fits the model and the vault."""
+
     status: CalibrationStatus
     reasons: tuple[str, ...]
     checked: bool  # False with --no-calibration-check: reported, not counted as stale
@@ -199,6 +206,8 @@ class CalibrationCheck:
 
 @dataclass(frozen=True)
 class GraphCheck:
+    """The graph's reachability, latency and size as the check saw them."""
+
     up: bool
     url: str | None
     dialect: str | None
@@ -221,6 +230,8 @@ class GraphCheck:
 
 @dataclass(frozen=True)
 class KodbCheck:
+    """KO-DB's reachability and its facts whose source file is gone."""
+
     up: bool
     url: str
     dialect: str | None = None
@@ -303,14 +314,17 @@ class FreshnessReport:
 
     @property
     def counts(self) -> dict[str, int]:
-        return {s: len(self.classification.paths(s)) for s in OUT_OF_DATE}
+        """Out-of-date notes per state."""
+        return self.classification.counts()
 
     @property
     def out_of_date(self) -> int:
+        """All out-of-date notes."""
         return sum(self.counts.values())
 
     @property
     def exit_code(self) -> int:
+        """0 fresh, 1 stale, 2 error."""
         return {"fresh": EXIT_OK, "stale": EXIT_FAILURE}.get(self.status, EXIT_UNAVAILABLE)
 
     def to_dict(self) -> dict[str, Any]:
@@ -490,7 +504,7 @@ def decide(
     if errors:
         return "error", errors
     reasons: list[str] = []
-    counts = {s: len(classification.paths(s)) for s in OUT_OF_DATE}
+    counts = classification.counts()
     out_of_date = sum(counts.values())
     total = len(classification.fresh) + out_of_date
     ratio = out_of_date / total if total else 0.0
@@ -632,7 +646,7 @@ def check_freshness(
     orphan_types = {
         p: registry_types.get(p) or source_type_for(p, settings) for p in classification.orphaned
     }
-    since = [classification.stale_since[p] for p in classification.stale_since]
+    since = list(classification.stale_since.values())
     status, reasons = decide(classification, calibration, options, errors)
     return FreshnessReport(
         status=status,
@@ -798,7 +812,7 @@ def to_prometheus(report: FreshnessReport) -> str:
         [({}, report.seconds)],
     )
     p.gauge("vault_notes", "Notes on disk in the vault.", [({}, report.notes_on_disk)])
-    counts = {s: len(report.classification.paths(s)) for s in NOTE_STATES}
+    counts = report.classification.counts(NOTE_STATES)
     counts["skipped"] = len(report.skipped)
     p.gauge(
         "notes",
