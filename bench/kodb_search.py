@@ -17,10 +17,9 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
-from pipeline.kodb import KoDB, reference_search
+from pipeline.kodb import KoDB, reference_search, scratch_database
 from pipeline.model import Fact
 
 LETTERS = "abcdefghijklmnopqrstuvwxyzáéíóöőúüű"
@@ -80,23 +79,10 @@ def main() -> int:
     print(f"sqlite trigram search p50 {sqlite_p50:.2f} ms; python full scan p50 {scan_p50:.2f} ms")
 
     if args.pg_url:
-        import sqlalchemy as sa
-
-        name = f"vaultko_bench_{uuid.uuid4().hex[:8]}"
-        admin = sa.create_engine(args.pg_url, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        try:
-            url = args.pg_url.rsplit("/", 1)[0] + f"/{name}"
-            with KoDB.open(url) as db:
-                load(db, subjects)
-                pg_ms, _ = time_search(db, terms, db.subject_norms())
-            print(f"postgresql trigram search p50 {statistics.median(pg_ms):.2f} ms")
-        finally:
-            admin.dispose()
-            with admin.connect() as conn:
-                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
-            admin.dispose()
+        with scratch_database(args.pg_url, "vaultko_bench") as url, KoDB.open(url) as db:
+            load(db, subjects)
+            pg_ms, _ = time_search(db, terms, db.subject_norms())
+        print(f"postgresql trigram search p50 {statistics.median(pg_ms):.2f} ms")
 
     print(
         f"RESULT subjects={len(subjects)} sqlite_p50_ms={sqlite_p50:.2f} "

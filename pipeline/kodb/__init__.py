@@ -15,7 +15,7 @@ from pipeline.kodb.match import (
     word_boundary_match,
 )
 from pipeline.kodb.schema import SCHEMA_VERSION
-from pipeline.kodb.store import ImportResult, KoDB, subject_key
+from pipeline.kodb.store import ImportResult, KoDB, scratch_database, subject_key
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -25,6 +25,7 @@ __all__ = [
     "escape_like",
     "normalize_term",
     "reference_search",
+    "scratch_database",
     "subject_key",
     "word_boundary_match",
 ]

@@ -1,8 +1,9 @@
 """KoDB: the facts database behind one small API (SQLite file by default, PostgreSQL by URL).
 
 This module is the one place that turns SQLAlchemy's exceptions into ``KodbError``
-(``KoDB._translate``). Every method runs in one transaction; writes on SQLite take the write
-lock up front (``BEGIN IMMEDIATE``) so two writers queue instead of failing mid-transaction.
+(``KoDB._translate`` in transactions, ``_refused`` around engines). Every method runs in one
+transaction; writes on SQLite take the write lock up front (``BEGIN IMMEDIATE``) so two
+writers queue instead of failing mid-transaction.
 
 Subject search (``search_subjects``): a substring pre-filter in SQL over the distinct
 subjects, then the word-boundary check of ``match.py`` in Python on the candidates, so the
@@ -17,7 +18,9 @@ result is exactly ``match.reference_search`` over the same data.
 from __future__ import annotations
 
 import hashlib
+import re
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -48,6 +51,8 @@ TERMS_PER_STATEMENT = 100
 _PG_MIGRATE_LOCK = 0x766B6F6B6F6462
 _SUPPORTED = ("sqlite", "postgresql")
 _Model = TypeVar("_Model", Fact, Note, Calibration)
+#: Allowed prefixes of scratch database names (the name is an identifier, not a parameter).
+_SCRATCH_PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,40}")
 
 
 @dataclass(frozen=True)
@@ -68,9 +73,13 @@ def _chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
-def _normalize_url(url: str) -> sa.URL:
-    """Parse a URL; a bare ``postgresql://`` (or ``postgres://``) uses psycopg 3."""
-    parsed = sa.make_url(url)
+def _parse_url(url: str) -> sa.URL:
+    """Parse a URL (KodbError when it is none); a bare ``postgresql://`` (or ``postgres://``)
+    uses psycopg 3."""
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError as exc:
+        raise KodbError(f"KO-DB URL {mask_url(url)!r} is not a valid SQLAlchemy URL") from exc
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed
@@ -108,22 +117,17 @@ class KoDB:
     def open(cls, url: str) -> KoDB:
         """Connect to ``url``, creating or migrating the schema (and a SQLite file's folder)."""
         shown = mask_url(url)
-        try:
-            parsed = _normalize_url(url)
-        except sa.exc.ArgumentError as exc:
-            raise KodbError(f"KO-DB URL {shown!r} is not a valid SQLAlchemy URL") from exc
+        parsed = _parse_url(url)
         backend = parsed.get_backend_name()
         if backend not in _SUPPORTED:
             raise KodbError(f"KO-DB URL {shown!r}: only sqlite and postgresql are supported")
         if backend == "sqlite":
             engine = _sqlite_engine(parsed, shown)
         else:
-            try:
+            with _refused(f"KO-DB at {shown}"):
                 engine = sa.create_engine(
                     parsed, pool_pre_ping=True, connect_args={"connect_timeout": 5}
                 )
-            except (sa.exc.SQLAlchemyError, ImportError) as exc:
-                raise KodbError(f"KO-DB at {shown}: {_short(exc)}") from exc
         db = cls(engine, shown)
         try:
             db._migrate()
@@ -549,10 +553,8 @@ def _sqlite_engine(url: sa.URL, shown: str) -> Engine:
             Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise KodbError(f"KO-DB at {shown}: cannot create its folder: {exc}") from exc
-    try:
+    with _refused(f"KO-DB at {shown}"):
         engine = sa.create_engine(url, connect_args={"timeout": 30})
-    except sa.exc.SQLAlchemyError as exc:
-        raise KodbError(f"KO-DB at {shown}: {_short(exc)}") from exc
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -574,3 +576,50 @@ def _sqlite_engine(url: sa.URL, shown: str) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
+
+
+@contextmanager
+def scratch_database(server_url: str, prefix: str = "vaultko_scratch") -> Iterator[str]:
+    """A new, empty PostgreSQL database on the server of ``server_url``, for benchmarks and
+    tests: yields its URL, then drops it (ending the connections still open to it).
+
+    ``server_url`` names any database the user may connect to (``postgres`` will do); the new
+    database is ``<prefix>_<random hex>``. Raises KodbError when the server refuses.
+    """
+    shown = mask_url(server_url)
+    if not _SCRATCH_PREFIX.fullmatch(prefix):
+        raise KodbError(f"scratch database prefix {prefix!r}: use a-z, 0-9 and _ only")
+    parsed = _parse_url(server_url)
+    if parsed.get_backend_name() != "postgresql":
+        raise KodbError(f"KO-DB URL {shown!r}: a scratch database needs PostgreSQL")
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    activity = sa.table("pg_stat_activity", sa.column("pid"), sa.column("datname"))
+    terminate = sa.select(sa.func.pg_terminate_backend(activity.c.pid)).where(
+        activity.c.datname == name
+    )
+    with _refused(f"PostgreSQL at {shown}"):
+        admin = sa.create_engine(
+            parsed, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5}
+        )
+    quoted = admin.dialect.identifier_preparer.quote(name)
+    try:
+        with _refused(f"PostgreSQL at {shown}"), admin.connect() as conn:
+            conn.exec_driver_sql(f"CREATE DATABASE {quoted}")
+        try:
+            yield parsed.set(database=name).render_as_string(hide_password=False)
+        finally:
+            with _refused(f"PostgreSQL at {shown}"), admin.connect() as conn:
+                conn.execute(terminate)
+                conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {quoted}")
+    finally:
+        admin.dispose()
+
+
+@contextmanager
+def _refused(where: str) -> Iterator[None]:
+    """KodbError ``"<where>: <driver's first line>"`` for what SQLAlchemy, the server or a
+    missing driver refuses outside a KoDB transaction (engines, scratch databases)."""
+    try:
+        yield
+    except (sa.exc.SQLAlchemyError, ImportError) as exc:
+        raise KodbError(f"{where}: {_short(exc)}") from exc

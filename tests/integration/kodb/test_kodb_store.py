@@ -12,11 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.errors import InputError, KodbError
-from pipeline.kodb import SCHEMA_VERSION, ImportResult, KoDB, reference_search
+from pipeline.kodb import SCHEMA_VERSION, ImportResult, KoDB, reference_search, scratch_database
 from pipeline.kodb import schema as kodb_schema
 from pipeline.model import Calibration, Fact, Note
 
 pytestmark = pytest.mark.integration
+
+
+#: A PostgreSQL URL that is never connected to (the prefix is refused first).
+PG_URL = "postgresql+psycopg://postgres@127.0.0.1:1/none"
 
 
 def fact(subject: str, source_file: str = "wiki/a.md", **kw: object) -> Fact:
@@ -89,6 +93,28 @@ def test_database_migrated_by_a_newer_version_is_refused(tmp_path: Path) -> None
 def test_unusable_urls_raise_kodb_error(url: str) -> None:
     with pytest.raises(KodbError):
         KoDB.open(url)
+
+
+def test_scratch_database_is_new_and_dropped_even_with_connections_open(
+    pg_server_url: str,
+) -> None:
+    with scratch_database(pg_server_url, "vaultko_scratch_test") as url:
+        assert url != pg_server_url
+        store = KoDB.open(url)  # its pooled connection is still open at the drop
+        store.import_facts([fact("Redis")])
+        assert store.count_facts() == 1
+    store.close()
+    with pytest.raises(KodbError, match="does not exist"):
+        KoDB.open(url)
+
+
+@pytest.mark.parametrize(
+    ("url", "prefix"),
+    [("sqlite:///x.db", "vaultko"), ("not a url", "vaultko"), (PG_URL, "Bad-Name")],
+)
+def test_scratch_database_refuses_other_backends_and_bad_prefixes(url: str, prefix: str) -> None:
+    with pytest.raises(KodbError), scratch_database(url, prefix):
+        pass
 
 
 def test_import_is_idempotent_and_counts_existing(db: KoDB) -> None:
