@@ -10,6 +10,7 @@ from rich.table import Table
 
 from pipeline.cli._common import AppContext, emit_json, err, json_option, out, pass_app
 from pipeline.errors import FactRowsError
+from pipeline.facts_import import EXTENSIONS, FORMATS, read_fact_file, write_rejects
 from pipeline.model import Fact
 
 #: Subjects `facts search` lists when --limit is not given.
@@ -28,8 +29,8 @@ def facts_group() -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "csv"]),
-    help="The file's format; by default inferred from its extension (.jsonl, .ndjson, .csv).",
+    type=click.Choice(FORMATS),
+    help=f"The file's format; by default inferred from its extension ({', '.join(EXTENSIONS)}).",
 )
 @click.option(
     "--skip-invalid",
@@ -60,7 +61,7 @@ def facts_import(
     nothing is written (exit 3), unless --skip-invalid is given. Importing the same
     file again adds nothing: facts are identified by subject, predicate, object and file.
     """
-    from pipeline.facts_import import read_fact_file, write_rejects
+    # Imported here so `vault-ko --help` does not load SQLAlchemy.
     from pipeline.kodb import KoDB
 
     if skip_invalid and not rejects:
