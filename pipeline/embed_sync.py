@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pipeline.errors import InputError
 from pipeline.graph import GraphNote, NoteState
 from pipeline.model import Note, normalize_text
-from pipeline.vault.parse import read_note, split_frontmatter, unwrap_value
+from pipeline.vault.parse import read_note
 
 if TYPE_CHECKING:
     import numpy as np
@@ -159,30 +159,14 @@ class LinkIndex:
 
     def add(self, path: str, title: str | None, aliases: Iterable[str] = ()) -> None:
         """Register a note under its path, title, aliases and stem."""
-        pure = PurePosixPath(path)
-        without_ext = str(pure.with_suffix("")) if pure.suffix.lower() == ".md" else path
-        self._put(0, without_ext, path)
-        self._put(0, path, path)
-        if title:
-            self._put(1, title, path)
-        for alias in aliases:
-            if alias:
-                self._put(2, alias, path)
-        self._put(3, PurePosixPath(without_ext).name, path)
-
-    def _put(self, level: int, key: str, path: str) -> None:
-        norm = _norm(key)
-        if not norm:
-            return
-        current = self._keys[level].get(norm)
-        if current is None or (len(path), path) < (len(current), current):
-            self._keys[level][norm] = path
+        for level, key in _link_keys(path, title, aliases):
+            current = self._keys[level].get(key)
+            if current is None or (len(path), path) < (len(current), current):
+                self._keys[level][key] = path
 
     def resolve(self, target: str) -> str | None:
         """The note path a wikilink target means, or None when no note matches."""
-        norm = _norm(_strip_target(target))
-        if norm.endswith(".md"):
-            norm = norm[: -len(".md")]
+        norm = _target_key(target)
         if not norm:
             return None
         for level in self._keys:
@@ -198,11 +182,29 @@ class LinkIndex:
         return None
 
 
-def _strip_target(target: str) -> str:
-    # "[[Note#Heading|shown]]" and "[[Note^block]]" both mean Note.
+def _link_keys(path: str, title: str | None, aliases: Iterable[str]) -> list[tuple[int, str]]:
+    """(LinkIndex level, normalised key) of every name a wikilink may use for a note: its
+    path with and without ``.md`` (0), title (1), aliases (2) and file stem (3)."""
+    pure = PurePosixPath(path)
+    without_ext = str(pure.with_suffix("")) if pure.suffix.lower() == ".md" else path
+    names = [
+        (0, without_ext),
+        (0, path),
+        (1, title),
+        *((2, alias) for alias in aliases),
+        (3, PurePosixPath(without_ext).name),
+    ]
+    keys = [(level, _norm(name)) for level, name in names if name]
+    return [(level, key) for level, key in keys if key]
+
+
+def _target_key(target: str) -> str:
+    """The normalised key a wikilink target is looked up by: "[[Note.md#Heading|shown]]"
+    and "[[Note^block]]" both mean Note."""
     for sep in ("|", "#", "^"):
         target = target.split(sep, 1)[0]
-    return target.strip()
+    norm = _norm(target)
+    return norm[: -len(".md")] if norm.endswith(".md") else norm
 
 
 def _norm(text: str) -> str:
@@ -373,16 +375,14 @@ def _complete_index(
     Raw-text checks pick the candidates; only candidates are parsed.
     """
     unresolved = {
-        _norm(_strip_target(t))
-        for item in parsed.values()
-        for t in item.links
-        if index.resolve(t) is None
+        _target_key(t) for item in parsed.values() for t in item.links if index.resolve(t) is None
     } - {""}
-    created_keys: set[str] = set()
-    for path in plan.created:
-        item = parsed.get(path)
-        if item is not None:
-            created_keys.update(_keys_of(path, item.title, item.aliases))
+    created_keys = {
+        key
+        for path in plan.created
+        if path in parsed
+        for _, key in _link_keys(path, parsed[path].title, parsed[path].aliases)
+    }
     if not plan.unchanged or not (unresolved or created_keys):
         return []
 
@@ -397,36 +397,18 @@ def _complete_index(
             head = _norm(raw[: raw.find("\n---", 3) + 1 or len(raw)])
             if any(target in head for target in unresolved):
                 alias_candidates.append(path)
-        if created_keys and any(
-            _norm(_strip_target(t)) in created_keys for t in _RAW_WIKILINK.findall(raw)
-        ):
+        if created_keys and any(_target_key(t) in created_keys for t in _RAW_WIKILINK.findall(raw)):
             link_candidates.append(path)
 
-    for path in alias_candidates:
+    # Candidates are parsed once each, by the parser ingest uses, so an unchanged note's
+    # aliases read exactly as they would if it were embedded in this run.
+    candidates: dict[str, _Parsed] = {}
+    for path in dict.fromkeys([*alias_candidates, *link_candidates]):
         try:
-            text = (vault / path).read_text(encoding="utf-8")
-            frontmatter, _, _ = split_frontmatter(text, path)
-        except (OSError, UnicodeDecodeError, InputError):
-            continue  # it is not embedded in this run; ingest reports its bad input
-        aliases = frontmatter.get("aliases", frontmatter.get("alias")) or ()
-        if isinstance(aliases, str):
-            aliases = (aliases,)
-        if isinstance(aliases, list | tuple):
-            names = [unwrap_value(str(a)) for a in aliases if a is not None]
-            index.add(path, registry[path].title, names)
-
-    found: list[_Parsed] = []
-    for path in link_candidates:
-        try:
-            found.append(_read(vault, path, registry[path], max_bytes))
+            candidates[path] = _read(vault, path, registry[path], max_bytes)
         except InputError:
-            continue
-    return found
-
-
-def _keys_of(path: str, title: str, aliases: Iterable[str]) -> set[str]:
-    """Every normalised name a wikilink may use for this note."""
-    pure = PurePosixPath(path)
-    without_ext = str(pure.with_suffix("")) if pure.suffix.lower() == ".md" else path
-    names = [path, without_ext, PurePosixPath(without_ext).name, title, *aliases]
-    return {_norm(n) for n in names if n} - {""}
+            continue  # it is not embedded in this run; ingest reports its bad input
+    for path in alias_candidates:
+        if path in candidates:
+            index.add(path, registry[path].title, candidates[path].aliases)
+    return [candidates[path] for path in link_candidates if path in candidates]

@@ -380,3 +380,17 @@ def test_report_as_dict_is_the_json_document_counts_first_skipped_last() -> None
     ]
     assert data["seconds"] == 1.235
     assert data["skipped"] == [{"path": "a.md", "reason": "bad YAML"}]
+
+
+def test_an_unchanged_note_linking_with_the_md_suffix_gets_its_edge_to_a_new_note(
+    vault: Path, registry: Registry
+) -> None:
+    (vault / "wiki/queue.md").write_text("# Queue\n\nFeeds [[Kafka.md]].\n", "utf-8")
+    registry.ingest()
+    graph = FakeGraph()
+    run(vault, registry, graph)
+    (vault / "wiki/kafka.md").write_text("# Kafka\n\nA log.\n", "utf-8")
+    registry.ingest()
+    report = run(vault, registry, graph)
+    assert (report.embedded, report.unchanged) == (1, 6)
+    assert ("wiki/queue.md", "wiki/kafka.md") in graph.edges
