@@ -61,6 +61,7 @@ from typing import Any
 
 from pipeline.model import Fact, fact_key, normalize_text
 from pipeline.vault.parse import (
+    NOTE_META_KEYS,
     Block,
     ParsedNote,
     clip_text,
@@ -92,10 +93,9 @@ CONF_CONTEXT = 0.6
 
 DECISION_MAX_CHARS = 300
 
-#: Frontmatter keys that describe the note itself rather than stating properties.
-NON_PROPERTY_KEYS = frozenset(
-    {"title", "subject", "aliases", "alias", "tags", "tag", "cssclasses", "cssclass"}
-)
+#: Frontmatter keys that describe the note itself rather than stating properties (its
+#: ``subject`` too, which is still a link when it holds one).
+NON_PROPERTY_KEYS = NOTE_META_KEYS | {"subject"}
 
 #: A YAML document can expand to a huge tree (anchors/aliases); stop flattening there.
 MAX_PROPERTY_FACTS = 2000
@@ -275,12 +275,8 @@ def _adr_facts(note: ParsedNote, links: _Links) -> Iterator[tuple[str, str, str,
 
     decision_src = fm.get("decision")
     if isinstance(decision_src, str) and decision_src.strip():
-        yield (
-            subject,
-            "decision",
-            clip_text(unwrap_value(decision_src), DECISION_MAX_CHARS),
-            (CONF_ADR_DECISION),
-        )
+        decision = clip_text(unwrap_value(decision_src), DECISION_MAX_CHARS)
+        yield subject, "decision", decision, CONF_ADR_DECISION
         decided = wikilink_subjects(decision_src)
     else:
         decision_blocks = _section_blocks(note, DECISION_SECTIONS)

@@ -73,6 +73,9 @@ _FM_CLOSE = ("---", "...")
 # libyaml's safe loader when PyYAML was built with it (several times faster); same semantics.
 _YAML_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+#: Frontmatter keys that describe the note itself: their values are never links to notes.
+NOTE_META_KEYS = frozenset({"title", "aliases", "alias", "tags", "tag", "cssclasses", "cssclass"})
+
 #: Longest context sentence and ADR decision kept (characters), per the extraction rules.
 CONTEXT_MAX_CHARS = 240
 
@@ -451,7 +454,7 @@ def _frontmatter_links(frontmatter: Mapping[str, Any]) -> list[Link]:
                 visit(item)
 
     for key, value in frontmatter.items():
-        if key not in ("title", "aliases", "alias", "tags", "tag", "cssclasses", "cssclass"):
+        if key not in NOTE_META_KEYS:
             visit(value)
     return found
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -154,7 +155,7 @@ def scan_vault(settings: Settings) -> list[ScannedFile]:
                 st = full.stat()
             except OSError:
                 continue  # a dangling link or a file removed while we walk
-            if not full.is_file():
+            if not stat.S_ISREG(st.st_mode):
                 continue
             found[rel] = ScannedFile(
                 path=rel,
