@@ -178,6 +178,8 @@ def _m003_note_subject(conn: Connection, dialect: str) -> None:
 
 @dataclass(frozen=True)
 class Migration:
+    """One schema change: ``apply(conn, dialect)`` runs once, recorded under ``version``."""
+
     version: int
     name: str
     apply: Callable[[Connection, str], None]
