@@ -11,6 +11,7 @@ from pipeline.cli._common import AppContext, emit_json, err, json_option, out, p
 from pipeline.errors import EXIT_UNAVAILABLE
 from pipeline.graph.client import GraphClient
 from pipeline.graph.local import DEFAULT_DIMS, DEFAULT_HEAP, DEFAULT_START_TIMEOUT, LocalGraph
+from pipeline.graph.records import MAX_DIMS
 
 
 @click.group("graph")
@@ -21,7 +22,7 @@ def graph_group() -> None:
 @graph_group.command("up")
 @click.option(
     "--dims",
-    type=click.IntRange(1, 65_536),
+    type=click.IntRange(1, MAX_DIMS),
     default=None,
     help="Dimensions of the vector index (the embedding model's size). Default: keep the "
     f"existing index, else {DEFAULT_DIMS}. A different value drops the notes embedded "

@@ -21,6 +21,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.graph.records import check_dims
+
 NOTE_TYPE = "Note"
 LINK_TYPE = "LINKS_TO"
 PATH_PROPERTY = "path"
@@ -32,7 +34,6 @@ VECTOR_INDEX = f"{NOTE_TYPE}[{EMBEDDING_PROPERTY}]"
 DEFAULT_TIMEOUT = 60.0
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-_MAX_DIMS = 65_536
 
 
 class ArcadeHttpError(Exception):
@@ -53,12 +54,6 @@ def ident(name: str) -> str:
     if not isinstance(name, str) or not _IDENT.match(name):
         raise ValueError(f"invalid ArcadeDB identifier {name!r}")
     return name
-
-
-def _dims(dims: int) -> int:
-    if isinstance(dims, bool) or not isinstance(dims, int) or not 1 <= dims <= _MAX_DIMS:
-        raise ValueError(f"vector dimensions must be an integer in [1, {_MAX_DIMS}], got {dims!r}")
-    return dims
 
 
 @dataclass(frozen=True)
@@ -152,7 +147,7 @@ class ArcadeHttp:
 
     def create_vector_index(self, database: str, dims: int) -> None:
         """Create the cosine LSM_VECTOR index ``Note[embedding]`` for ``dims`` dimensions."""
-        metadata = json.dumps({"dimensions": _dims(dims), "similarity": "COSINE"})
+        metadata = json.dumps({"dimensions": check_dims(dims), "similarity": "COSINE"})
         self.sql(
             database,
             f"CREATE INDEX IF NOT EXISTS ON {ident(NOTE_TYPE)} ({ident(EMBEDDING_PROPERTY)}) "

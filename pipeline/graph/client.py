@@ -564,8 +564,10 @@ def rescore_limit(k: int) -> int:
 
 
 def _check_dims(dims: int) -> None:
-    if isinstance(dims, bool) or not isinstance(dims, int) or not 1 <= dims <= 65_536:
-        raise GraphQueryError(f"vector dimensions must be a positive integer, got {dims!r}")
+    try:
+        records.check_dims(dims)
+    except ValueError as exc:
+        raise GraphQueryError(str(exc)) from None
 
 
 def open_graph(settings: Settings) -> GraphClient:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import GraphQueryError
+from pipeline.graph.records import check_dims
 
 #: ``cypher/`` at the top of the repository (the package is installed in editable mode).
 CYPHER_DIR = Path(__file__).resolve().parents[2] / "cypher"
@@ -51,8 +52,6 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _INLINE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _HEADER = re.compile(r"^//\s*(params|inline|returns)\s*:(.*)$")
-#: Inlined integers (vector dimensions) must lie in this range; real models use 64..4096.
-_INLINE_MIN, _INLINE_MAX = 1, 65_536
 
 
 class CypherLoadError(GraphQueryError):
@@ -88,15 +87,10 @@ class CypherQuery:
         _check_names(self, "parameter", self.params, set(params))
         _check_names(self, "inline value", self.inline, set(inline))
         for key, value in inline.items():
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int)
-                or not _INLINE_MIN <= value <= _INLINE_MAX
-            ):
-                raise CypherLoadError(
-                    f"{self.path}: inline value {key}={value!r} must be an integer in "
-                    f"[{_INLINE_MIN}, {_INLINE_MAX}]"
-                )
+            try:
+                check_dims(value)  # the only inlined integers are vector dimensions
+            except ValueError as exc:
+                raise CypherLoadError(f"{self.path}: inline value {key}: {exc}") from None
         bound = []
         for text in self.statements:
             text = _INLINE.sub(lambda m: str(inline[m.group(1)]), text)

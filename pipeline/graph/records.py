@@ -7,6 +7,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+#: The widest embedding the graph layer accepts (real models use 64..4096): the bound of the
+#: vector index, of `vault-ko graph up --dims`, and of the integers Cypher files inline.
+MAX_DIMS = 65_536
+
+
+def check_dims(dims: int) -> int:
+    """``dims`` when it is an integer in [1, MAX_DIMS]; ValueError otherwise."""
+    if isinstance(dims, bool) or not isinstance(dims, int) or not 1 <= dims <= MAX_DIMS:
+        raise ValueError(f"vector dimensions must be an integer in [1, {MAX_DIMS}], got {dims!r}")
+    return dims
+
 
 @dataclass(frozen=True)
 class GraphStatus:

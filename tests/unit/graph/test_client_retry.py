@@ -18,7 +18,7 @@ import pytest
 from pipeline.config import Settings
 from pipeline.errors import GraphQueryError, GraphUnavailable
 from pipeline.graph import GraphClient, GraphNote, open_graph
-from pipeline.graph.arcadedb_http import ArcadeHttpError
+from pipeline.graph.arcadedb_http import ArcadeHttp, ArcadeHttpError
 from pipeline.graph.client import BACKOFF_MAX, is_transient, retry_policy, translate
 
 
@@ -323,3 +323,14 @@ def test_local_graph_not_started_is_unavailable_with_a_hint(tmp_path: Path) -> N
     status = client.probe()
     assert not status.up and "vault-ko graph up" in (status.reason or "")
     assert client.circuit_open_reason() is not None
+
+
+@pytest.mark.parametrize("dims", [0, 65_537, True, 384.0])
+def test_vector_dimensions_out_of_range_are_refused_before_any_call(
+    tmp_path: Path, dims: object
+) -> None:
+    client = GraphClient(Settings(vault=tmp_path, state_dir=tmp_path / ".vault-ko"))
+    with pytest.raises(GraphQueryError, match=r"integer in \[1, 65536\]"):
+        client.ensure_vector_index(dims)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"integer in \[1, 65536\]"):
+        ArcadeHttp("http://127.0.0.1:9", "root", "pw").create_vector_index("vault", dims)  # type: ignore[arg-type]
