@@ -245,8 +245,8 @@ def _read_jsonl(name: str, data: bytes) -> Iterator[tuple[int, str, Row]]:
         yield number, shown, row
 
 
-def _utf8_reason(raw: bytes, start: int) -> str:
-    return f"not valid UTF-8 (byte 0x{raw[start]:02x} at byte {start + 1} of the line)"
+def _utf8_reason(raw: bytes, start: int, where: str = "line") -> str:
+    return f"not valid UTF-8 (byte 0x{raw[start]:02x} at byte {start + 1} of the {where})"
 
 
 class _LineRecorder:
@@ -318,9 +318,11 @@ def _read_csv(name: str, data: bytes) -> Iterator[tuple[int, str, Row]]:
 
 def _bad_cell_reason(cell: str) -> str:
     raw = cell.encode("utf-8", "surrogateescape")
-    index = next(i for i, ch in enumerate(cell) if "\udc80" <= ch <= "\udcff")
-    offset = len(cell[:index].encode("utf-8"))
-    return f"not valid UTF-8 (byte 0x{raw[offset]:02x} at byte {offset + 1} of the field)"
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _utf8_reason(raw, exc.start, "field")
+    raise AssertionError("a cell with escaped bytes decodes")  # _has_bad_bytes said it has
 
 
 def _has_bad_bytes(text: str) -> bool:
