@@ -217,6 +217,14 @@ def test_csv_bad_rows_keep_their_line_numbers_across_multiline_cells(tmp_path: P
     assert ff.rejected[2].text == "Redis,is,\\xff,0.5,wiki,a.md"
 
 
+def test_csv_bad_bytes_are_located_within_their_field(tmp_path: Path) -> None:
+    path = tmp_path / "f.csv"
+    path.write_bytes(",".join(GOOD).encode() + b"\nRedis,is,ab\xc3\xa9\xffz,0.5,wiki,a.md\n")
+    [row] = read_fact_file(path).rejected
+    # "ab" and "é" take 4 bytes: the bad byte is the field's 5th.
+    assert row.reason == "not valid UTF-8 (byte 0xff at byte 5 of the field)"
+
+
 def test_unreadable_file_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot read"):
         read_fact_file(tmp_path / "absent.jsonl")
