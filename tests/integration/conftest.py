@@ -5,7 +5,8 @@ in a temporary state dir on free ports, and stops it at the end of the session. 
 server that cannot start skips the graph tests; on CI (CI=true) it fails them.
 
 ``graph_settings`` gives each test settings pointed at that server with an EMPTY graph and
-its own state dir (so breaker files never leak between tests).
+its own state dir (so breaker files never leak between tests). ``graph_env`` turns settings
+into the VAULT_KO_* variables a child process or a CLI run needs to reach the same graph.
 """
 
 from __future__ import annotations
@@ -74,6 +75,26 @@ def local_graph(
         yield LocalGraphHandle(local=local, record=result.record)
     finally:
         local.down()
+
+
+def _graph_env(settings: Settings, **extra: str) -> dict[str, str]:
+    env = {
+        "VAULT_KO_GRAPH_URL": settings.graph_url,
+        "VAULT_KO_GRAPH_HTTP_URL": settings.graph_http_url,
+        "VAULT_KO_GRAPH_DATABASE": settings.graph_database,
+        "VAULT_KO_GRAPH_USER": settings.graph_user,
+        "VAULT_KO_GRAPH_PASSWORD": settings.password(),
+        "VAULT_KO_GRAPH_DIALECT": settings.graph_dialect,
+        **extra,
+    }
+    return {k: v for k, v in env.items() if v}
+
+
+@pytest.fixture(scope="session")
+def graph_env() -> Callable[..., dict[str, str]]:
+    """``graph_env(settings, **extra)``: the VAULT_KO_* variables (unset ones left out) that
+    point a child process or a CLI run at the graph of ``settings``, plus ``extra``."""
+    return _graph_env
 
 
 @pytest.fixture

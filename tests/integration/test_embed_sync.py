@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.integration, pytest.mark.model]
 
 REPO = Path(__file__).resolve().parents[2]
+GraphEnv = Callable[..., dict[str, str]]
 EXAMPLE_VAULT = REPO / "examples" / "vault"
 EDITED_NOTE = "wiki/kafka.md"
 DELETED_NOTE = "wiki/pgbouncer.md"
@@ -61,19 +62,6 @@ def node_paths(graph: GraphClient) -> list[str]:
     """Every Note node's path, duplicates included (note_states() would hide them)."""
     states, _ = graph.all_vectors()
     return [s.path for s in states]
-
-
-def graph_env(settings: Settings) -> dict[str, str]:
-    """VAULT_KO_* variables that point a child process (or a CLI run) at the test graph."""
-    env = {
-        "VAULT_KO_GRAPH_URL": settings.graph_url,
-        "VAULT_KO_GRAPH_HTTP_URL": settings.graph_http_url,
-        "VAULT_KO_GRAPH_DATABASE": settings.graph_database,
-        "VAULT_KO_GRAPH_USER": settings.graph_user,
-        "VAULT_KO_GRAPH_PASSWORD": settings.password(),
-        "VAULT_KO_GRAPH_DIALECT": settings.graph_dialect,
-    }
-    return {k: v for k, v in env.items() if v}
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +170,9 @@ KILLABLE_SYNC = textwrap.dedent(
 )
 
 
-def test_a_sync_killed_midway_converges_without_duplicates(synced: Synced) -> None:
+def test_a_sync_killed_midway_converges_without_duplicates(
+    synced: Synced, graph_env: GraphEnv
+) -> None:
     everything = sorted(synced.kodb.notes())
     synced.graph.delete_notes(everything)
     assert node_paths(synced.graph) == []
@@ -218,7 +208,7 @@ def test_a_sync_killed_midway_converges_without_duplicates(synced: Synced) -> No
     assert edges_of(synced.graph, everything) == synced.edges  # links repaired too
 
 
-def test_cli_embed_json_reports_counts_model_and_dims(synced: Synced) -> None:
+def test_cli_embed_json_reports_counts_model_and_dims(synced: Synced, graph_env: GraphEnv) -> None:
     from pipeline.cli import cli
 
     runner = CliRunner(env=graph_env(synced.settings))
