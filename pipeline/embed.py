@@ -16,6 +16,7 @@ chunking notes would rank better is a question for the evaluation harness, not f
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -147,18 +148,14 @@ class Embedder:
                 show_progress_bar=False,
             )
         except Exception as exc:  # torch/tokenizer errors have no common base class
-            raise EmbedderError(f"embedding with {self.model_id_or_unknown} failed: {exc}") from exc
+            raise EmbedderError(f"embedding with {self.model_id} failed: {exc}") from exc
         vectors = np.asarray(raw, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != len(batch):
             raise EmbedderError(
-                f"embedding with {self.model_id_or_unknown} returned shape {vectors.shape} "
+                f"embedding with {self.model_id} returned shape {vectors.shape} "
                 f"for {len(batch)} texts"
             )
         return vectors
-
-    @property
-    def model_id_or_unknown(self) -> str:
-        return getattr(self, "model_id", "the embedding model")
 
     def __repr__(self) -> str:
         return (
@@ -207,8 +204,6 @@ def model_identity(model: str, *, base_dir: Path | None = None) -> tuple[str, in
 
 
 def _folder_dims(folder: Path) -> int | None:
-    import json
-
     try:
         modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
         for module in reversed(modules):
