@@ -33,12 +33,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# Imported first: it sets MKL's strict mode before torch loads (see pipeline/session.py).
-from pipeline.session import batch_invariant_embedding, load_context  # noqa: E402, I001
+# MKL's strict mode (batch-invariant embeddings) is set by pipeline.embed before it imports
+# torch, whatever the order of these imports.
 from pipeline.config import load_settings  # noqa: E402
 from pipeline.graph.local import LocalGraph  # noqa: E402
 from pipeline.query import Pipeline  # noqa: E402
 from pipeline.render import answer_to_dict  # noqa: E402
+from pipeline.session import batch_invariant_embedding, load_context  # noqa: E402
 from pipeline.sync import sync_vault  # noqa: E402
 
 ON_TOPIC = (
