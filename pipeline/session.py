@@ -250,13 +250,21 @@ def safe_file_name(session_id: str) -> str:
 class PackSink(Protocol):
     """Where packs go; ``commit`` makes the packs written so far durable for --resume."""
 
-    def done_ids(self) -> set[str]: ...
+    def done_ids(self) -> set[str]:
+        """Ids whose packs a previous run committed (empty unless resuming)."""
+        ...
 
-    def write(self, pack: Pack) -> None: ...
+    def write(self, pack: Pack) -> None:
+        """Write one pack (durable only after the next ``commit``)."""
+        ...
 
-    def commit(self) -> None: ...
+    def commit(self) -> None:
+        """Make the packs written so far durable and record them for --resume."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Commit what is pending and release the files."""
+        ...
 
 
 class _StateLog:
@@ -470,6 +478,7 @@ class CachedKodb:
         return [f for s in sorted(wanted) for f in self._facts.get(s, ())]
 
     def entries(self) -> int:
+        """Cached rows: files, terms and facts (what ``trim`` bounds)."""
         return len(self._by_file) + len(self._by_term) + sum(map(len, self._facts.values()))
 
     def trim(self) -> None:

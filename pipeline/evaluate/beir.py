@@ -31,6 +31,8 @@ QRELS_FILES = ("qrels.tsv", "qrels/test.tsv")
 
 @dataclass(frozen=True)
 class Doc:
+    """One document of docs.jsonl."""
+
     id: str
     title: str
     text: str
@@ -38,6 +40,8 @@ class Doc:
 
 @dataclass(frozen=True)
 class Query:
+    """One query of queries.jsonl."""
+
     id: str
     text: str
 

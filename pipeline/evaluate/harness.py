@@ -183,9 +183,11 @@ class EvalReport:
 
     # -- derived figures ------------------------------------------------------------------
     def on_topic(self) -> list[QueryOutcome]:
+        """Outcomes of the judged queries of the collection."""
         return [o for o in self.outcomes if o.group == "on_topic"]
 
     def off_topic(self, name: str | None = None) -> list[QueryOutcome]:
+        """Outcomes of the off-topic queries (of one off-topic collection when named)."""
         return [
             o for o in self.outcomes if o.group != "on_topic" and (name is None or o.group == name)
         ]
@@ -197,10 +199,12 @@ class EvalReport:
 
     @staticmethod
     def label_counts(outcomes: Sequence[QueryOutcome]) -> dict[str, int]:
+        """Outcomes per relevance label, every label listed."""
         counts = Counter(o.label for o in outcomes)
         return {label: counts.get(label, 0) for label in LABELS}
 
     def fixed_thresholds(self) -> list[dict[str, Any]]:
+        """Silence rates if a fixed cosine threshold (``FIXED_THRESHOLDS``) cut the answers."""
         on = [o.top_cosine for o in self.on_topic()]
         off = [o.top_cosine for o in self.off_topic()]
         rows = []
