@@ -57,6 +57,22 @@ class BreakerState:
     probe_started_at: float | None = None
 
 
+def atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write a state file other processes read: a temp file renamed over ``path``, so a
+    reader sees the old content or the new, never half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def breaker_path(state_dir: Path, url: str) -> Path:
     """Where the circuit of ``url`` is stored."""
     digest = hashlib.sha1(url.encode("utf-8"), usedforsecurity=False).hexdigest()
@@ -165,15 +181,6 @@ class Breaker:
     # -- storage ----------------------------------------------------------------------
     def _write(self, state: BreakerState) -> None:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".breaker-", dir=self.path.parent)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    json.dump(asdict(state), fh)
-                os.replace(tmp, self.path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            atomic_write(self.path, json.dumps(asdict(state)), mode=0o600)
         except OSError as exc:
             log.warning("cannot write breaker state %s: %s", self.path, exc)

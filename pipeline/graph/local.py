@@ -29,7 +29,6 @@ import secrets
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
@@ -38,7 +37,7 @@ from typing import Any
 
 from pipeline.config import Settings
 from pipeline.errors import GraphError, LocalGraphError
-from pipeline.graph.breaker import STOPPED_REASON, Breaker
+from pipeline.graph.breaker import STOPPED_REASON, Breaker, atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -202,20 +201,6 @@ def _alive(pid: int) -> bool:
     return _process_state(pid) != "Z"
 
 
-def _atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 class LocalGraph:
     """The local ArcadeDB server of one state dir."""
 
@@ -243,7 +228,7 @@ class LocalGraph:
             ) from exc
 
     def _write_record(self, record: LocalRecord) -> None:
-        _atomic_write(self.record_path, json.dumps(asdict(record), indent=2) + "\n")
+        atomic_write(self.record_path, json.dumps(asdict(record), indent=2) + "\n")
 
     def password(self) -> str | None:
         """The generated root password, or None before the first `graph up`."""
@@ -260,7 +245,7 @@ class LocalGraph:
             return existing
         password = secrets.token_urlsafe(24)
         self.dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.password_path, password + "\n", mode=0o600)
+        atomic_write(self.password_path, password + "\n", mode=0o600)
         return password
 
     def _write_users_file(self, password: str) -> None:
@@ -270,7 +255,7 @@ class LocalGraph:
             "databases": {"*": ["admin"]},
             "password": hash_password(password),
         }
-        _atomic_write(
+        atomic_write(
             self.root_path / "config" / "server-users.jsonl", json.dumps(user) + "\n", mode=0o600
         )
 
