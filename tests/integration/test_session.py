@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,17 +60,6 @@ def pipeline(synced: Settings) -> Iterator[Pipeline]:
         yield p
 
 
-def env_for(settings: Settings) -> dict[str, str]:
-    """The environment that points the CLI at the test graph."""
-    return {
-        "VAULT_KO_GRAPH_URL": str(settings.graph_url),
-        "VAULT_KO_GRAPH_HTTP_URL": str(settings.graph_http_url),
-        "VAULT_KO_GRAPH_DATABASE": str(settings.graph_database),
-        "VAULT_KO_GRAPH_PASSWORD": str(settings.graph_password),
-        "VAULT_KO_GRAPH_DIALECT": "arcadedb",
-    }
-
-
 def strip(d: dict) -> dict:
     return {k: v for k, v in d.items() if k not in ("timings_ms", "id", "prompt")}
 
@@ -100,7 +89,7 @@ def test_packs_equal_single_answers(pipeline: Pipeline, tmp_path: Path, search: 
 
 
 def test_cli_writes_one_pack_per_line_and_reports_bad_lines(
-    synced: Settings, pipeline: Pipeline, tmp_path: Path
+    synced: Settings, pipeline: Pipeline, tmp_path: Path, graph_env: Callable[..., dict[str, str]]
 ) -> None:
     note = next(iter(sorted((synced.vault / "sessions").glob("*.md"))))
     rel = note.relative_to(synced.vault).as_posix()
@@ -119,7 +108,7 @@ def test_cli_writes_one_pack_per_line_and_reports_bad_lines(
     result = CliRunner().invoke(
         cli,
         ["--vault", str(synced.vault), "load-context", str(src), "--out", str(out), "--json"],
-        env=env_for(synced),
+        env=graph_env(synced),
     )
     assert result.exit_code == 1, result.output  # bad lines were skipped
     summary = json.loads(result.stdout)
@@ -133,28 +122,32 @@ def test_cli_writes_one_pack_per_line_and_reports_bad_lines(
     assert packs[2]["hits"][0]["path"] == rel
 
 
-def test_cli_empty_input_writes_an_empty_packs_file(synced: Settings, tmp_path: Path) -> None:
+def test_cli_empty_input_writes_an_empty_packs_file(
+    synced: Settings, tmp_path: Path, graph_env: Callable[..., dict[str, str]]
+) -> None:
     src = tmp_path / "empty.txt"
     src.write_text("", "utf-8")
     out = tmp_path / "packs"
     result = CliRunner().invoke(
         cli,
         ["--vault", str(synced.vault), "load-context", str(src), "--out", str(out)],
-        env=env_for(synced),
+        env=graph_env(synced),
     )
     assert result.exit_code == 0, result.output
     assert (out / "packs.jsonl").read_bytes() == b""
     assert "wrote 0 pack(s)" in result.stdout
 
 
-def test_cli_md_format_and_resume(synced: Settings, pipeline: Pipeline, tmp_path: Path) -> None:
+def test_cli_md_format_and_resume(
+    synced: Settings, pipeline: Pipeline, tmp_path: Path, graph_env: Callable[..., dict[str, str]]
+) -> None:
     texts = prompts()
     src = tmp_path / "in.txt"
     out = tmp_path / "md"
     base = ["--vault", str(synced.vault), "load-context", "-", "--out", str(out)]
     half = "\n".join(texts[:4]) + "\n"
     first = CliRunner().invoke(
-        cli, [*base, "--format", "md", "--json"], input=half, env=env_for(synced)
+        cli, [*base, "--format", "md", "--json"], input=half, env=graph_env(synced)
     )
     assert first.exit_code == 0, first.output
     assert sorted(f.name for f in out.glob("*.md")) == sorted(f"{i}.md" for i in range(1, 5))
@@ -162,7 +155,7 @@ def test_cli_md_format_and_resume(synced: Settings, pipeline: Pipeline, tmp_path
     again = CliRunner().invoke(
         cli,
         [*base[:3], str(src), *base[4:], "--format", "md", "--resume", "--json"],
-        env=env_for(synced),
+        env=graph_env(synced),
     )
     assert again.exit_code == 0, again.output
     summary = json.loads(again.stdout)
