@@ -173,12 +173,13 @@ def resolve_target(settings: Settings) -> GraphTarget:
         record = None
     if settings.graph_url:
         url = settings.graph_url
-        same = record is not None and record.url == url
-        http = settings.graph_http_url or (record.http_url if same and record else None)
+        # The local record fills in what settings leave out only when it is the same server.
+        known = record if record is not None and record.url == url else None
+        http = settings.graph_http_url or (known.http_url if known else None)
         if http is None:
             host = urlsplit(url).hostname or HOST
             http = f"http://{host}:{ARCADEDB_HTTP_PORT}"
-        database = settings.graph_database or (record.database if same and record else None)
+        database = settings.graph_database or (known.database if known else None)
         return GraphTarget(url, settings.graph_user, database, http, None)
     if record is None:
         return GraphTarget(
@@ -543,7 +544,7 @@ class GraphClient:
         vectors: list[tuple[float, ...]] = []
         for row in rows:
             embedding = records.embedding_of(row)
-            if embedding is None or not embedding:
+            if not embedding:
                 continue
             states.append(records.note_state(row))
             vectors.append(embedding)
