@@ -9,7 +9,7 @@ from rich.table import Table
 
 from pipeline.cli._common import AppContext, emit_json, err, json_option, out, pass_app
 from pipeline.errors import EXIT_UNAVAILABLE
-from pipeline.graph.client import GraphClient
+from pipeline.graph.breaker import CLOSED
 from pipeline.graph.local import DEFAULT_DIMS, DEFAULT_HEAP, DEFAULT_START_TIMEOUT, LocalGraph
 from pipeline.graph.records import MAX_DIMS
 
@@ -101,6 +101,10 @@ def graph_status(ctx: click.Context, as_json: bool) -> None:
 
     --json prints exactly {up, url, dialect, agent, latency_ms, reason}.
     """
+    # Imported here: the client pulls in numpy and tenacity, which `vault-ko --help` and
+    # the other commands' start-up need not pay for.
+    from pipeline.graph.client import GraphClient
+
     app = ctx.ensure_object(AppContext)
     settings = app.settings()
     with GraphClient(settings) as client:
@@ -121,7 +125,7 @@ def graph_status(ctx: click.Context, as_json: bool) -> None:
         if status.reason:
             table.add_row("reason", status.reason)
         circuit = breaker.state
-        if breaker.opened_at is not None and breaker.state != "closed":
+        if breaker.opened_at is not None and breaker.state != CLOSED:
             age = time.time() - breaker.opened_at
             circuit += f" ({age:.0f}s ago: {breaker.reason})"
         table.add_row("circuit", circuit)

@@ -8,28 +8,55 @@ scoring.py        exact re-scoring of index candidates (raw cosine, ties by path
 records.py        the dataclasses handed out, and row parsing
 arcadedb_http.py  ArcadeDB's SQL-only schema commands over its HTTP API
 local.py          the local ArcadeDB server managed per state dir (`vault-ko graph up`)
+
+The names below are imported on first use: importing any submodule runs this file, and the
+client pulls in numpy and tenacity, which every `vault-ko` start (the CLI registers `graph`)
+and the records-only importers would otherwise pay for.
 """
 
 from __future__ import annotations
 
-from pipeline.graph.breaker import Breaker
-from pipeline.graph.client import GraphClient, ensure_vector_index, open_graph
-from pipeline.graph.dialects import ARCADEDB, DIALECTS, MEMGRAPH, NEO4J
-from pipeline.graph.local import LocalGraph
-from pipeline.graph.records import GraphHit, GraphNote, GraphStatus, NoteState
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "ARCADEDB",
-    "DIALECTS",
-    "MEMGRAPH",
-    "NEO4J",
-    "Breaker",
-    "GraphClient",
-    "GraphHit",
-    "GraphNote",
-    "GraphStatus",
-    "LocalGraph",
-    "NoteState",
-    "ensure_vector_index",
-    "open_graph",
-]
+if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports on first use
+    from pipeline.graph.breaker import Breaker as Breaker
+    from pipeline.graph.client import GraphClient as GraphClient
+    from pipeline.graph.client import ensure_vector_index as ensure_vector_index
+    from pipeline.graph.client import open_graph as open_graph
+    from pipeline.graph.dialects import ARCADEDB as ARCADEDB
+    from pipeline.graph.dialects import DIALECTS as DIALECTS
+    from pipeline.graph.dialects import MEMGRAPH as MEMGRAPH
+    from pipeline.graph.dialects import NEO4J as NEO4J
+    from pipeline.graph.local import LocalGraph as LocalGraph
+    from pipeline.graph.records import GraphHit as GraphHit
+    from pipeline.graph.records import GraphNote as GraphNote
+    from pipeline.graph.records import GraphStatus as GraphStatus
+    from pipeline.graph.records import NoteState as NoteState
+
+_HOME = {
+    "ARCADEDB": "dialects",
+    "DIALECTS": "dialects",
+    "MEMGRAPH": "dialects",
+    "NEO4J": "dialects",
+    "Breaker": "breaker",
+    "GraphClient": "client",
+    "GraphHit": "records",
+    "GraphNote": "records",
+    "GraphStatus": "records",
+    "LocalGraph": "local",
+    "NoteState": "records",
+    "ensure_vector_index": "client",
+    "open_graph": "client",
+}
+
+__all__ = list(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
