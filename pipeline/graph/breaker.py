@@ -117,18 +117,17 @@ class Breaker:
 
         No side effect: the query stage asks this before loading the embedding model.
         """
-        state = self.read()
-        now = self._clock()
+        return self._refusal(self.read(), self._clock())
+
+    def _refusal(self, state: BreakerState, now: float) -> str | None:
+        """Why ``state`` refuses a call at ``now`` (cool-down or another process's probe)."""
         if state.state == OPEN and now - (state.opened_at or 0.0) < self.cooldown:
-            return self._message(state, now)
+            left = max(0.0, self.cooldown - (now - (state.opened_at or now)))
+            why = state.reason or "the graph was unavailable"
+            return f"circuit open for {self.url} ({left:.0f}s of cool-down left): {why}"
         if state.state == HALF_OPEN and now - (state.probe_started_at or 0.0) < self._probe_lease:
             return f"circuit half-open for {self.url}: another process is probing the graph"
         return None
-
-    def _message(self, state: BreakerState, now: float) -> str:
-        left = max(0.0, self.cooldown - (now - (state.opened_at or now)))
-        why = state.reason or "the graph was unavailable"
-        return f"circuit open for {self.url} ({left:.0f}s of cool-down left): {why}"
 
     # -- the call protocol ------------------------------------------------------------
     def before_call(self) -> bool:
@@ -141,13 +140,9 @@ class Breaker:
         if state.state == CLOSED:
             return False
         now = self._clock()
-        if state.state == OPEN:
-            if now - (state.opened_at or 0.0) < self.cooldown:
-                raise GraphUnavailable(self._message(state, now))
-        elif now - (state.probe_started_at or 0.0) < self._probe_lease:
-            raise GraphUnavailable(
-                f"circuit half-open for {self.url}: another process is probing the graph"
-            )
+        refusal = self._refusal(state, now)
+        if refusal is not None:
+            raise GraphUnavailable(refusal)
         self._write(replace(state, state=HALF_OPEN, probe_started_at=now))
         return True
 
