@@ -75,11 +75,6 @@ class IngestReport:
     facts_written: int = 0  # facts extracted from the added, updated and relinked notes
     relinked: int = 0  # unchanged notes re-extracted because their links resolve differently
 
-    @property
-    def by_type(self) -> dict[str, int]:
-        """Registered notes per source type (same as ``notes_by_type``)."""
-        return self.notes_by_type
-
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``vault-ko ingest --json``."""
         return {

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -51,39 +50,40 @@ def vault_copy(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def pg_server_url() -> Iterator[str]:
     """A fresh PostgreSQL database for this test session, dropped at the end."""
-    sqlalchemy = pytest.importorskip("sqlalchemy")
-    name = f"vaultko_test_{uuid.uuid4().hex[:12]}"
-    admin = sqlalchemy.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    from pipeline.errors import KodbError
+    from pipeline.kodb import scratch_database
+
+    scratch = scratch_database(PG_ADMIN_URL, prefix="vaultko_test")
     try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    except Exception as exc:  # the server is down or refuses us
-        admin.dispose()
+        url = scratch.__enter__()
+    except KodbError as exc:  # the server is down or refuses us
         require_or_skip(f"PostgreSQL at {PG_ADMIN_URL} unavailable: {exc}")
-    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
     try:
         yield url
     finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                (name,),
-            )
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.dispose()
+        scratch.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def reset_pg(pg_server_url: str) -> Callable[[], str]:
+    """Empties the session's PostgreSQL database (every table, index and extension)."""
+    import sqlalchemy
+
+    def reset() -> str:
+        engine = sqlalchemy.create_engine(pg_server_url)
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP SCHEMA public CASCADE")
+            conn.exec_driver_sql("CREATE SCHEMA public")
+        engine.dispose()
+        return pg_server_url
+
+    return reset
 
 
 @pytest.fixture
-def pg_url(pg_server_url: str) -> Iterator[str]:
+def pg_url(reset_pg: Callable[[], str]) -> str:
     """A PostgreSQL URL whose tables are empty at the start of the test."""
-    import sqlalchemy
-
-    engine = sqlalchemy.create_engine(pg_server_url)
-    with engine.begin() as conn:
-        conn.exec_driver_sql("DROP SCHEMA public CASCADE")
-        conn.exec_driver_sql("CREATE SCHEMA public")
-    engine.dispose()
-    yield pg_server_url
+    return reset_pg()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -109,7 +109,7 @@ def sync_cmd(app: AppContext, vault: str | None, full: bool, force: bool, as_jso
     data = {
         "ingest": {
             "notes": report.ingest.notes_total,
-            "by_type": report.ingest.by_type,
+            "by_type": report.ingest.notes_by_type,
             "facts": report.ingest.facts_total,
             "skipped": [{"path": p, "reason": r} for p, r in report.ingest.skipped],
         },

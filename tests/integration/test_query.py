@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import sqlalchemy
 from click.testing import CliRunner
 
 from pipeline.config import Settings
@@ -58,12 +57,7 @@ def synced(
     if request.param == "sqlite":
         kodb_url = f"sqlite:///{vault / '.vault-ko' / 'ko.db'}"
     else:
-        kodb_url = request.getfixturevalue("pg_server_url")
-        engine = sqlalchemy.create_engine(kodb_url)
-        with engine.begin() as conn:
-            conn.exec_driver_sql("DROP SCHEMA public CASCADE")
-            conn.exec_driver_sql("CREATE SCHEMA public")
-        engine.dispose()
+        kodb_url = request.getfixturevalue("reset_pg")()
     settings = local_graph.settings(vault, kodb_url=kodb_url)
     with GraphClient(settings) as client:
         client.delete_notes(list(client.note_states()))
