@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.config import Settings
 from pipeline.embed import get_embedder
 from pipeline.graph import GraphClient
 from pipeline.query import Pipeline, QueryOptions
@@ -33,19 +32,6 @@ OFF_TOPIC = [
     "how to knit a wool scarf",
     "symptoms of the common cold",
 ]
-
-
-def graph_env(settings: Settings, kodb_url: str) -> dict[str, str]:
-    env = {
-        "VAULT_KO_GRAPH_URL": settings.graph_url,
-        "VAULT_KO_GRAPH_HTTP_URL": settings.graph_http_url,
-        "VAULT_KO_GRAPH_DATABASE": settings.graph_database,
-        "VAULT_KO_GRAPH_USER": settings.graph_user,
-        "VAULT_KO_GRAPH_PASSWORD": settings.password(),
-        "VAULT_KO_GRAPH_DIALECT": settings.graph_dialect,
-        "VAULT_KO_KODB_URL": kodb_url,
-    }
-    return {k: v for k, v in env.items() if v}
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -144,11 +130,15 @@ def test_graph_down_answers_in_fallback_without_the_model(synced: Pipeline) -> N
     p._graph.close()  # type: ignore[union-attr]
 
 
-def test_vault_ko_query_cli_top_k(synced: Pipeline) -> None:
+def cli_env(synced: Pipeline, graph_env) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    s = synced.settings
+    return graph_env(s, VAULT_KO_KODB_URL=s.effective_kodb_url, VAULT_KO_STATE_DIR=str(s.state_dir))
+
+
+def test_vault_ko_query_cli_top_k(synced: Pipeline, graph_env) -> None:  # type: ignore[no-untyped-def]
     from pipeline.cli.query import query_standalone
 
-    env = graph_env(synced.settings, synced.settings.effective_kodb_url)
-    env["VAULT_KO_STATE_DIR"] = str(synced.settings.state_dir)
+    env = cli_env(synced, graph_env)
     result = CliRunner().invoke(
         query_standalone,
         [
@@ -183,11 +173,10 @@ def test_vault_ko_query_cli_top_k(synced: Pipeline) -> None:
         assert key in data["relevance"]
 
 
-def test_sync_and_calibrate_cli_json(synced: Pipeline) -> None:
+def test_sync_and_calibrate_cli_json(synced: Pipeline, graph_env) -> None:  # type: ignore[no-untyped-def]
     from pipeline.cli import cli
 
-    env = graph_env(synced.settings, synced.settings.effective_kodb_url)
-    env["VAULT_KO_STATE_DIR"] = str(synced.settings.state_dir)
+    env = cli_env(synced, graph_env)
     vault = str(synced.settings.vault)
     result = CliRunner().invoke(cli, ["--vault", vault, "sync", "--json"], env=env)
     assert result.exit_code == 0, result.output
