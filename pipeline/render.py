@@ -108,7 +108,7 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
                 f"  - {f.predicate}: {f.object} [{f.source_type}: {f.source_file}, "
                 f"{f.confidence:.2f}]"
             )
-    if answer.hits and not answer.subjects:
+    if answer.hits and not answer.subjects and answer.relevance.label != "no_match":
         for h in answer.hits:
             lines.append(f"- {h.title} ({h.path}, cosine {h.cosine:.3f})")
     return "\n".join(lines).rstrip() + "\n"
@@ -148,7 +148,7 @@ def to_rich(answer: Answer) -> RenderableType:
         parts.append(table)
     elif r.label == "no_match":
         parts.append(Text("nothing relevant in this vault", style="dim"))
-    if answer.hits and not answer.subjects:
+    if answer.hits and not answer.subjects and r.label != "no_match":
         notes = Table("note", "type", "cosine")
         for h in answer.hits:
             notes.add_row(f"{h.title} ({h.path})", h.source_type, f"{h.cosine:.3f}")
