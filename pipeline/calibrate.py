@@ -14,12 +14,15 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Protocol
 
 from pipeline import noisefloor as nf
 from pipeline.model import Calibration, CalibrationSource, Relevance
+
+if TYPE_CHECKING:
+    # numpy is imported where vectors are measured: labelling an answer (assess,
+    # choose_basis) must stay light for --help, the fallback path and the hook.
+    import numpy as np
 
 PAIR_SAMPLE_SEED = 20260530  # fixed, so recalibrating an unchanged vault gives the same σ
 
@@ -38,6 +41,8 @@ def probe_noise_floor(probe_vectors: np.ndarray, notes: np.ndarray, quantile: fl
     per_probe_max = (probe_vectors @ notes.T).max(axis=1)
     if quantile >= 1.0:
         return float(per_probe_max.max())
+    import numpy as np
+
     return float(np.quantile(per_probe_max, quantile))
 
 
@@ -46,6 +51,8 @@ def note_to_note_stats(notes: np.ndarray, max_pairs: int) -> tuple[float, float,
     n = len(notes)
     if n < 2:
         return 0.0, 0.0, 0
+    import numpy as np
+
     total = n * (n - 1) // 2
     if total <= max_pairs:
         sims = notes @ notes.T
@@ -72,6 +79,8 @@ def measure(
     version = profile.probe_set_version if profile else nf.PROBE_SET_VERSION
     quantile = profile.n_quantile if profile else 1.0
     probes = embedder.embed(list(nf.PROBE_SETS[version]))
+    import numpy as np
+
     notes = np.asarray(note_vectors, dtype=np.float32)
     n_floor = probe_noise_floor(probes, notes, quantile)
     mu, sigma, pairs = note_to_note_stats(notes, max_pairs)
@@ -260,6 +269,8 @@ def calibrate_vault(
     keep = [
         i for i, s in enumerate(states) if s.model == embedder.model_id and s.dims == embedder.dims
     ]
+    import numpy as np
+
     vectors = matrix[keep] if len(keep) else np.zeros((0, embedder.dims), dtype=np.float32)
     cal = measure(embedder, vectors, vault_notes=len(kodb.notes()), max_pairs=max_pairs)
     kodb.save_calibration(cal)
