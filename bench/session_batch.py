@@ -36,10 +36,11 @@ sys.path.insert(0, str(ROOT))
 # MKL's strict mode (batch-invariant embeddings) is set by pipeline.embed before it imports
 # torch, whatever the order of these imports.
 from pipeline.config import load_settings  # noqa: E402
+from pipeline.embed import batch_invariant  # noqa: E402
 from pipeline.graph.local import LocalGraph  # noqa: E402
 from pipeline.query import Pipeline  # noqa: E402
 from pipeline.render import answer_to_dict  # noqa: E402
-from pipeline.session import batch_invariant_embedding, load_context  # noqa: E402
+from pipeline.session import load_context  # noqa: E402
 from pipeline.sync import sync_vault  # noqa: E402
 
 ON_TOPIC = (
@@ -158,7 +159,7 @@ def main() -> int:
                 f"packs differing from single answers: {len(mismatches)}, "
                 f"e.g. ids {sorted(mismatches)[:10]}"
             )
-        print(f"batch-invariant embedding: {batch_invariant_embedding()}")
+        print(f"batch-invariant embedding: {batch_invariant()}")
         speedup = loop_s / batch_s if batch_s else float("inf")
         print(f"RESULT speedup={speedup:.1f} identical={'true' if identical else 'false'}")
         return 0 if identical else 1

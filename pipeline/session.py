@@ -44,6 +44,7 @@ import numpy as np
 
 from pipeline import bridge
 from pipeline.calibrate import assess
+from pipeline.embed import batch_invariant
 from pipeline.errors import (
     ConfigError,
     GraphQueryError,
@@ -79,13 +80,6 @@ STATE_VERSION: Final = 1
 
 SearchChoice = Literal["auto", "exact", "index"]
 Format = Literal["jsonl", "md"]
-
-
-def batch_invariant_embedding() -> bool:
-    """Whether batched prompt embeddings equal single ones bit for bit (see pipeline.embed)."""
-    from pipeline.embed import batch_invariant
-
-    return batch_invariant()
 
 
 # --- input ---------------------------------------------------------------------------------
@@ -513,7 +507,7 @@ def embed_prompts(embedder: Any, texts: Sequence[str]) -> tuple[np.ndarray, int]
     """Embed prompts in batches of equal token length; returns (vectors, forward batches).
 
     Padding changes a prompt's vector in the last bits, so only prompts of the same length
-    share a batch: with MKL's strict mode (``batch_invariant_embedding``) each row then
+    share a batch: with MKL's strict mode (``pipeline.embed.batch_invariant``) each row then
     equals ``embedder.embed([text])[0]`` exactly, as ``Pipeline.ask`` computes it.
     """
     if not texts:
@@ -970,7 +964,7 @@ class SessionLoader:
             search_path=self._path if stats.searches else "none",
             searches=dict(sorted(stats.searches.items())),
             embed_batches=stats.embed_batches,
-            batch_invariant=batch_invariant_embedding(),
+            batch_invariant=batch_invariant(),
             kodb_statements=self.kodb.statements,
             chunks=stats.chunks,
             seconds=time.perf_counter() - started,

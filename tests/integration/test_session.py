@@ -14,10 +14,11 @@ from click.testing import CliRunner
 
 from pipeline.cli import cli
 from pipeline.config import Settings
+from pipeline.embed import batch_invariant
 from pipeline.graph.local import LocalGraph
 from pipeline.query import Pipeline
 from pipeline.render import answer_to_dict
-from pipeline.session import batch_invariant_embedding, load_context
+from pipeline.session import load_context
 from pipeline.sync import sync_vault
 
 EXAMPLE_VAULT = Path(__file__).resolve().parents[2] / "examples" / "vault"
@@ -70,7 +71,7 @@ def read_packs(path: Path) -> list[dict]:
 
 @pytest.mark.parametrize("search", ["exact", "index"])
 def test_packs_equal_single_answers(pipeline: Pipeline, tmp_path: Path, search: str) -> None:
-    if not batch_invariant_embedding():
+    if not batch_invariant():
         pytest.fail("torch loaded before pipeline.embed set MKL strict mode; batches may differ")
     texts = prompts()
     report = load_context(pipeline, texts, tmp_path / "out", search=search, chunk_size=16)  # type: ignore[arg-type]
