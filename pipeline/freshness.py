@@ -419,7 +419,7 @@ def current_notes(
     reread = 0
     for f in files:
         known = registry.get(f.path)
-        if known is not None and known.mtime == f.mtime and known.bytes == f.bytes:
+        if known is not None and f.untouched_since(known):
             notes[f.path] = DiskNote(f.path, f.source_type, known.content_hash, f.mtime)
             continue
         reread += 1

@@ -262,7 +262,7 @@ def _read_if_changed(
     )
     if reuse is None:
         return _read(settings, scanned)
-    if (reuse.mtime, reuse.bytes) == (scanned.mtime, scanned.bytes):
+    if scanned.untouched_since(reuse):
         return None  # cheap path: the file was not touched since the last run
     # Touched but perhaps not changed (a checkout, a sync tool): the same bytes keep their
     # facts. The row keeps its old mtime, so the next run hashes it again; cheap next to

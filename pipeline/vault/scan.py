@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from pipeline.config import STATE_DIR, Settings
-from pipeline.model import SourceType
+from pipeline.model import Note, SourceType
 
 #: Folders never scanned, whatever the settings say: the editor's config, its trash,
 #: version control, and vault-ko's own state.
@@ -43,6 +43,10 @@ class ScannedFile:
     source_type: SourceType
     mtime: float
     bytes: int
+
+    def untouched_since(self, note: Note) -> bool:
+        """Same mtime and size as the registry row: trusted unchanged without reading it."""
+        return (self.mtime, self.bytes) == (note.mtime, note.bytes)
 
 
 @lru_cache(maxsize=256)
