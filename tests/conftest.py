@@ -29,6 +29,12 @@ def require_or_skip(reason: str) -> None:
     pytest.skip(reason)
 
 
+@pytest.fixture(scope="session")
+def require_server() -> Callable[[str], None]:
+    """``require_or_skip`` for fixtures in other conftest and test modules."""
+    return require_or_skip
+
+
 @pytest.fixture(autouse=True)
 def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No VAULT_KO_* setting of the developer's shell leaks into a test."""

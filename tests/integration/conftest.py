@@ -22,16 +22,6 @@ from pipeline.config import Settings
 from pipeline.errors import LocalGraphError
 from pipeline.graph.local import LocalGraph, LocalRecord
 
-_ROOT_CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
-
-
-def _require_or_skip(config: pytest.Config) -> Callable[[str], None]:
-    """``require_or_skip`` of tests/conftest.py (a plugin module pytest already loaded)."""
-    module = config.pluginmanager.get_plugin(str(_ROOT_CONFTEST))
-    if module is None:
-        pytest.fail(f"{_ROOT_CONFTEST} is not loaded; run pytest from the repository root")
-    return module.require_or_skip
-
 
 @dataclass(frozen=True)
 class LocalGraphHandle:
@@ -59,18 +49,17 @@ class LocalGraphHandle:
 
 @pytest.fixture(scope="session")
 def local_graph(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    require_server: Callable[[str], None], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LocalGraphHandle]:
     """A real local ArcadeDB server (Bolt + HTTP on free ports), stopped at session end."""
-    require_or_skip = _require_or_skip(request.config)
     state_dir = tmp_path_factory.mktemp("local-graph") / ".vault-ko"
     local = LocalGraph(state_dir)
     try:
         result = local.up()
     except LocalGraphError as exc:
         local.down()
-        require_or_skip(f"the local graph could not start: {exc}")
-        raise  # unreachable: require_or_skip skips or fails
+        require_server(f"the local graph could not start: {exc}")
+        raise  # unreachable: require_server skips or fails
     try:
         yield LocalGraphHandle(local=local, record=result.record)
     finally:

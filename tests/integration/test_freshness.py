@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,13 +24,14 @@ from pipeline.config import load_settings
 pytestmark = [pytest.mark.integration, pytest.mark.model]
 
 EXAMPLE_VAULT = Path(__file__).resolve().parents[2] / "examples" / "vault"
-ON_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 WIKI_NOTE = "wiki/kafka.md"
 ADR_NOTE = "adr/0007-use-redis-as-the-warm-cache.md"
 
 
 @pytest.fixture(scope="module")
-def vault(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def vault(
+    tmp_path_factory: pytest.TempPathFactory, require_server: Callable[[str], None]
+) -> Iterator[Path]:
     """A synced copy of the sample vault with its own local graph (`vault-ko graph up`)."""
     from pipeline.errors import LocalGraphError
     from pipeline.graph import LocalGraph
@@ -44,9 +45,7 @@ def vault(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     try:
         graph.up(dims=384, settings=settings)
     except LocalGraphError as exc:
-        if ON_CI:  # as tests/conftest.py's require_or_skip: mandatory on CI
-            pytest.fail(f"required on CI: the local graph cannot start: {exc}")
-        pytest.skip(f"the local graph cannot start: {exc}")
+        require_server(f"the local graph cannot start: {exc}")
     try:
         with Pipeline(settings) as p:
             sync_vault(p.settings, p.kodb, p.graph, p.embedder)
