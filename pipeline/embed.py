@@ -203,6 +203,18 @@ def model_identity(model: str, *, base_dir: Path | None = None) -> tuple[str, in
     return model_id, (_folder_dims(folder) if folder.is_dir() else None)
 
 
+def configured_identity(settings: Settings) -> tuple[str, int | None]:
+    """The configured embedder's (id, dims) without loading it: dims from the local model
+    folder's config, else from the model's profile in ``pipeline.noisefloor``, else None."""
+    from pipeline.noisefloor import profile_for
+
+    model_id, dims = model_identity(settings.embed_model, base_dir=settings.vault)
+    if dims is None:
+        profile = profile_for(model_id)
+        dims = profile.dims if profile else None
+    return model_id, dims
+
+
 def _folder_dims(folder: Path) -> int | None:
     try:
         modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
@@ -281,6 +293,41 @@ def _dimension_of(encoder: Encoder) -> int | None:
 
 _ENCODERS: dict[tuple[str, str], Encoder] = {}
 _CACHE_LOCK = threading.Lock()
+
+
+class LazyEmbedder:
+    """The configured Embedder, loaded on the first ``embed`` (or the first attribute only
+    the loaded model knows). Its ``model_id``, and usually its ``dims``, are known without
+    torch, so a sync with nothing to embed, a calibration check or a degraded answer never
+    pays for loading the model."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._loaded: Embedder | None = None
+        self.model_id, self._dims = configured_identity(settings)
+
+    @property
+    def loaded(self) -> Embedder:
+        """The real Embedder (loaded now if it was not yet; shared per process)."""
+        if self._loaded is None:
+            self._loaded = get_embedder(self._settings)
+        return self._loaded
+
+    @property
+    def is_loaded(self) -> bool:
+        return self._loaded is not None
+
+    @property
+    def dims(self) -> int:
+        return self._dims if self._dims is not None else self.loaded.dims
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.loaded.embed(texts)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # copy/pickle probes must not load a model
+            raise AttributeError(name)
+        return getattr(self.loaded, name)
 
 
 def get_embedder(settings: Settings) -> Embedder:

@@ -43,9 +43,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pipeline import noisefloor as nf
 from pipeline.calibrate import outdated_reasons
 from pipeline.config import Settings, mask_url
+from pipeline.embed import configured_identity as model_identity
 from pipeline.errors import EXIT_FAILURE, EXIT_OK, EXIT_UNAVAILABLE, InputError, VaultKoError
 from pipeline.fallback_log import fallbacks_since_last_check
 from pipeline.ingest import SkippedNote, skip_reason
@@ -532,20 +532,6 @@ def orphan_fact_files(
         if not (path if path.is_absolute() else settings.vault / path).exists():
             gone.append(name)
     return tuple(sorted(gone))
-
-
-def model_identity(settings: Settings) -> tuple[str, int | None]:
-    """The configured embedder's id and dims, without loading the model (or torch).
-
-    Dims come from the local model folder's config, else the embedder profile, else None.
-    """
-    from pipeline.embed import model_identity as from_config
-
-    model_id, dims = from_config(settings.embed_model, base_dir=settings.vault)
-    if dims is None:
-        profile = nf.profile_for(model_id)
-        dims = profile.dims if profile else None
-    return model_id, dims
 
 
 # -- the check --------------------------------------------------------------------------------

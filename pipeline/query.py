@@ -24,7 +24,7 @@ from pipeline.model import Answer, Fact, Hit, Relevance
 from pipeline.rank import rank_subjects
 
 if TYPE_CHECKING:
-    from pipeline.embed import Embedder
+    from pipeline.embed import Embedder, LazyEmbedder
     from pipeline.graph import GraphClient
     from pipeline.kodb import KoDB
 
@@ -101,7 +101,7 @@ class Pipeline:
         *,
         kodb: KoDB | None = None,
         graph: GraphClient | None = None,
-        embedder: Embedder | None = None,
+        embedder: Embedder | LazyEmbedder | None = None,
     ) -> None:
         self.settings = settings
         self._kodb = kodb
@@ -127,11 +127,12 @@ class Pipeline:
         return self._graph
 
     @property
-    def embedder(self) -> Embedder:
+    def embedder(self) -> Embedder | LazyEmbedder:
         if self._embedder is None:
-            from pipeline.embed import get_embedder
+            from pipeline.embed import LazyEmbedder
 
-            self._embedder = get_embedder(self.settings)
+            # Loaded on the first embed: labels, syncs and fallbacks need only its id.
+            self._embedder = LazyEmbedder(self.settings)
         return self._embedder
 
     def basis(self) -> Basis:

@@ -675,17 +675,6 @@ ProgressFn = Callable[[int, int | None], None]
 BadLineFn = Callable[[BadLine], None]
 
 
-class _LazyEmbedder:
-    """The owner Pipeline's embedder, loaded only when a prompt is first embedded (a batch
-    that runs entirely in fallback never imports torch)."""
-
-    def __init__(self, owner: Pipeline) -> None:
-        self._owner = owner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._owner.embedder, name)
-
-
 @dataclass
 class _Stats:
     written: int = 0
@@ -727,7 +716,7 @@ class SessionLoader:
             pipeline.settings,
             kodb=self.kodb,  # type: ignore[arg-type]
             graph=pipeline.graph,
-            embedder=_LazyEmbedder(pipeline),  # type: ignore[arg-type]
+            embedder=pipeline.embedder,  # lazy: an all-fallback batch never loads it
         )
         self._exact: ExactSearch | None = None
         self._path: str | None = None  # the search path once chosen: exact | index

@@ -42,7 +42,7 @@ def embed_command(
     stopped. Exit 2 when the graph cannot be reached or the model cannot be loaded.
     """
     # Imported here so `vault-ko --help` loads neither the graph driver nor the sync code.
-    from pipeline.embed import get_embedder
+    from pipeline.embed import LazyEmbedder
     from pipeline.embed_sync import sync_embeddings
     from pipeline.graph import open_graph
     from pipeline.kodb import KoDB
@@ -54,7 +54,7 @@ def embed_command(
         # graph fails within the retry deadline.
         graph.ping()
         with KoDB.open(settings.effective_kodb_url) as kodb:
-            embedder = get_embedder(settings)
+            embedder = LazyEmbedder(settings)  # loaded only if a note needs embedding
             with progress_bar("embedding notes", enabled=not as_json) as progress:
                 report = sync_embeddings(
                     settings, kodb, graph, embedder, full=full, progress=progress

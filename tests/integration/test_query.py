@@ -87,6 +87,19 @@ def test_sync_is_idempotent_and_calibration_current(synced: Pipeline) -> None:
     assert report.calibration is not None and report.calibration.n_notes == 68
 
 
+def test_sync_with_nothing_to_do_does_not_load_the_model(synced: Pipeline) -> None:
+    from pipeline.embed import LazyEmbedder
+
+    fresh = Pipeline(synced.settings, kodb=synced.kodb, graph=synced.graph)
+    assert isinstance(fresh.embedder, LazyEmbedder)
+    report = sync_vault(fresh.settings, fresh.kodb, fresh.graph, fresh.embedder)
+    assert (report.embed.embedded, report.calibrated) == (0, False)
+    assert not fresh.embedder.is_loaded
+    answer = fresh.ask(ADR_TITLE_QUESTION)  # the first question loads it
+    assert fresh.embedder.is_loaded
+    assert answer.hits[0].path == "adr/0007-use-redis-as-the-warm-cache.md"
+
+
 @pytest.mark.parametrize(
     "question",
     [

@@ -159,3 +159,17 @@ def test_an_empty_model_setting_is_an_error(tmp_path: Path) -> None:
 def test_settings_default_model_is_the_bundled_one(tmp_path: Path) -> None:
     settings = Settings(vault=tmp_path, state_dir=tmp_path / ".vault-ko")
     assert resolve_model(settings.embed_model)[1] == BUNDLED_MODEL_ID
+
+
+def test_lazy_embedder_knows_id_and_dims_without_loading_torch() -> None:
+    code = (
+        "import sys\n"
+        "from pipeline.config import load_settings\n"
+        "from pipeline.embed import LazyEmbedder\n"
+        "e = LazyEmbedder(load_settings('.', env={}))\n"
+        "print(e.model_id, e.dims, e.is_loaded, 'torch' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.split() == [BUNDLED_MODEL_ID, "384", "False", "False"]
