@@ -1,4 +1,5 @@
-"""`vault-ko eval`: retrieval quality and relevance labels on a BEIR-format collection."""
+"""`vault-ko eval`: retrieval, answer quality and relevance labels, on a BEIR-format
+collection or on a vault with judged questions."""
 
 from __future__ import annotations
 
@@ -8,16 +9,31 @@ import click
 
 from pipeline.cli._common import emit_json, err, json_option
 
+_SPLITS = ("tune", "test", "all")
+
 
 @click.command("eval")
-@click.argument("collection_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--judged",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A judged question set (JSONL: question, relevant {subject: 2|1}, split): the "
+    "first PATH is then a vault folder, not a BEIR collection.",
+)
 @click.option(
     "--offtopic",
     "offtopic_dirs",
     multiple=True,
     type=click.Path(file_okay=False, path_type=Path),
-    help="A collection of another domain whose queries should be silenced (repeatable); "
-    "only its queries.jsonl is read.",
+    help="Collections of other domains whose queries should be silenced: --offtopic A B C "
+    "(or repeated); only their queries.jsonl is read.",
+)
+@click.option(
+    "--split",
+    type=click.Choice(_SPLITS),
+    default="all",
+    show_default=True,
+    help="Judged questions of one split only (the report also breaks figures down by split).",
 )
 @click.option("--model", help="Embedding model (name or folder) [the embed.model setting].")
 @click.option(
@@ -28,38 +44,81 @@ from pipeline.cli._common import emit_json, err, json_option
 @click.option("--per-query", is_flag=True, help="Add every query's label and top ids to --json.")
 @json_option
 def eval_cmd(
-    collection_dir: Path,
+    paths: tuple[Path, ...],
+    judged: Path | None,
     offtopic_dirs: tuple[Path, ...],
+    split: str,
     model: str | None,
     out: Path | None,
     per_query: bool,
     as_json: bool,
 ) -> None:
-    """Measure retrieval and relevance labels on COLLECTION_DIR (BEIR layout).
+    """Measure retrieval, answers and relevance labels on PATH.
 
-    COLLECTION_DIR holds docs.jsonl ({"id","title","text"}; BEIR's corpus.jsonl and "_id"
-    work too), queries.jsonl ({"id","text"}) and qrels.tsv (query-id, doc-id, relevance;
-    or qrels/test.tsv). Self-contained: the documents become notes of a temporary vault
-    with its own KO-DB and local graph on free ports, which are synced, calibrated,
-    queried and removed; your vault and stores are not touched. Reports nDCG@10,
-    recall@10/100 and MRR@10 in semantic and degraded (fallback) mode, the labels of
-    on-topic and --offtopic queries, silence rates next to fixed-threshold policies, and
-    the ROC AUC of z and of raw cosine. Progress goes to stderr.
+    PATH is a BEIR-layout collection: docs.jsonl ({"id","title","text"}; BEIR's
+    corpus.jsonl and "_id" work too), queries.jsonl ({"id","text"}) and qrels.tsv
+    (query-id, doc-id, relevance; or qrels/test.tsv). Its documents become the notes of a
+    temporary vault. With --judged FILE, PATH is a vault folder and FILE its judged
+    questions: the vault is read, never written.
+
+    Self-contained: KO-DB and a local graph on free ports are made in a temporary folder,
+    synced, calibrated, queried and removed; your stores are not touched. Reports nDCG@10,
+    recall@10/100 and MRR@10 of the note hits and the answer quality of the subjects
+    (nDCG@10, P@5, answer in the top 3) in semantic and degraded (fallback) mode, the
+    labels of on-topic and --offtopic queries, silence rates next to fixed-threshold
+    policies, and the ROC AUC of z and of raw cosine. Further folders after the first PATH
+    are off-topic collections too (`--offtopic A B`). Progress goes to stderr.
     """
     # Imported here so `vault-ko --help` and other commands do not pay for the harness.
-    from pipeline.evaluate import read_collection, read_offtopic, run_eval, to_markdown
+    from pipeline.evaluate import (
+        read_collection,
+        read_judged,
+        read_offtopic,
+        run_eval,
+        run_vault_eval,
+        to_markdown,
+    )
 
-    collection = read_collection(collection_dir)
-    offtopic = [read_offtopic(d) for d in offtopic_dirs]
-    for warning in collection.warnings:
-        err.print(f"warning: {warning}")
+    first, extra = paths[0], paths[1:]
+    if extra and not offtopic_dirs:
+        raise click.UsageError(
+            f"one collection at a time: put other folders after --offtopic ({extra[0]})"
+        )
+    offtopic = [read_offtopic(d) for d in (*offtopic_dirs, *extra)]
     overrides = {}
     if model:
         # A relative model folder means the caller's cwd, not the temporary vault.
         overrides["embed_model"] = str(Path(model).resolve()) if Path(model).exists() else model
-    report = run_eval(
-        collection, offtopic, overrides=overrides, progress=lambda msg: err.print(f"eval: {msg}")
-    )
+
+    def say(msg: str) -> None:
+        err.print(f"eval: {msg}")
+
+    if judged is not None:
+        questions = read_judged(judged)
+        if split != "all":
+            questions = [q for q in questions if q.split == split]
+            if not questions:
+                raise click.UsageError(f"{judged} has no question of split {split!r}")
+        if not first.is_dir():
+            raise click.UsageError(f"vault folder {first} does not exist")
+        report = run_vault_eval(
+            first,
+            questions,
+            offtopic,
+            judged_file=judged.name,
+            overrides=overrides,
+            progress=say,
+        )
+    else:
+        if split != "all":
+            raise click.UsageError("--split needs --judged (BEIR queries carry no split)")
+        collection = read_collection(first)
+        for warning in collection.warnings:
+            err.print(f"warning: {warning}")
+        report = run_eval(collection, offtopic, overrides=overrides, progress=say)
+    for warning in report.warnings:
+        if judged is not None:
+            err.print(f"warning: {warning}")
     markdown = to_markdown(report)
     if out is not None:
         out.write_text(markdown, encoding="utf-8")

@@ -1,7 +1,8 @@
-"""`vault-ko eval`: retrieval quality and relevance labels on a BEIR-format collection.
+"""`vault-ko eval`: retrieval, answer quality and relevance labels.
 
-``beir`` reads collections, ``metrics`` holds the pure measures, ``harness`` runs a
-collection through a throwaway vault and graph, ``report`` renders the result.
+``beir`` reads BEIR collections, ``judged`` judged question sets for a vault, ``metrics``
+holds the pure measures, ``harness`` runs a collection or a judged vault through throwaway
+stores and graph, ``report`` renders the result.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from pipeline.evaluate.beir import (
     read_offtopic,
     read_qrels,
 )
-from pipeline.evaluate.harness import EvalReport, QueryOutcome, build_vault, run_eval
+from pipeline.evaluate.harness import (
+    EvalReport,
+    QueryOutcome,
+    build_vault,
+    run_eval,
+    run_vault_eval,
+)
+from pipeline.evaluate.judged import JudgedQuestion, read_judged
 from pipeline.evaluate.metrics import mean_scores, mrr_at_k, ndcg_at_k, recall_at_k, roc_auc
 from pipeline.evaluate.report import to_markdown
 
@@ -22,6 +30,7 @@ __all__ = [
     "Collection",
     "Doc",
     "EvalReport",
+    "JudgedQuestion",
     "Query",
     "QueryOutcome",
     "build_vault",
@@ -29,10 +38,12 @@ __all__ = [
     "mrr_at_k",
     "ndcg_at_k",
     "read_collection",
+    "read_judged",
     "read_offtopic",
     "read_qrels",
     "recall_at_k",
     "roc_auc",
     "run_eval",
+    "run_vault_eval",
     "to_markdown",
 ]

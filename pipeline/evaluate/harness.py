@@ -1,15 +1,24 @@
-"""Run a collection through the whole pipeline in a throwaway vault and measure it.
+"""Run a collection or a judged vault through the whole pipeline, in throwaway stores.
 
-    docs ─▶ temp vault (one wiki note per doc) ─▶ own local graph on free ports ─▶ sync
-         (ingest + embed + calibrate) ─▶ every query, semantic and degraded ─▶ EvalReport
+    BEIR collection ─▶ temp vault (one wiki note per doc) ─┐
+    a vault folder + judged questions ─────────────────────┴▶ own KO-DB and local graph on
+        free ports ─▶ sync (ingest + embed + calibrate) ─▶ every question, semantic and
+        degraded ─▶ EvalReport (note retrieval, answer quality, labels)
 
-Nothing of the user's is touched: the vault, the SQLite KO-DB and the graph server all live
-in a temporary folder, and the server is stopped and the folder removed at the end, also
-when something fails. Each document becomes ``wiki/<safe-id>.md`` whose title is the doc
-title and whose frontmatter ``subject`` is that title too, with the property ``doc_id``: so
-the ingest extractor records the fact (title, doc_id, id, note) and degraded mode, which
-searches subjects by query words, can reach a document through the words of its title (and
-only through them).
+Nothing of the user's is touched: KO-DB and the graph server live in a temporary folder
+(a judged vault is only read), and the server is stopped and the folder removed at the
+end, also when something fails.
+
+A BEIR document becomes ``wiki/<safe-id>.md`` whose title is the doc title and whose
+frontmatter ``subject`` is that title (with the id added when two documents share a title,
+so each document is one subject), with the property ``doc_id``. A judged vault is ingested
+as it is, with its own ``vault-ko.toml`` folder globs and model.
+
+Two rankings are measured per question, in semantic and in degraded mode: the note hits
+and the subjects (the answer a person reads). In a BEIR collection both map to documents
+(a subject is its document's title). In a judged vault both map to subjects: a note hit
+counts as its own subject, once (a second hit on the same subject gains nothing), and its
+ideal ranking holds only judged subjects that have a note of their own.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ import re
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,13 +38,15 @@ from pipeline import noisefloor as nf
 from pipeline.calibrate import Basis
 from pipeline.config import Settings, load_settings
 from pipeline.evaluate.beir import Collection, Doc, Query
-from pipeline.evaluate.metrics import mean_scores, rate, roc_auc
+from pipeline.evaluate.judged import ANSWER_GRADE, SPLITS, JudgedQuestion
+from pipeline.evaluate.metrics import answer_scores, first_occurrences, mean_scores, rate, roc_auc
 from pipeline.model import Answer, Calibration, normalize_text
 
 if TYPE_CHECKING:
     from pipeline.query import Pipeline
 
-#: Notes asked of the graph per query: recall@100 needs a hundred.
+#: Notes asked of the graph per query: recall@100 needs a hundred. The subject answer is
+#: made from the first ``query_hits`` of them, as a user's query would be.
 HITS = 100
 #: Subjects asked of degraded mode per query, so it too can reach a hundred notes.
 FALLBACK_SUBJECTS = 100
@@ -52,6 +63,7 @@ FIXED_THRESHOLDS: tuple[tuple[str, float], ...] = (
 
 #: The labels a semantic answer can carry, in report order.
 LABELS = (nf.STRONG, nf.MODERATE, nf.WEAK, nf.NO_MATCH, nf.UNSCORED)
+MODES = ("semantic", "fallback")
 
 Progress = Callable[[str], None]
 
@@ -88,7 +100,19 @@ def note_title(doc: Doc) -> str:
     return " ".join(doc.title.split()) or doc.id
 
 
-def note_text(doc: Doc) -> str:
+def doc_subjects(docs: Mapping[str, Doc]) -> dict[str, str]:
+    """doc id → the subject of its note: its title, with `` [id]`` added when documents
+    share a title (case-folded), so that each document is a subject of its own."""
+    counts = Counter(normalize_text(note_title(d)) for d in docs.values())
+    return {
+        doc_id: note_title(doc)
+        if counts[normalize_text(note_title(doc))] == 1
+        else f"{note_title(doc)} [{doc_id}]"
+        for doc_id, doc in docs.items()
+    }
+
+
+def note_text(doc: Doc, subject: str | None = None) -> str:
     """The markdown of one document's note (frontmatter strings as JSON, valid YAML)."""
 
     def q(value: str) -> str:
@@ -96,7 +120,7 @@ def note_text(doc: Doc) -> str:
 
     title = note_title(doc)
     return (
-        f"---\ntitle: {q(title)}\nsubject: {q(title)}\ndoc_id: {q(doc.id)}\n---\n\n"
+        f"---\ntitle: {q(title)}\nsubject: {q(subject or title)}\ndoc_id: {q(doc.id)}\n---\n\n"
         f"{doc.text.strip()}\n"
     )
 
@@ -104,10 +128,11 @@ def note_text(doc: Doc) -> str:
 def build_vault(collection: Collection, vault: Path) -> dict[str, str]:
     """Write one wiki note per document under ``vault``; returns note path → doc id."""
     paths = note_paths(collection.docs)
+    subjects = doc_subjects(collection.docs)
     for doc_id, rel in paths.items():
         target = vault / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(note_text(collection.docs[doc_id]), encoding="utf-8")
+        target.write_text(note_text(collection.docs[doc_id], subjects[doc_id]), encoding="utf-8")
     return {rel: doc_id for doc_id, rel in paths.items()}
 
 
@@ -116,15 +141,23 @@ def build_vault(collection: Collection, vault: Path) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class QueryOutcome:
-    """One query's label and, for judged on-topic queries, its two rankings."""
+    """One query's label and, for judged on-topic queries, its rankings.
+
+    Rankings are ids, best first: documents (BEIR) or case-folded subjects (judged vault).
+    ``semantic`` / ``fallback`` rank the note hits, ``*_subjects`` the answer's subjects.
+    """
 
     query_id: str
     group: str  # "on_topic" or the name of the off-topic collection
     label: str
     top_cosine: float | None
     z: float | None
-    semantic: tuple[str, ...] = ()  # doc ids, best first
+    semantic: tuple[str, ...] = ()
     fallback: tuple[str, ...] = ()
+    semantic_subjects: tuple[str, ...] = ()
+    fallback_subjects: tuple[str, ...] = ()
+    split: str | None = None
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -167,7 +200,11 @@ class CalibrationUsed:
 
 @dataclass(frozen=True)
 class EvalReport:
-    """Everything `vault-ko eval` measured; ``to_dict`` is its JSON contract."""
+    """Everything `vault-ko eval` measured; ``to_dict`` is its JSON contract.
+
+    ``qrels`` grade the note ranking and ``subject_qrels`` the subject ranking, per query
+    id; in a BEIR collection they are the same document judgements.
+    """
 
     collection: str
     offtopic: tuple[str, ...]
@@ -180,11 +217,18 @@ class EvalReport:
     qrels: Mapping[str, Mapping[str, int]]
     seconds: Mapping[str, float] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    kind: str = "beir"  # beir | vault
+    subject_qrels: Mapping[str, Mapping[str, int]] | None = None
+    answer_grade: int = 1  # the grade a subject needs to count as answering
 
     # -- derived figures ------------------------------------------------------------------
-    def on_topic(self) -> list[QueryOutcome]:
-        """Outcomes of the judged queries of the collection."""
-        return [o for o in self.outcomes if o.group == "on_topic"]
+    def on_topic(self, split: str | None = None) -> list[QueryOutcome]:
+        """Outcomes of the judged queries of the collection (of one split when named)."""
+        return [
+            o
+            for o in self.outcomes
+            if o.group == "on_topic" and (split is None or o.split == split)
+        ]
 
     def off_topic(self, name: str | None = None) -> list[QueryOutcome]:
         """Outcomes of the off-topic queries (of one off-topic collection when named)."""
@@ -192,10 +236,28 @@ class EvalReport:
             o for o in self.outcomes if o.group != "on_topic" and (name is None or o.group == name)
         ]
 
+    def splits(self) -> list[str]:
+        """The splits the judged questions carry, in SPLITS order."""
+        present = {o.split for o in self.on_topic()}
+        return [s for s in SPLITS if s in present]
+
     def retrieval(self, mode: str) -> dict[str, float]:
-        """nDCG@10, recall@10, recall@100, MRR@10 of ``mode`` (semantic or fallback)."""
+        """nDCG@10, recall@10, recall@100, MRR@10 of the note hits of ``mode``."""
         runs = {o.query_id: getattr(o, mode) for o in self.on_topic()}
         return mean_scores(runs, {q: self.qrels[q] for q in runs})
+
+    def answers(self, mode: str, split: str | None = None) -> dict[str, float]:
+        """Answer quality of ``mode``: subject nDCG@10 and P@5, the share of questions whose
+        top 3 subjects hold an answering one, and the note hits' nDCG@10 beside them."""
+        subject_qrels = self.subject_qrels if self.subject_qrels is not None else self.qrels
+        outcomes = self.on_topic(split)
+        return answer_scores(
+            [getattr(o, f"{mode}_subjects") for o in outcomes],
+            [getattr(o, mode) for o in outcomes],
+            [subject_qrels[o.query_id] for o in outcomes],
+            [self.qrels[o.query_id] for o in outcomes],
+            answer_grade=self.answer_grade,
+        )
 
     @staticmethod
     def label_counts(outcomes: Sequence[QueryOutcome]) -> dict[str, int]:
@@ -219,11 +281,26 @@ class EvalReport:
             )
         return rows
 
+    def answers_dict(self) -> dict[str, Any]:
+        """The ``answers`` object of the JSON: per mode, overall and per split."""
+        data: dict[str, Any] = {
+            "questions": len(self.on_topic()),
+            "splits": {s: len(self.on_topic(s)) for s in self.splits()},
+            "answer_grade": self.answer_grade,
+        }
+        for mode in MODES:
+            data[mode] = {
+                **self.answers(mode),
+                "by_split": {s: self.answers(mode, s) for s in self.splits()},
+            }
+        return data
+
     def to_dict(self, per_query: bool = False) -> dict[str, Any]:
         """The JSON document of `vault-ko eval --json`."""
         on, off = self.on_topic(), self.off_topic()
         data: dict[str, Any] = {
             "collection": self.collection,
+            "kind": self.kind,
             "offtopic_collections": list(self.offtopic),
             "model": self.model,
             "dims": self.dims,
@@ -237,6 +314,7 @@ class EvalReport:
             "calibration": self.calibration.to_dict(),
             "semantic": self.retrieval("semantic"),
             "fallback": self.retrieval("fallback"),
+            "answers": self.answers_dict(),
             "labels": {
                 "on_topic": self.label_counts(on),
                 "off_topic": self.label_counts(off),
@@ -254,8 +332,7 @@ class EvalReport:
                 _finite(o.top_cosine for o in on), _finite(o.top_cosine for o in off)
             ),
             "fixed_thresholds": self.fixed_thresholds(),
-            "fallback_reach": "finds a document only through the words of its title (each "
-            "document's note has the title as its subject)",
+            "fallback_reach": _FALLBACK_REACH[self.kind],
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "warnings": list(self.warnings),
         }
@@ -264,15 +341,26 @@ class EvalReport:
                 {
                     "id": o.query_id,
                     "group": o.group,
+                    "split": o.split,
+                    "text": o.text,
                     "label": o.label,
                     "top_cosine": o.top_cosine,
                     "z": o.z,
                     "semantic_top10": list(o.semantic[:10]),
                     "fallback_top10": list(o.fallback[:10]),
+                    "semantic_subjects_top10": list(o.semantic_subjects[:10]),
+                    "fallback_subjects_top10": list(o.fallback_subjects[:10]),
                 }
                 for o in self.outcomes
             ]
         return data
+
+
+_FALLBACK_REACH = {
+    "beir": "finds a document only through the words of its title (each document's note "
+    "has the title as its subject)",
+    "vault": "finds subjects through the words of their names",
+}
 
 
 def _silenced(cosine: float | None, threshold: float) -> bool:
@@ -288,10 +376,11 @@ def _finite(values: Any) -> list[float]:
 
 
 def eval_settings(vault: Path, state_dir: Path, overrides: Mapping[str, Any]) -> Settings:
-    """Settings for the throwaway vault: the user's model choices, never their stores.
+    """Settings for the evaluated vault: the user's model choices, never their stores.
 
-    The environment may name the model, device and batch size; the KO-DB and graph are
-    always the temporary ones (a user's VAULT_KO_KODB_URL must not receive test notes).
+    The environment (and a judged vault's own vault-ko.toml) may name the model, device,
+    batch size and folder globs; the KO-DB and graph are always the temporary ones (a
+    user's VAULT_KO_KODB_URL must not receive test notes).
     """
     settings = load_settings(vault, overrides=dict(overrides))
     return settings.replace(
@@ -304,6 +393,26 @@ def eval_settings(vault: Path, state_dir: Path, overrides: Mapping[str, Any]) ->
         graph_database=None,
         graph_dialect=None,
     )
+
+
+@dataclass(frozen=True)
+class _Question:
+    id: str
+    text: str
+    group: str
+    split: str | None = None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one run asks and how answers map to judged ids."""
+
+    name: str
+    kind: str
+    questions: tuple[_Question, ...]
+    offtopic: tuple[str, ...]
+    answer_grade: int
+    warnings: tuple[str, ...]
 
 
 def run_eval(
@@ -320,57 +429,180 @@ def run_eval(
     labelled. ``overrides`` are settings such as ``embed_model``. ``workdir`` is the parent
     of the temporary folder (default: the system's temp dir).
     """
+    say = progress or (lambda _msg: None)
+    judged = collection.judged_queries()
+    plan = _Plan(
+        collection.name,
+        "beir",
+        (
+            *(_Question(q.id, q.text, "on_topic") for q in judged),
+            *_offtopic_questions(offtopic),
+        ),
+        tuple(name for name, _ in offtopic),
+        answer_grade=1,
+        warnings=tuple(collection.warnings),
+    )
+    with tempfile.TemporaryDirectory(prefix="vault-ko-eval-", dir=workdir) as tmp:
+        vault = Path(tmp) / "vault"
+        t0 = time.perf_counter()
+        path_to_doc = build_vault(collection, vault)
+        built = time.perf_counter() - t0
+        say(f"wrote {len(path_to_doc)} notes for {collection.name}")
+        subject_to_doc = {normalize_text(s): d for d, s in doc_subjects(collection.docs).items()}
+        qrels = {q.id: dict(collection.qrels[q.id]) for q in judged}
+
+        def score(p: Pipeline) -> _Mapper:
+            return _Mapper(
+                note=path_to_doc.get,
+                subject=lambda s: subject_to_doc.get(normalize_text(s)),
+                note_qrels=qrels,
+                subject_qrels=qrels,
+                reach=lambda answer: _fallback_reach(p, answer, path_to_doc),
+            )
+
+        return _run(
+            plan,
+            vault,
+            Path(tmp) / "state",
+            overrides or {},
+            say,
+            score,
+            docs=len(collection.docs),
+            seconds={"build_vault": built},
+        )
+
+
+def run_vault_eval(
+    vault: str | Path,
+    judged: Sequence[JudgedQuestion],
+    offtopic: Sequence[tuple[str, Sequence[Query]]] = (),
+    *,
+    judged_file: str = "",
+    overrides: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
+    workdir: str | Path | None = None,
+) -> EvalReport:
+    """Sync a copy of ``vault``'s notes into temporary stores, ask every judged question,
+    measure the answers' subjects and notes against the judgements, clean up.
+
+    The vault folder is only read. A judged subject that the vault's KO-DB does not hold
+    is reported in ``warnings`` (a misspelt judgement would silently score zero).
+    """
+    say = progress or (lambda _msg: None)
+    folder = Path(vault).expanduser().resolve()
+    questions = tuple(
+        _Question(f"{judged_file or 'judged'}:{j.line}", j.question, "on_topic", j.split)
+        for j in judged
+    )
+    plan = _Plan(
+        folder.name,
+        "vault",
+        (*questions, *_offtopic_questions(offtopic)),
+        tuple(name for name, _ in offtopic),
+        answer_grade=ANSWER_GRADE,
+        warnings=(),
+    )
+    subject_qrels = {q.id: dict(j.relevant) for q, j in zip(questions, judged, strict=True)}
+
+    def score(p: Pipeline) -> _Mapper:
+        own = {path: normalize_text(n.subject or n.title) for path, n in p.kodb.notes().items()}
+        with_notes = set(own.values())
+        return _Mapper(
+            note=own.get,
+            subject=normalize_text,
+            note_qrels={
+                q: {s: g for s, g in rel.items() if s in with_notes}
+                for q, rel in subject_qrels.items()
+            },
+            subject_qrels=subject_qrels,
+            reach=lambda answer: tuple(h.path for h in answer.hits),
+            known=set(p.kodb.subject_norms()),
+            names={s: j.names[s] for j in judged for s in j.relevant},
+        )
+
+    with tempfile.TemporaryDirectory(prefix="vault-ko-eval-", dir=workdir) as tmp:
+        return _run(
+            plan,
+            folder,
+            Path(tmp) / "state",
+            overrides or {},
+            say,
+            score,
+            docs=0,
+            seconds={},
+        )
+
+
+def _offtopic_questions(offtopic: Sequence[tuple[str, Sequence[Query]]]) -> list[_Question]:
+    return [_Question(q.id, q.text, name) for name, queries in offtopic for q in queries]
+
+
+@dataclass(frozen=True)
+class _Mapper:
+    """How one run's answers become judged ids."""
+
+    note: Callable[[str], str | None]  # note path -> id
+    subject: Callable[[str], str | None]  # subject display name -> id
+    note_qrels: Mapping[str, Mapping[str, int]]
+    subject_qrels: Mapping[str, Mapping[str, int]]
+    reach: Callable[[Answer], Iterable[str]]  # degraded answer -> note paths, best first
+    known: set[str] | None = None  # ids a judgement may name (None: any)
+    names: Mapping[str, str] = field(default_factory=dict)
+
+    def notes(self, paths: Iterable[str]) -> tuple[str, ...]:
+        return first_occurrences(i for p in paths if (i := self.note(p)) is not None)
+
+    def subjects(self, answer: Answer) -> tuple[str, ...]:
+        return first_occurrences(
+            i for s in answer.subjects if (i := self.subject(s.subject)) is not None
+        )
+
+
+def _run(
+    plan: _Plan,
+    vault: Path,
+    state_dir: Path,
+    overrides: Mapping[str, Any],
+    say: Progress,
+    mapper: Callable[[Pipeline], _Mapper],
+    *,
+    docs: int,
+    seconds: dict[str, float],
+) -> EvalReport:
     from pipeline.embed import get_embedder
     from pipeline.graph.local import LocalGraph
 
-    say = progress or (lambda _msg: None)
-    seconds: dict[str, float] = {}
-    with tempfile.TemporaryDirectory(prefix="vault-ko-eval-", dir=workdir) as tmp:
-        vault, state_dir = Path(tmp) / "vault", Path(tmp) / "state"
+    base = eval_settings(vault, state_dir, overrides)
+    t0 = time.perf_counter()
+    embedder = get_embedder(base)
+    seconds["load_model"] = time.perf_counter() - t0
+    say(f"model {embedder.model_id} ({embedder.dims}d)")
+    local = LocalGraph(state_dir)
+    try:
         t0 = time.perf_counter()
-        path_to_doc = build_vault(collection, vault)
-        seconds["build_vault"] = time.perf_counter() - t0
-        say(f"wrote {len(path_to_doc)} notes for {collection.name}")
-
-        base = eval_settings(vault, state_dir, overrides or {})
-        t0 = time.perf_counter()
-        embedder = get_embedder(base)
-        seconds["load_model"] = time.perf_counter() - t0
-        say(f"model {embedder.model_id} ({embedder.dims}d)")
-
-        local = LocalGraph(state_dir)
-        try:
-            t0 = time.perf_counter()
-            local.up(dims=int(embedder.dims), settings=base)
-            seconds["graph_up"] = time.perf_counter() - t0
-            say(f"local graph up at {local.settings_for(base).graph_url}")
-            return _measure(
-                collection,
-                offtopic,
-                local.settings_for(base),
-                embedder,
-                path_to_doc,
-                seconds,
-                say,
-            )
-        finally:
-            local.down()
-            say("local graph stopped")
+        local.up(dims=int(embedder.dims), settings=base)
+        seconds["graph_up"] = time.perf_counter() - t0
+        settings = local.settings_for(base)
+        say(f"local graph up at {settings.graph_url}")
+        return _measure(plan, settings, embedder, mapper, seconds, say, docs)
+    finally:
+        local.down()
+        say("local graph stopped")
 
 
 def _measure(
-    collection: Collection,
-    offtopic: Sequence[tuple[str, Sequence[Query]]],
+    plan: _Plan,
     settings: Settings,
     embedder: Any,
-    path_to_doc: Mapping[str, str],
+    mapper: Callable[[Pipeline], _Mapper],
     seconds: dict[str, float],
     say: Progress,
+    docs: int,
 ) -> EvalReport:
     from pipeline.query import Pipeline, QueryOptions, Timer
     from pipeline.sync import sync_vault
 
-    warnings = list(collection.warnings)
+    warnings = list(plan.warnings)
     with Pipeline(settings, embedder=embedder) as p:
         t0 = time.perf_counter()
         report = sync_vault(settings, p.kodb, p.graph, embedder, force_calibration=True)
@@ -382,65 +614,83 @@ def _measure(
         notes = len(p.kodb.notes())
         say(f"synced {notes} notes ({report.embed.embedded} embedded); calibrated")
         calibration = _calibration_used(p.basis(), report.calibration)
+        ids = mapper(p)
+        if ids.known is not None:
+            unknown = sorted({s for rel in ids.subject_qrels.values() for s in rel} - ids.known)
+            for s in unknown:
+                warnings.append(
+                    f"judged subject {ids.names.get(s, s)!r} is not a subject of this vault; "
+                    "it can never be ranked"
+                )
 
-        judged = collection.judged_queries()
-        batches: list[tuple[str, Query]] = [("on_topic", q) for q in judged]
-        for name, queries in offtopic:
-            batches.extend((name, q) for q in queries)
         t0 = time.perf_counter()
-        vectors = embedder.embed([q.text for _, q in batches])
+        vectors = embedder.embed([q.text for q in plan.questions])
         seconds["embed_queries"] = time.perf_counter() - t0
-        say(f"embedded {len(batches)} queries ({len(judged)} on-topic)")
+        on_topic = sum(q.group == "on_topic" for q in plan.questions)
+        say(f"embedded {len(plan.questions)} queries ({on_topic} on-topic)")
 
-        semantic_opts = QueryOptions.from_settings(settings, hits=HITS, subjects=False)
-        fallback_opts = QueryOptions.from_settings(
+        answer_opts = QueryOptions.from_settings(settings)
+        reach_opts = QueryOptions.from_settings(
             settings, top_k=FALLBACK_SUBJECTS, facts_per_subject=1
         )
-        search = p.index_search
         outcomes = []
         t0 = time.perf_counter()
-        for i, ((group, query), vector) in enumerate(zip(batches, vectors, strict=True)):
-            answer = p.answer_from_vector(query.text, vector, semantic_opts, Timer(), search=search)
-            ranked = tuple(path_to_doc[h.path] for h in answer.hits if h.path in path_to_doc)
-            fallback: tuple[str, ...] = ()
-            if group == "on_topic":
-                degraded = p.fallback_answer(query.text, fallback_opts, Timer(), "vault-ko eval")
-                fallback = _fallback_docs(p, degraded, path_to_doc)
-            outcomes.append(
-                QueryOutcome(
-                    query.id,
-                    group,
-                    answer.relevance.label,
-                    answer.relevance.top_cosine,
-                    answer.relevance.z,
-                    ranked,
-                    fallback,
-                )
+        for i, (q, vector) in enumerate(zip(plan.questions, vectors, strict=True)):
+            found = p.index_search(vector, max(HITS, answer_opts.hits))
+
+            def search(_vector: Any, k: int, found: list = found) -> list:
+                return found[:k]
+
+            answer = p.answer_from_vector(q.text, vector, answer_opts, Timer(), search=search)
+            outcome = QueryOutcome(
+                q.id,
+                q.group,
+                answer.relevance.label,
+                answer.relevance.top_cosine,
+                answer.relevance.z,
+                split=q.split,
+                text=q.text,
             )
+            if q.group == "on_topic":
+                degraded = p.fallback_answer(q.text, answer_opts, Timer(), "vault-ko eval")
+                reach = p.fallback_answer(q.text, reach_opts, Timer(), "vault-ko eval")
+                outcome = QueryOutcome(
+                    **{
+                        **outcome.__dict__,
+                        "semantic": ids.notes(h.path for h in found),
+                        "fallback": ids.notes(ids.reach(reach)),
+                        "semantic_subjects": ids.subjects(answer),
+                        "fallback_subjects": ids.subjects(degraded),
+                    }
+                )
+            outcomes.append(outcome)
             if (i + 1) % 100 == 0:
-                say(f"queried {i + 1}/{len(batches)}")
+                say(f"queried {i + 1}/{len(plan.questions)}")
         seconds["queries"] = time.perf_counter() - t0
-        say(f"ran {len(batches)} queries")
+        say(f"ran {len(plan.questions)} queries")
+        judged_ids = [q.id for q in plan.questions if q.group == "on_topic"]
         return EvalReport(
-            collection=collection.name,
-            offtopic=tuple(name for name, _ in offtopic),
+            collection=plan.name,
+            offtopic=plan.offtopic,
             model=embedder.model_id,
             dims=int(embedder.dims),
-            docs=len(collection.docs),
+            docs=docs or notes,
             notes=notes,
             calibration=calibration,
             outcomes=tuple(outcomes),
-            qrels={q.id: dict(collection.qrels[q.id]) for q in judged},
+            qrels={q: dict(ids.note_qrels[q]) for q in judged_ids},
             seconds=dict(seconds),
             warnings=tuple(warnings),
+            kind=plan.kind,
+            subject_qrels={q: dict(ids.subject_qrels[q]) for q in judged_ids},
+            answer_grade=plan.answer_grade,
         )
 
 
-def _fallback_docs(p: Pipeline, answer: Answer, path_to_doc: Mapping[str, str]) -> tuple[str, ...]:
-    """Docs reachable from a degraded answer: its subjects' source files, by subject rank.
-
-    Within one subject, files of its more confident facts come first, then by path.
-    """
+def _fallback_reach(p: Pipeline, answer: Answer, path_to_doc: Mapping[str, str]) -> tuple[str, ...]:
+    """Note paths (of documents) reachable from a degraded answer: its subjects' source
+    files, by subject rank; within one subject, files of its more confident facts first,
+    then by path."""
     norms = [normalize_text(s.subject) for s in answer.subjects]
     by_subject: dict[str, list[tuple[float, str]]] = {}
     for fact in p.kodb.facts_for_subjects(norms):
@@ -448,9 +698,8 @@ def _fallback_docs(p: Pipeline, answer: Answer, path_to_doc: Mapping[str, str]) 
     seen: dict[str, None] = {}
     for norm in norms:
         for _, path in sorted(by_subject.get(norm, ())):
-            doc = path_to_doc.get(path)
-            if doc is not None:
-                seen.setdefault(doc, None)
+            if path in path_to_doc:
+                seen.setdefault(path, None)
     return tuple(seen)
 
 

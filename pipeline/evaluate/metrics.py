@@ -14,11 +14,13 @@ Conventions (those of trec_eval, which BEIR reports through pytrec_eval):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
+#: Answer quality: the subjects a person reads, with the note hits' nDCG beside them.
+ANSWER_METRICS = ("subject_ndcg@10", "subject_p@5", "top3_answer", "note_ndcg@10")
 
 
 def dcg(gains: Sequence[float]) -> float:
@@ -49,6 +51,51 @@ def mrr_at_k(ranked: Sequence[str], judged: Mapping[str, int], k: int) -> float:
         if judged.get(doc, 0) > 0:
             return 1.0 / i
     return 0.0
+
+
+def precision_at_k(ranked: Sequence[str], judged: Mapping[str, int], k: int) -> float:
+    """Share of the first k positions holding a relevant item (a short list still counts k)."""
+    if k <= 0:
+        return 0.0
+    return sum(1 for item in ranked[:k] if judged.get(item, 0) > 0) / k
+
+
+def answered_in_top(ranked: Sequence[str], judged: Mapping[str, int], k: int, grade: int) -> bool:
+    """Whether one of the first k items has at least ``grade`` (it answers the question)."""
+    return any(judged.get(item, 0) >= grade for item in ranked[:k])
+
+
+def first_occurrences(items: Iterable[str]) -> tuple[str, ...]:
+    """The items in order with repeats dropped: an item is counted once, where first seen."""
+    return tuple(dict.fromkeys(items))
+
+
+def answer_scores(
+    subject_runs: Sequence[Sequence[str]],
+    note_runs: Sequence[Sequence[str]],
+    subject_qrels: Sequence[Mapping[str, int]],
+    note_qrels: Sequence[Mapping[str, int]],
+    *,
+    answer_grade: int,
+) -> dict[str, float]:
+    """``ANSWER_METRICS`` averaged over questions (runs and judgements in the same order).
+
+    ``top3_answer`` is the share of questions whose first three subjects hold one of grade
+    ``answer_grade`` or more. A question whose notes can hold nothing judged (every judged
+    subject lacks a note) scores 0 on ``note_ndcg@10``, like an empty ranking.
+    """
+    n = len(subject_runs)
+    if not n:
+        return dict.fromkeys(ANSWER_METRICS, 0.0)
+    totals = dict.fromkeys(ANSWER_METRICS, 0.0)
+    for subjects, notes, s_judged, n_judged in zip(
+        subject_runs, note_runs, subject_qrels, note_qrels, strict=True
+    ):
+        totals["subject_ndcg@10"] += ndcg_at_k(subjects, s_judged, 10)
+        totals["subject_p@5"] += precision_at_k(subjects, s_judged, 5)
+        totals["top3_answer"] += answered_in_top(subjects, s_judged, 3, answer_grade)
+        totals["note_ndcg@10"] += ndcg_at_k(notes, n_judged, 10)
+    return {name: totals[name] / n for name in ANSWER_METRICS}
 
 
 def retrieval_scores(ranked: Sequence[str], judged: Mapping[str, int]) -> dict[str, float]:

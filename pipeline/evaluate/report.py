@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.evaluate.harness import LABELS, EvalReport
-from pipeline.evaluate.metrics import METRICS
+from pipeline.evaluate.harness import LABELS, MODES, EvalReport
+from pipeline.evaluate.metrics import ANSWER_METRICS, METRICS
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -20,6 +20,37 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines.extend("| " + " | ".join(row) + " |" for row in rows)
     return lines
+
+
+def _answer_rows(data: dict[str, Any]) -> list[list[str]]:
+    answers = data["answers"]
+    rows = []
+    for mode in MODES:
+        groups = [("all", answers[mode], answers["questions"])]
+        groups += [
+            (name, answers[mode]["by_split"][name], count)
+            for name, count in answers["splits"].items()
+        ]
+        for name, figures, count in groups:
+            note = figures["note_ndcg@10"]
+            ratio = figures["subject_ndcg@10"] / note if note else None
+            label = mode if name == "all" else f"{mode}, {name}"
+            rows.append(
+                [label, str(count), *(_num(figures[m]) for m in ANSWER_METRICS), _num(ratio)]
+            )
+    return rows
+
+
+def _answer_note(report: EvalReport) -> str:
+    if report.kind == "vault":
+        return (
+            "Grades come from the judged questions: a note hit counts as its own subject, "
+            "once; top3_answer = a subject of grade 2 among the first three."
+        )
+    return (
+        "A subject is its document's title; top3_answer = a relevant document's subject "
+        "among the first three."
+    )
 
 
 def to_markdown(report: EvalReport) -> str:
@@ -43,6 +74,12 @@ def to_markdown(report: EvalReport) -> str:
         ),
         "",
         f"Fallback (degraded mode) {data['fallback_reach']}.",
+        "",
+        "## Answers: the subjects a person reads",
+        "",
+        *_table(["mode", "questions", *ANSWER_METRICS, "subject/note nDCG"], _answer_rows(data)),
+        "",
+        _answer_note(report),
         "",
         "## Relevance labels",
         "",

@@ -99,7 +99,6 @@ def test_a_repeated_identical_judgement_is_accepted(tmp_path: Path) -> None:
         (['["d1", "x"]'], 1, "expected a JSON object"),
         (['{"title": "no id", "text": "x"}'], 1, 'missing "id"'),
         (['{"id": "d1", "text": "x"}', '{"id": "d1", "text": "y"}'], 2, "duplicate document id"),
-        (['{"id": "d1", "title": "", "text": "  "}'], 1, "neither title nor text"),
         (['{"id": "d1", "text": 5}'], 1, '"text" must be a string'),
     ],
 )
@@ -113,6 +112,32 @@ def test_bad_document_lines_name_file_and_line(
     assert info.value.file == str(root / "docs.jsonl")
     assert info.value.line == line
     assert reason in info.value.reason
+
+
+def test_empty_documents_are_skipped_with_a_warning_not_refused(tmp_path: Path) -> None:
+    root = _collection(tmp_path / "c")
+    (root / "docs.jsonl").write_text(
+        '{"id": "d1", "title": "Roses", "text": "Prune in March."}\n'
+        '{"id": "d2", "title": "", "text": "  "}\n'
+        '{"id": "d3", "title": "Tulips", "text": "Plant in autumn."}\n',
+        encoding="utf-8",
+    )
+    (root / "qrels.tsv").write_text("q1\td1\t1\nq1\td2\t2\n", encoding="utf-8")
+    collection = read_collection(root)
+    assert set(collection.docs) == {"d1", "d3"}
+    assert any(
+        "1 empty document(s) skipped" in w and "'d2' (line 2)" in w for w in collection.warnings
+    )
+    # The judged empty document stays a relevant one that cannot be found.
+    assert collection.qrels["q1"] == {"d1": 1, "d2": 2}
+    assert any("can never be retrieved" in w for w in collection.warnings)
+
+
+def test_only_empty_documents_is_still_an_error(tmp_path: Path) -> None:
+    root = _collection(tmp_path / "c")
+    (root / "docs.jsonl").write_text('{"id": "d1", "title": "", "text": " "}\n', "utf-8")
+    with pytest.raises(InputError, match="no documents"):
+        read_collection(root)
 
 
 def test_a_query_without_text_is_an_error_with_its_line(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pipeline.evaluate.harness import (
     EvalReport,
     QueryOutcome,
     _calibration_used,
-    _fallback_docs,
+    _fallback_reach,
     build_vault,
     eval_settings,
     note_paths,
@@ -101,12 +101,12 @@ def test_degraded_mode_reaches_docs_through_title_words_in_subject_rank_order(
         with Pipeline(settings, kodb=kodb) as p:
             opts = QueryOptions.from_settings(settings, top_k=FALLBACK_SUBJECTS)
             answer = p.fallback_answer("when to prune roses", opts, Timer(), "test")
-            reached = _fallback_docs(p, answer, path_to_doc)
+            reached = _fallback_reach(p, answer, path_to_doc)
             assert answer.mode == "fallback"
             # "roses" matches two titles; "prune" is not "pruning", so d4 is not reached.
-            assert reached == ("d2", "d1")
+            assert tuple(path_to_doc[path] for path in reached) == ("d2", "d1")
             carrots = p.fallback_answer("carrot seedlings", opts, Timer(), "test")
-            assert _fallback_docs(p, carrots, path_to_doc) == ()
+            assert _fallback_reach(p, carrots, path_to_doc) == ()
             p._kodb = None  # the test owns the KoDB; keep Pipeline.close from closing it
 
 

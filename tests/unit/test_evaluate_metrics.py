@@ -95,3 +95,26 @@ def test_auc_and_rates_are_none_without_data() -> None:
     assert roc_auc([0.1], []) is None
     assert rate(0, 0) is None
     assert rate(1, 4) == 0.25
+
+
+def test_answer_scores_grade_subjects_and_count_a_subject_once_in_the_notes() -> None:
+    from pipeline.evaluate.metrics import answer_scores, first_occurrences
+
+    judged = {"redis": 2, "warm cache": 1}
+    notes = first_occurrences(["redis", "redis", "kafka", "warm cache"])
+    assert notes == ("redis", "kafka", "warm cache")
+    scores = answer_scores(
+        [("kafka", "postgresql", "warm cache", "redis"), ("redis",)],
+        [notes, ()],
+        [judged, judged],
+        [judged, {"redis": 2}],
+        answer_grade=2,
+    )
+    # First question: the answer is 4th (not in the top 3); second: first.
+    assert scores["top3_answer"] == 0.5
+    assert scores["subject_p@5"] == pytest.approx((2 / 5 + 1 / 5) / 2)
+    ideal = 2 + 1 / math.log2(3)
+    first = (1 / math.log2(4) + 2 / math.log2(5)) / ideal
+    assert scores["subject_ndcg@10"] == pytest.approx((first + 2 / ideal) / 2)
+    assert scores["note_ndcg@10"] == pytest.approx(((2 + 1 / math.log2(4)) / ideal + 0) / 2)
+    assert answer_scores([], [], [], [], answer_grade=2)["top3_answer"] == 0.0
