@@ -70,7 +70,7 @@ def test_a_repeated_question_and_an_empty_file_are_errors(tmp_path: Path) -> Non
         read_judged(_write(tmp_path / "b.jsonl", [""]))
 
 
-@pytest.mark.parametrize(("name", "minimum"), [("examples-vault", 30)])
+@pytest.mark.parametrize(("name", "minimum"), [("examples-vault", 30), ("library", 20)])
 def test_the_shipped_judged_sets_are_clean_and_split_in_halves(name: str, minimum: int) -> None:
     questions = read_judged(JUDGED / f"{name}.jsonl")
     assert len(questions) >= minimum
