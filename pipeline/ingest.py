@@ -21,7 +21,9 @@ that key used to resolve to, are re-read and re-extracted in the same transactio
 (``relinked`` in the report), so an incremental run ends where a full one would.
 
 Registry rows written before notes had a ``subject`` column (``subject`` NULL) were
-extracted without link resolution: their notes are re-extracted once.
+extracted without link resolution, and rows of another ``extract.EXTRACTOR_VERSION`` (NULL:
+before versions were recorded) under other rules: their notes are re-extracted once, so an
+upgraded vault-ko gives an existing KO-DB the facts of its current rules.
 """
 
 from __future__ import annotations
@@ -29,14 +31,14 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.model import SOURCE_TYPES, Fact, Note
-from pipeline.vault.extract import EXTRACTOR, extract_facts, link_key
+from pipeline.vault.extract import EXTRACTOR, EXTRACTOR_VERSION, extract_facts, link_key
 from pipeline.vault.parse import ParsedNote, content_hash, parse_note, read_note_bytes
 from pipeline.vault.scan import ScannedFile, scan_vault
 
@@ -219,7 +221,7 @@ def ingest_vault(
                 relinked[path] = outcome
 
     upserts: list[tuple[Note, Sequence[Fact]]] = [
-        (note.note, extract_facts(note, resolver))
+        (replace(note.note, extractor_version=EXTRACTOR_VERSION), extract_facts(note, resolver))
         for note in [*parsed.values(), *relinked.values()]
     ]
     if upserts or removed:
@@ -251,13 +253,15 @@ def _read_if_changed(
 ) -> ParsedNote | SkippedNote | None:
     """The parsed note when it is new or changed, None when unchanged, or why it was skipped."""
     # A note whose source type changed (the globs were edited) must be re-extracted: every
-    # fact carries its source type. A row without a subject predates link resolution.
+    # fact carries its source type. A row without a subject predates link resolution, one of
+    # another extractor version was extracted under other rules.
     reuse = (
         known
         if not force
         and known
         and known.source_type == scanned.source_type
         and known.subject is not None
+        and known.extractor_version == EXTRACTOR_VERSION
         else None
     )
     if reuse is None:

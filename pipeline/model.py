@@ -64,6 +64,8 @@ class Note:
     mtime: float
     bytes: int
     subject: str | None = None  # the note's own subject; None: the same as its title
+    summary: str | None = None  # its first paragraph, clipped (the excerpt answers show)
+    extractor_version: int | None = None  # the extraction rules its facts came from
 
 
 @dataclass(frozen=True)

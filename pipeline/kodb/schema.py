@@ -82,6 +82,11 @@ notes = sa.Table(
     # The note's own subject (frontmatter ``subject:``); NULL: the same as its title, or a row
     # written before migration 3. Added by migration 3.
     sa.Column("subject", sa.Text, nullable=True),
+    # Its first paragraph, clipped (answers show it as the note's excerpt). Migration 4.
+    sa.Column("summary", sa.Text, nullable=True),
+    # The extraction rules (extract.EXTRACTOR_VERSION) its facts came from; NULL: before
+    # migration 4, so ingest re-extracts the note once.
+    sa.Column("extractor_version", sa.Integer, nullable=True),
 )
 
 #: ``notes`` as migration 1 created it (without ``subject``), kept apart from ``metadata`` so
@@ -176,6 +181,18 @@ def _m003_note_subject(conn: Connection, dialect: str) -> None:
         conn.exec_driver_sql("ALTER TABLE notes ADD COLUMN subject TEXT")
 
 
+def _m004_note_summary_and_extractor_version(conn: Connection, dialect: str) -> None:
+    """``notes.summary`` and ``notes.extractor_version``.
+
+    Existing rows get NULL for both: ingest reads a NULL version as "extracted under older
+    rules" and re-extracts those notes, which also fills in their summaries.
+    """
+    present = {c["name"] for c in sa.inspect(conn).get_columns(notes.name)}
+    for name, kind in (("summary", "TEXT"), ("extractor_version", "INTEGER")):
+        if name not in present:
+            conn.exec_driver_sql(f"ALTER TABLE notes ADD COLUMN {name} {kind}")
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema change: ``apply(conn, dialect)`` runs once, recorded under ``version``."""
@@ -190,6 +207,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core_tables", _m001_core_tables),
     Migration(2, "subject_trigram_index", _m002_subject_trigram_index),
     Migration(3, "note_subject", _m003_note_subject),
+    Migration(4, "note_summary_and_extractor_version", _m004_note_summary_and_extractor_version),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

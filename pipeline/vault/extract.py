@@ -22,6 +22,19 @@ Rules and confidences (the confidence says how directly the note states the fact
     wikilink / embed ``[[X]]``             note subject   ``links_to``          0.80
     wikilink / embed ``[[X]]``             link target X  ``mentioned_in``      0.70
     wikilink / embed ``[[X]]``             link target X  ``context``           0.60
+    every note: its title                  note subject   ``title``             0.95
+    ISO date starting the file name        note subject   ``date``              0.90
+    web link ``[text](https://…)``         note subject   ``references``        0.80
+    first paragraph (≥ 5 words, ≤ 300)     note subject   ``summary``           0.75
+    heading (not the title, not template)  note subject   ``section``           0.70
+
+A markdown link to a note (``[Text](other.md)``) counts as a wikilink to it. The rules of
+the last block give every note facts about its own subject, so a vault of plain prose
+notes without links or frontmatter still has subjects to answer with; they come from one
+file each, so they add to ``total_facts`` but never to corroboration. Template headings
+(an ADR's Status, Context, Decision, Consequences; "See also", "References" …) are not
+sections. ``EXTRACTOR_VERSION`` names these rules: ingest re-extracts every note whose
+registry row was written under another version.
 
 Details: frontmatter ``title``, ``subject``, ``aliases``, ``tags`` and ``cssclasses`` are
 not properties; lists give one fact per item; nested mappings are flattened to ``a.b``;
@@ -74,6 +87,9 @@ from pipeline.vault.parse import (
 )
 
 EXTRACTOR = "ingest"
+#: Bump when the rules change: ingest then re-extracts notes extracted under another one.
+#: 2: title, summary, section, file-name date, references; markdown links to notes.
+EXTRACTOR_VERSION = 2
 
 #: resolve(link target as written) -> the subject of the note it names, or None.
 Resolver = Callable[[str], str | None]
@@ -90,6 +106,23 @@ CONF_DECIDED_IN = 0.85
 CONF_LINKS_TO = 0.8
 CONF_MENTIONED_IN = 0.7
 CONF_CONTEXT = 0.6
+CONF_TITLE = 0.95  # the note's own name: certain
+CONF_NAME_DATE = 0.9  # as sure as an ADR's Date: line
+CONF_REFERENCE = 0.8  # as direct as a wikilink
+CONF_SUMMARY = 0.75  # the author's words, quoted, but not a stated property
+CONF_SECTION = 0.7  # a heading says the note covers a topic, not what it says of it
+
+SECTION_MAX_CHARS = 200
+MAX_SECTIONS = 30
+MAX_REFERENCES = 50
+#: Headings that structure every note of a template and so say nothing about one note.
+TEMPLATE_HEADINGS = frozenset(
+    {
+        "status", "context", "decision", "decisions", "decision outcome", "consequences",
+        "considered options", "options", "pros and cons", "context and problem statement",
+        "decision drivers", "links", "see also", "related", "references", "notes",
+    }
+)  # fmt: skip
 
 DECISION_MAX_CHARS = 300
 
@@ -146,7 +179,37 @@ def extract_facts(note: ParsedNote, resolve: Resolver | None = None) -> tuple[Fa
     raw.extend((subject, f.key, f.value, CONF_INLINE_FIELD) for f in note.inline_fields)
     raw.extend((subject, "tagged", t, CONF_TAG) for t in note.tags)
     raw.extend(_link_facts(note, links))
+    raw.extend(_own_facts(note, has_date=any(p == "date" for _, p, _, _ in raw)))
     return _finalise(raw, note)
+
+
+_NAME_DATE = re.compile(r"(\d{4}-\d{2}-\d{2})(?!\d)")
+
+
+def _own_facts(note: ParsedNote, *, has_date: bool) -> Iterator[tuple[str, str, str, float]]:
+    """What every note says of its own subject: title, date, web links, summary, sections."""
+    subject = note.subject
+    yield subject, "title", note.title, CONF_TITLE
+    stem = PurePosixPath(note.path).stem
+    m = _NAME_DATE.match(stem)
+    if m and not has_date:
+        yield subject, "date", m.group(1), CONF_NAME_DATE
+    for url in note.urls[:MAX_REFERENCES]:
+        yield subject, "references", url, CONF_REFERENCE
+    summary = note.summary
+    if summary:
+        yield subject, "summary", summary, CONF_SUMMARY
+    sections = 0
+    own_names = {note.title.casefold(), note.subject.casefold()}
+    for block in note.blocks:
+        if sections >= MAX_SECTIONS:
+            break
+        if block.kind != "heading" or section_key(block.text) in TEMPLATE_HEADINGS:
+            continue
+        if block.text.strip().casefold() in own_names:
+            continue  # the title, not a section
+        yield subject, "section", clip_text(block.text, SECTION_MAX_CHARS), CONF_SECTION
+        sections += 1
 
 
 def link_key(target: str) -> str:

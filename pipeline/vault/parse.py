@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import posixpath
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any
+from urllib.parse import unquote
 
 import yaml
 from markdown_it import MarkdownIt
@@ -78,6 +80,11 @@ NOTE_META_KEYS = frozenset({"title", "aliases", "alias", "tags", "tag", "cssclas
 
 #: Longest context sentence and ADR decision kept (characters), per the extraction rules.
 CONTEXT_MAX_CHARS = 240
+#: A note's summary: its first paragraph, clipped; one this short ("Accepted.") is skipped.
+SUMMARY_MAX_CHARS = 300
+SUMMARY_MIN_WORDS = 5
+_FIELD_LINE_START = re.compile(r"\s*[^\W\d][\w\- ]{0,60}?\s*::")
+_DATE_PREAMBLE = re.compile(r"\s*date\s*:", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -139,6 +146,7 @@ class ParsedNote:
     mtime: float
     bytes: int
     frontmatter_lines: int = 0  # lines taken by the frontmatter, fences included
+    urls: tuple[str, ...] = ()  # distinct web links (markdown links to http(s)), in order
 
     @property
     def embed_text(self) -> str:
@@ -151,8 +159,24 @@ class ParsedNote:
         return tuple(link.target for link in self.links)
 
     @property
+    def summary(self) -> str | None:
+        """The first paragraph of at least ``SUMMARY_MIN_WORDS`` words (not a field or a
+        ``Date:`` line), clipped to ``SUMMARY_MAX_CHARS``; else the first paragraph."""
+        first: str | None = None
+        for block in self.blocks:
+            if block.kind not in ("paragraph", "item", "quote") or not block.text.strip():
+                continue
+            if _FIELD_LINE_START.match(block.text) or _DATE_PREAMBLE.match(block.text):
+                continue
+            if first is None:
+                first = block.text
+            if len(block.text.split()) >= SUMMARY_MIN_WORDS:
+                return clip_text(block.text, SUMMARY_MAX_CHARS)
+        return clip_text(first, SUMMARY_MAX_CHARS) if first else None
+
+    @property
     def note(self) -> Note:
-        """The registry row of this note, with its own subject."""
+        """The registry row of this note, with its own subject and summary."""
         return Note(
             path=self.path,
             title=self.title,
@@ -161,6 +185,7 @@ class ParsedNote:
             mtime=self.mtime,
             bytes=self.bytes,
             subject=self.subject,
+            summary=self.summary,
         )
 
 
@@ -230,7 +255,7 @@ def parse_note(
     text = decode_note(raw, rel_path)
     frontmatter, body, fm_lines = split_frontmatter(text, rel_path)
 
-    walker = _BodyWalker(fm_lines)
+    walker = _BodyWalker(fm_lines, rel_path)
     walker.walk(_markdown().parse(body))
 
     fm_title = _scalar_text(frontmatter.get("title"))
@@ -264,6 +289,7 @@ def parse_note(
         mtime=mtime,
         bytes=len(raw),
         frontmatter_lines=fm_lines,
+        urls=tuple(dict.fromkeys(walker.urls)),
     )
 
 
@@ -484,8 +510,10 @@ class _Line:
 class _BodyWalker:
     """Collects blocks, links, tags and inline fields from markdown-it tokens."""
 
-    def __init__(self, line_offset: int) -> None:
+    def __init__(self, line_offset: int, rel_path: str = "") -> None:
         self.line_offset = line_offset
+        self.folder = PurePosixPath(rel_path).parent.as_posix() if rel_path else "."
+        self.urls: list[str] = []
         self.blocks: list[Block] = []
         self.links: list[Link] = []
         self.tags: list[str] = []
@@ -521,7 +549,7 @@ class _BodyWalker:
             # fence, code_block, html_block: never scanned (code and raw HTML).
 
     def _inline(self, children: Sequence[Token], kind: str, level: int, line: int) -> None:
-        lines = _split_lines(children)
+        lines = _split_lines(children, self.folder, self.urls)
         texts: list[str] = []
         line_kinds: list[bool] = []  # True: the line stands alone (a field, a callout title)
         spans: list[Span] = []
@@ -589,12 +617,30 @@ class _BodyWalker:
             self.fields.append(InlineField(key, value, file_line))
 
 
-def _split_lines(children: Sequence[Token]) -> list[_Line]:
-    """The inline children as lines of scannable text (code, escapes, alt text opaque)."""
+def _split_lines(
+    children: Sequence[Token], folder: str = ".", urls: list[str] | None = None
+) -> list[_Line]:
+    """The inline children as lines of scannable text (code, escapes, alt text opaque).
+
+    A markdown link to a note (``[Text](other%20note.md)``, relative to the note's folder,
+    as Obsidian writes them) is read as the wikilink ``[[folder/other note|Text]]``, so it
+    counts like one; web links (http, https) are collected in ``urls``.
+    """
     lines = [_Line("", [])]
-    for tok in children:
+    opens, closes = _note_links(children, folder)
+    for i, tok in enumerate(children):
         cur = lines[-1]
-        if tok.type == "text":
+        if tok.type == "link_open":
+            if i in opens:
+                cur.scan += f"[[{opens[i]}|"
+            elif urls is not None:
+                href = str(tok.attrs.get("href") or "")
+                if _WEB_LINK.match(href):
+                    urls.append(href)
+        elif tok.type == "link_close":
+            if i in closes:
+                cur.scan += "]]"
+        elif tok.type == "text":
             cur.scan += tok.content
         elif tok.type in ("code_inline", "text_special", "image"):
             cur.scan += _OPAQUE
@@ -604,6 +650,58 @@ def _split_lines(children: Sequence[Token]) -> list[_Line]:
         elif tok.type == "html_inline":
             continue  # raw HTML tags are markup, not text
     return lines
+
+
+#: Web links kept as ``references`` (other schemes, mail and anchors are not sources).
+_WEB_LINK = re.compile(r"https?://\S+\Z", re.IGNORECASE)
+_URL_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*:", re.IGNORECASE)
+
+
+def note_link_target(href: str, folder: str = ".") -> str | None:
+    """The vault path (no ``.md``) a markdown link's href names when it is a note link:
+    relative (to ``folder``, the linking note's folder) or vault-absolute (``/x.md``),
+    percent-decoded, ``#heading`` dropped; None for web links, anchors and attachments."""
+    href = href.strip()
+    if not href or href.startswith("#") or _URL_SCHEME.match(href):
+        return None
+    path = unquote(href.split("#", 1)[0].split("?", 1)[0]).strip()
+    if not path or any(c in path for c in "[]|\n"):
+        return None  # cannot be written as a wikilink target
+    name = PurePosixPath(path).name
+    if "." in name and not name.lower().endswith(".md"):
+        return None  # an attachment (image, pdf, …) or another file type
+    joined = path.lstrip("/") if path.startswith("/") else posixpath.join(folder, path)
+    norm = posixpath.normpath(joined)
+    if norm.startswith("../") or norm == "..":
+        norm = PurePosixPath(norm).name  # outside the vault: only the name can resolve
+    if norm.lower().endswith(".md"):
+        norm = norm[:-3].rstrip()
+    return norm or None
+
+
+def _note_links(children: Sequence[Token], folder: str) -> tuple[dict[int, str], set[int]]:
+    """Markdown links to notes among inline tokens: {link_open index: target} and the
+    indices of their link_close tokens. A link whose text spans a line break or holds
+    brackets cannot become a wikilink and stays plain text."""
+    opens: dict[int, str] = {}
+    closes: set[int] = set()
+    start: int | None = None
+    target: str | None = None
+    clean = True
+    for i, tok in enumerate(children):
+        if tok.type == "link_open":
+            start, clean = i, True
+            target = note_link_target(str(tok.attrs.get("href") or ""), folder)
+        elif tok.type == "link_close" and start is not None:
+            if target is not None and clean:
+                opens[start] = target
+                closes.add(i)
+            start, target = None, None
+        elif start is not None and (
+            tok.type in ("softbreak", "hardbreak") or any(c in tok.content for c in "[]|")
+        ):
+            clean = False
+    return opens, closes
 
 
 def _render(

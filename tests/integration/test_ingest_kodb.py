@@ -131,6 +131,8 @@ def test_edited_note_facts_are_replaced(vault: Path, kodb: KoDB) -> None:
         ("Rewritten", "tagged", "zoo"),
         ("Zebra stripes", "mentioned_in", "Rewritten"),
         ("Zebra stripes", "context", "Only about Zebra stripes now."),
+        ("Rewritten", "title", "Rewritten"),
+        ("Rewritten", "summary", "Only about Zebra stripes now. #zoo"),
     }
     assert rows(kodb) == expected_rows(vault)
 

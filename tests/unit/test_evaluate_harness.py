@@ -17,6 +17,7 @@ from pipeline.evaluate.harness import (
     _calibration_used,
     _fallback_reach,
     build_vault,
+    doc_subjects,
     eval_settings,
     note_paths,
     safe_id,
@@ -63,11 +64,27 @@ def test_each_doc_becomes_a_wiki_note_titled_and_subjected_by_its_title(tmp_path
     assert note.subject == note.title
     assert "Cut above an outward bud." in note.embed_text
     facts = extract_facts(note)
-    assert [(f.subject, f.predicate, f.object, f.source_file) for f in facts] == [
-        ('Pruning "old" roses: a guide', "doc_id", "g1", "wiki/g1.md")
-    ]
+    title = 'Pruning "old" roses: a guide'
+    assert {(f.subject, f.predicate, f.object, f.source_file) for f in facts} == {
+        (title, "doc_id", "g1", "wiki/g1.md"),
+        (title, "title", title, "wiki/g1.md"),
+        (title, "summary", "Cut above an outward bud.", "wiki/g1.md"),
+        (title, "section", "Not a title", "wiki/g1.md"),
+    }
     untitled = read_note(tmp_path, "wiki/g2.md", "wiki", 1_000_000)
     assert untitled.title == "g2"  # a note needs a name to be a subject
+
+
+def test_documents_sharing_a_title_are_subjects_of_their_own(tmp_path: Path) -> None:
+    docs = [Doc("d1", "Roses", "Red."), Doc("d2", "roses", "Pink."), Doc("d3", "Tulips", "x")]
+    assert doc_subjects({d.id: d for d in docs}) == {
+        "d1": "Roses [d1]",
+        "d2": "roses [d2]",
+        "d3": "Tulips",
+    }
+    build_vault(_collection(docs), tmp_path)
+    note = read_note(tmp_path, "wiki/d2.md", "wiki", 1_000_000)
+    assert (note.title, note.subject) == ("roses", "roses [d2]")
 
 
 def test_eval_settings_never_use_the_users_stores(

@@ -391,6 +391,30 @@ def test_registry_rows_without_a_subject_are_reextracted_once(
     assert run(linked_vault, linked_kodb).updated == 0
 
 
+@pytest.mark.parametrize("old_version", [None, 1])
+def test_notes_extracted_under_other_rules_are_reextracted_once(
+    linked_vault: Path, linked_kodb: KoDB, old_version: int | None
+) -> None:
+    from pipeline.vault.extract import EXTRACTOR_VERSION
+
+    run(linked_vault, linked_kodb)
+    fresh = stored(linked_kodb)
+    # Rows as an older vault-ko left them: other rules, no summary, none of today's facts.
+    legacy = [
+        (replace(n, extractor_version=old_version, summary=None), ())
+        for n in linked_kodb.notes().values()
+    ]
+    linked_kodb.apply_ingest(legacy, [])
+    assert stored(linked_kodb) != fresh
+    report = run(linked_vault, linked_kodb)
+    assert report.updated == len(legacy)
+    assert stored(linked_kodb) == fresh
+    notes = linked_kodb.notes().values()
+    assert {n.extractor_version for n in notes} == {EXTRACTOR_VERSION}
+    assert any(n.summary for n in notes)
+    assert run(linked_vault, linked_kodb).updated == 0
+
+
 # --- the resolver itself ----------------------------------------------------------------
 
 

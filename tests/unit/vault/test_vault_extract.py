@@ -16,14 +16,22 @@ from pipeline.vault.extract import (
     CONF_INLINE_FIELD,
     CONF_LINKS_TO,
     CONF_MENTIONED_IN,
+    CONF_NAME_DATE,
     CONF_PROPERTY,
+    CONF_REFERENCE,
+    CONF_SUMMARY,
     CONF_SUPERSEDED_BY,
     CONF_TAG,
+    CONF_TITLE,
     Resolver,
     extract_facts,
     normalise_adr_status,
 )
 from pipeline.vault.parse import parse_note
+
+#: The rules every note gets about itself (tested on their own below); the older tests
+#: check the other rules without them.
+OWN_PREDICATES = frozenset({"title", "summary", "section", "references"})
 
 
 def facts_of(
@@ -31,8 +39,11 @@ def facts_of(
     path: str = "wiki/note.md",
     stype: SourceType = "wiki",
     resolve: Resolver | None = None,
+    *,
+    own: bool = False,
 ) -> list[Fact]:
-    return list(extract_facts(parse_note(text.encode("utf-8"), path, stype), resolve))
+    facts = extract_facts(parse_note(text.encode("utf-8"), path, stype), resolve)
+    return [f for f in facts if own or f.predicate not in OWN_PREDICATES]
 
 
 def triples(facts: list[Fact]) -> set[tuple[str, str, str, float]]:
@@ -179,11 +190,55 @@ def test_adr_frontmatter_status_and_decision_win() -> None:
     assert not any(p == "decision" and o == "Something else." for _, p, o, _ in got)
 
 
-def test_adr_superseded_by_markdown_link_uses_its_text() -> None:
+def test_adr_superseded_by_markdown_link_is_a_link_to_the_note() -> None:
     text = "# 12. Old\n\n## Status\n\nSuperseded by [20. New way](./0020-new-way.md)\n"
     got = triples(facts_of(text, "adr/0012.md", "adr"))
-    assert ("12. Old", "superseded_by", "20. New way", CONF_SUPERSEDED_BY) in got
+    # Unresolved, a markdown link to a note stands for its file, like [[0020-new-way]] ...
+    assert ("12. Old", "superseded_by", "0020-new-way", CONF_SUPERSEDED_BY) in got
+    assert ("12. Old", "links_to", "0020-new-way", CONF_LINKS_TO) in got
     assert ("12. Old", "adr_status", "superseded", CONF_ADR_STATUS) in got
+    # ... and resolved (by its vault path), for the subject of the note it names.
+    resolved = triples(
+        facts_of(text, "adr/0012.md", "adr", {"adr/0020-new-way": "20. New way"}.get)
+    )
+    assert ("12. Old", "superseded_by", "20. New way", CONF_SUPERSEDED_BY) in resolved
+    assert ("20. New way", "mentioned_in", "12. Old", CONF_MENTIONED_IN) in resolved
+
+
+def test_every_note_gets_title_summary_sections_date_and_web_links() -> None:
+    text = (
+        "# Budget meeting\n\nDate: 2026-02-01\n\n"
+        "We agreed to move the archive scanning to March, see [the plan](https://ex.org/p).\n\n"
+        "## Decisions\n\nMore scanners.\n\n## See also\n\nNothing.\n\n## Action items\n"
+    )
+    got = triples(facts_of(text, "sessions/2026-02-03-budget.md", "session", own=True))
+    subject = "Budget meeting"
+    assert (subject, "title", "Budget meeting", CONF_TITLE) in got
+    assert (
+        subject,
+        "summary",
+        "We agreed to move the archive scanning to March, see the plan.",
+        CONF_SUMMARY,
+    ) in got
+    assert (subject, "references", "https://ex.org/p", CONF_REFERENCE) in got
+    assert (subject, "date", "2026-02-03", CONF_NAME_DATE) in got  # from the file name
+    sections = {o for s, p, o, _ in got if p == "section"}
+    # The title heading and template headings ("Decisions", "See also") are not sections.
+    assert sections == {"Action items"}
+
+
+def test_a_plain_prose_note_still_has_facts_about_its_subject() -> None:
+    got = triples(facts_of("Minutes of the parish council.\n", "minutes-1.md", own=True))
+    assert got == {
+        ("minutes 1", "title", "minutes 1", CONF_TITLE),
+        ("minutes 1", "summary", "Minutes of the parish council.", CONF_SUMMARY),
+    }
+
+
+def test_a_date_property_wins_over_the_file_name_date() -> None:
+    text = "---\ndate: 2026-01-05\n---\nBody text of the note.\n"
+    got = triples(facts_of(text, "sessions/2026-01-09-x.md", "session", own=True))
+    assert {o for _, p, o, _ in got if p == "date"} == {"2026-01-05"}
 
 
 def test_adr_rules_only_apply_to_adr_notes() -> None:
