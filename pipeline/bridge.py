@@ -1,18 +1,41 @@
-"""The semantic bridge: from graph hits (or, degraded, from query words) to candidate subjects.
+"""The semantic bridge: which subjects an answer is about, and why (DESIGN §5).
 
-The bridge only nominates subjects; each one is then ranked on all of its facts in KO-DB,
-so a subject's source count does not depend on how many of its notes happened to be hit.
+Relevance decides what is a candidate; corroboration (rank.py) only orders comparable
+candidates — the order of the seed, which filters KO-DB by the question first (LIKE on the
+subject) and ranks after. In semantic mode a subject is a candidate because a note hit above
+the noise floor is about it:
+
+* ``own``: the hit note's own subject (frontmatter ``subject:``, else its title);
+* ``title``: a subject whose name contains a hit's title at word boundaries (the seed's
+  "semantic hits → KO-DB LIKE bridge");
+* ``mentioned``: a subject the hits merely link to enters only on evidence — at least
+  ``MENTION_MIN_HITS`` of the best ``MENTION_POOL`` hits mention it — and follows the
+  subjects the hits are about (rank.py).
+
+Each candidate carries the cosine of the hit that makes it relevant: its own note's when
+that note was hit (the direct measure), else the best title hit, and for a mentioned one
+the cosine of its ``MENTION_MIN_HITS``-th mentioning hit. It is then ranked on all of its
+facts in KO-DB, so its source count does not depend on how many of its notes were hit.
+
+Degraded mode (no graph): subjects whose names hold the question's words at word
+boundaries (``words``), the number of distinct words matched being how well they match.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Protocol
 
-from pipeline.model import Hit, normalize_text
+from pipeline.model import Candidate, Hit, Note, normalize_text
 
 MIN_TERM_CHARS: Final = 3  # shorter words are mostly noise, and trigram search needs 3
+#: A subject the hits only mention is a candidate when this many of the best hits link to
+#: it: one link is what a hub gets from every note; two of the best hits agreeing is
+#: evidence (chosen on the judged sets' tune halves, see README "Ranking").
+MENTION_MIN_HITS: Final = 2
+#: The best hits above the floor that count for ``MENTION_MIN_HITS``.
+MENTION_POOL: Final = 5
 
 # Common function words of the two languages our users write in. Content words stay.
 STOP_WORDS_EN: Final = frozenset(
@@ -39,8 +62,27 @@ STOP_WORDS_HU: Final = frozenset(
     """.split()
 )
 STOP_WORDS: Final = STOP_WORDS_EN | STOP_WORDS_HU
+#: Function words shorter than ``MIN_TERM_CHARS`` (word search skips them anyway), so that
+#: "is it a …" or "és a az" is seen as a question without content words.
+SHORT_STOP_WORDS: Final = frozenset(
+    """
+    a an am as at be by do he i if in is it me my no of oh ok on or so to up us we ye
+    e ő õ ha de ki mi be le el ne se te ti
+    """.split()
+)
 
 _WORD = re.compile(r"\w+(?:['’]\w+)?")
+
+
+def content_words(text: str) -> list[str]:
+    """Words with a letter or digit that are not stop words, of any length ("CI", "S3" and
+    "Go" count): a question without any is about nothing, and is answered no_match."""
+    words: dict[str, None] = {}
+    for match in _WORD.finditer(normalize_text(text)):
+        word = match.group(0).replace("’", "'").strip("_")
+        if word and word not in STOP_WORDS and word not in SHORT_STOP_WORDS:
+            words.setdefault(word, None)
+    return list(words)
 
 
 def query_terms(text: str) -> list[str]:
@@ -54,50 +96,78 @@ def query_terms(text: str) -> list[str]:
 
 
 class SubjectSource(Protocol):
+    """What the bridge reads from KO-DB (the store, or a batch's memoising view of it)."""
+
+    def notes_at(self, paths: Iterable[str]) -> Mapping[str, Note]: ...
+
     def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]: ...
 
     def search_subjects_many(self, terms: Sequence[str]) -> dict[str, list[str]]: ...
 
-    def facts_for_subjects(self, subject_norms: Iterable[str]) -> list: ...
+
+def own_subject(note: Note) -> str:
+    """The case-folded subject a registry note is about."""
+    return normalize_text(note.subject or note.title)
+
+
+def live_hits(hits: Sequence[Hit], floor_cosine: float | None) -> list[Hit]:
+    """The hits above the no_match floor: the only ones that make anything relevant."""
+    return [h for h in hits if floor_cosine is None or h.cosine > floor_cosine]
 
 
 def semantic_candidates(
-    hits: Sequence[Hit], floor_cosine: float | None, kodb: SubjectSource
-) -> dict[str, float]:
-    """subject_norm → best cosine of a hit that nominated it.
+    hits: Sequence[Hit],
+    floor_cosine: float | None,
+    kodb: SubjectSource,
+    *,
+    registry: Mapping[str, Note] | None = None,
+) -> dict[str, Candidate]:
+    """subject_norm → Candidate for an answer's hits (best first), see the module doc.
 
-    A hit above the floor nominates the subjects of facts from its file and the subjects
-    that contain its title at word boundaries.
-    """
-    live = [h for h in hits if floor_cosine is None or h.cosine > floor_cosine]
+    ``registry`` holds the hits' registry rows when the caller has read them already."""
+    live = live_hits(hits, floor_cosine)
     if not live:
         return {}
-    best: dict[str, float] = {}
-
-    def nominate(subject_norm: str, cosine: float) -> None:
-        if cosine > best.get(subject_norm, float("-inf")):
-            best[subject_norm] = cosine
-
-    by_file = kodb.subjects_by_source_file([h.path for h in live])
+    paths = [h.path for h in live]
+    if registry is None or any(p not in registry for p in paths):
+        registry = kodb.notes_at(paths)
+    own_of = {p: own_subject(registry[p]) for p in paths if p in registry}
+    found: dict[str, Candidate] = {}
     for h in live:
-        for s in by_file.get(h.path, ()):
-            nominate(s, h.cosine)
+        subject = own_of.get(h.path)
+        if subject is not None and subject not in found:  # hits come best first
+            found[subject] = Candidate(subject, "own", h.cosine, h.path)
+
     titles = sorted({h.title for h in live if h.title.strip()})
     matched = kodb.search_subjects_many(titles) if titles else {}
     for h in live:
-        for s in matched.get(h.title, ()):
-            nominate(s, h.cosine)
-    return best
+        for subject in matched.get(h.title, ()):
+            if subject not in found:
+                found[subject] = Candidate(subject, "title", h.cosine, h.path)
 
-
-def term_candidates(text: str, kodb: SubjectSource) -> dict[str, None]:
-    """Degraded mode: subjects matching any query term at word boundaries."""
-    terms = query_terms(text)
-    found: dict[str, None] = {}
-    if not terms:
-        return found
-    matched = kodb.search_subjects_many(terms)
-    for term in terms:
-        for s in matched.get(term, ()):
-            found.setdefault(s, None)
+    pool = live[:MENTION_POOL]
+    by_file = kodb.subjects_by_source_file([h.path for h in pool])
+    mentions: dict[str, list[Hit]] = {}
+    for h in pool:
+        for subject in by_file.get(h.path, ()):
+            if subject != own_of.get(h.path):
+                mentions.setdefault(subject, []).append(h)
+    for subject, mentioning in sorted(mentions.items()):
+        if subject not in found and len(mentioning) >= MENTION_MIN_HITS:
+            h = mentioning[MENTION_MIN_HITS - 1]
+            found[subject] = Candidate(subject, "mentioned", h.cosine, h.path)
     return found
+
+
+def term_candidates(text: str, kodb: SubjectSource) -> dict[str, Candidate]:
+    """Degraded mode: subjects matching question words at word boundaries, with how many
+    distinct words each matches."""
+    terms = query_terms(text)
+    if not terms:
+        return {}
+    matched = kodb.search_subjects_many(terms)
+    counts: dict[str, int] = {}
+    for term in terms:
+        for subject in matched.get(term, ()):
+            counts[subject] = counts.get(subject, 0) + 1
+    return {s: Candidate(s, "words", words=n) for s, n in counts.items()}

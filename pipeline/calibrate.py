@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from pipeline import noisefloor as nf
-from pipeline.model import Calibration, CalibrationSource, Relevance
+from pipeline.model import Band, Calibration, CalibrationSource, Relevance
 
 if TYPE_CHECKING:
     # numpy is imported where vectors are measured: labelling an answer (assess,
@@ -203,6 +203,15 @@ def choose_basis(cal: Calibration | None, model_id: str, dims: int) -> Basis:
 TIGHT_HINT = (
     "tight vault: its notes are very alike, so 'weak' may be the best available correct match"
 )
+
+
+def band_of(cosine: float, basis: Basis) -> Band | None:
+    """The answer label's z-band of one cosine (a subject's relevance); None when there is
+    no calibration to judge by or the cosine is at or below the floor."""
+    if basis.noise_floor is None or basis.sigma is None:
+        return None
+    label = nf.relevance(cosine, basis.noise_floor, basis.sigma, basis.default_n, basis.margin)
+    return label.label if label.label in (nf.STRONG, nf.MODERATE, nf.WEAK) else None  # type: ignore[return-value]
 
 
 def assess(top_cosine: float | None, basis: Basis) -> Relevance:

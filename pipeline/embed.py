@@ -17,9 +17,11 @@ chunking notes would rank better is a question for the evaluation harness, not f
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import threading
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,6 +30,8 @@ import numpy as np
 
 from pipeline.config import DEFAULT_MODEL
 from pipeline.errors import EmbedderError
+
+log = logging.getLogger(__name__)
 
 # MKL picks its matrix kernels by shape, so a text embedded in a batch differs from the same
 # text embedded alone in the 7th significant digit: enough to flip a rounded cosine, or a
@@ -342,3 +346,46 @@ def get_embedder(settings: Settings) -> Embedder:
             encoder = _load_sentence_transformer(source, model, device)
             _ENCODERS[key] = encoder
     return Embedder.from_encoder(encoder, model_id=model_id, batch_size=settings.embed_batch_size)
+
+
+def _token_lengths(embedder: Any, texts: Sequence[str]) -> list[int] | None:
+    """Token counts as the model's own tokenizer sees them (after truncation), or None
+    when the embedder does not expose a sentence-transformers encoder."""
+    encoder = getattr(embedder, "_encoder", None)
+    # sentence-transformers 6 renamed tokenize to preprocess.
+    tokenize = getattr(encoder, "preprocess", None) or getattr(encoder, "tokenize", None)
+    if not callable(tokenize):
+        return None
+    try:
+        features = tokenize(list(texts))
+        return [int(n) for n in np.asarray(features["attention_mask"]).sum(axis=1)]
+    except Exception as exc:  # an unusual encoder: batching still works, just not bitwise
+        log.debug("cannot count tokens for batching: %s", exc)
+        return None
+
+
+def embed_prompts(embedder: Any, texts: Sequence[str]) -> tuple[np.ndarray, int]:
+    """Embed questions in batches of equal token length; returns (vectors, forward batches).
+
+    Padding changes a text's vector in the last bits, so only texts of the same length
+    share a batch: with MKL's strict mode (``batch_invariant``) each row then equals
+    ``embedder.embed([text])[0]`` exactly, so a batch answers like single questions.
+    """
+    if not texts:
+        return np.zeros((0, int(getattr(embedder, "dims", 0))), dtype=np.float32), 0
+    if len(texts) == 1:  # nothing to group: skip the extra tokenizer pass
+        return np.asarray(embedder.embed(list(texts)), dtype=np.float32), 1
+    lengths = _token_lengths(embedder, texts)
+    if lengths is None:
+        return np.asarray(embedder.embed(list(texts)), dtype=np.float32), 1
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i, n in enumerate(lengths):
+        groups[n].append(i)
+    out: np.ndarray | None = None
+    for idx in groups.values():
+        vectors = np.asarray(embedder.embed([texts[i] for i in idx]), dtype=np.float32)
+        if out is None:
+            out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+        out[idx] = vectors
+    assert out is not None
+    return out, len(groups)

@@ -16,7 +16,12 @@ SOURCE_TYPES: tuple[SourceType, ...] = ("session", "wiki", "adr")
 
 Mode = Literal["semantic", "fallback"]
 Label = Literal["strong", "moderate", "weak", "no_match", "unscored"]
+Band = Literal["strong", "moderate", "weak"]
 CalibrationSource = Literal["vault", "embedder-default", "none"]
+#: Why a subject is a candidate of an answer (see bridge.py): a hit note is its own note,
+#: a hit's title names it (the seed's LIKE bridge), several of the best hits link to it,
+#: or (degraded mode) its name holds words of the question.
+Evidence = Literal["own", "title", "mentioned", "words"]
 
 
 def normalize_text(text: str) -> str:
@@ -74,6 +79,22 @@ class Hit:
     title: str
     source_type: SourceType
     cosine: float
+    excerpt: str | None = None  # the note's summary from the registry, for people to read
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A subject the bridge nominates, and the evidence that makes it relevant.
+
+    ``cosine`` is that of the hit that makes it relevant (None in degraded mode), ``path``
+    that hit's note; ``words`` counts the question words its name matches (degraded mode).
+    """
+
+    subject_norm: str
+    evidence: Evidence
+    cosine: float | None = None
+    path: str | None = None
+    words: int = 0
 
 
 @dataclass(frozen=True)
@@ -94,10 +115,12 @@ class SubjectRank:
     total_facts: int
     raw_facts: int
     max_confidence: float
-    best_cosine: float | None
+    best_cosine: float | None  # the cosine of the hit that makes it relevant
     crystal_ready: bool
     predicates: dict[str, int]
     facts: tuple[FactView, ...]
+    band: Band | None = None  # z-band of best_cosine (None in degraded mode)
+    evidence: Evidence | None = None
 
 
 @dataclass(frozen=True)
@@ -137,3 +160,4 @@ class Answer:
     hits: tuple[Hit, ...]
     subjects: tuple[SubjectRank, ...]
     timings_ms: dict[str, float] = field(default_factory=dict)
+    notice: str | None = None  # why a preset found nothing ("no session notes in this vault")

@@ -1,29 +1,34 @@
 """The query orchestrator: the only module that knows the order of the stages.
 
     graph check ─▶ embed ─▶ vector search ─▶ relevance ─▶ bridge ─▶ KO-DB facts ─▶ rank
-         └─ graph unavailable / circuit open ─▶ term search on KO-DB ─▶ rank (mode fallback)
+         └─ graph unavailable / circuit open ─▶ word search on KO-DB ─▶ rank (mode fallback)
 
-The graph is checked before the model is loaded, so a degraded answer never pays for
-importing torch. CLI, service, hook and MCP call ``Pipeline.ask`` and render its Answer.
+One answer path serves one question (``Pipeline.ask``) and a batch (``Pipeline.ask_many``,
+which load-context and eval use with their own batch search): the graph is checked before
+the model is loaded, so a degraded answer never pays for importing torch; questions are
+embedded and searched together, then each is answered on its own hits. CLI, service, hook
+and MCP call ``ask`` and render its Answer.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from pipeline import bridge
-from pipeline.calibrate import Basis, assess, choose_basis
+from pipeline.calibrate import Basis, assess, band_of, choose_basis
 from pipeline.config import Settings
 from pipeline.errors import ConfigError, GraphUnavailable
 from pipeline.fallback_log import record_fallback
-from pipeline.model import Answer, Fact, Hit, Relevance
-from pipeline.rank import rank_subjects
+from pipeline.model import Answer, Candidate, Hit, Relevance, SubjectRank
+from pipeline.rank import DEFAULT_ORDER, OrderRule, rank_subjects
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from pipeline.embed import Embedder, LazyEmbedder
     from pipeline.graph import GraphClient
     from pipeline.kodb import KoDB
@@ -78,6 +83,22 @@ PRESETS: Final[dict[str, dict[str, Any]]] = {
 #: How many notes episodic recall looks through to find three session notes.
 EPISODIC_SCAN: Final = 100
 
+#: batch_search(vectors, k) -> each question's hits, best first, in order (load-context's
+#: exact search); an iterator, so the hits found before the graph fails are still answered.
+BatchSearch = Callable[["np.ndarray", int], Iterable[Sequence[Hit]]]
+
+
+class BatchPrefetch(Protocol):
+    """A batch's chance to warm its KO-DB cache before the answers are made."""
+
+    def semantic(self, found: Sequence[Sequence[Hit]], basis: Basis) -> None:
+        """Before semantic answers: every question's hits, best first."""
+        ...
+
+    def words(self, questions: Sequence[str]) -> None:
+        """Before degraded answers: the questions answered by word search."""
+        ...
+
 
 class Timer:
     def __init__(self) -> None:
@@ -89,7 +110,10 @@ class Timer:
         try:
             yield
         finally:
-            self.ms[name] = round(self.ms.get(name, 0.0) + (time.perf_counter() - t0) * 1e3, 3)
+            self.add(name, (time.perf_counter() - t0) * 1e3)
+
+    def add(self, name: str, ms: float) -> None:
+        self.ms[name] = round(self.ms.get(name, 0.0) + ms, 3)
 
 
 class Pipeline:
@@ -102,12 +126,15 @@ class Pipeline:
         kodb: KoDB | None = None,
         graph: GraphClient | None = None,
         embedder: Embedder | LazyEmbedder | None = None,
+        order: OrderRule = DEFAULT_ORDER,
     ) -> None:
         self.settings = settings
         self._kodb = kodb
         self._graph = graph
         self._embedder = embedder
         self._basis: Basis | None = None
+        self.embed_batches = 0  # model forward batches run for questions (load-context reports)
+        self.order = order  # which candidates are comparable (rank.OrderRule)
 
     # -- resources, opened on first use ------------------------------------------------
     @property
@@ -158,33 +185,101 @@ class Pipeline:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- the stages ---------------------------------------------------------------------
+    # -- the one answer path ------------------------------------------------------------
     def ask(self, text: str, options: QueryOptions | None = None) -> Answer:
         """Answer one question: semantic when the graph answers, else degraded."""
-        opts = options or QueryOptions.from_settings(self.settings)
-        text = text.strip()
-        if not text:
-            raise ConfigError("the question is empty")
-        timer = Timer()
-        t0 = time.perf_counter()
-        if not opts.semantic:
-            answer = self.fallback_answer(
-                text, opts, timer, "semantic search disabled (--no-semantic)"
-            )
-        else:
-            try:
-                with timer.stage("graph_check_ms"):
-                    self.graph.ping()
-                answer = self._semantic(text, opts, timer)
-            except GraphUnavailable as exc:
-                answer = self.fallback_answer(text, opts, timer, f"graph unavailable: {exc}")
-        timer.ms["total_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
-        return replace(answer, timings_ms=dict(timer.ms))
+        return self.ask_many([text], options)[0]
 
-    def _semantic(self, text: str, opts: QueryOptions, timer: Timer) -> Answer:
-        with timer.stage("embed_ms"):
-            vector = self.embedder.embed([text])[0]
-        return self.answer_from_vector(text, vector, opts, timer, search=self.index_search)
+    def ask_many(
+        self,
+        texts: Sequence[str],
+        options: QueryOptions | None = None,
+        *,
+        search: BatchSearch | None = None,
+        prefetch: BatchPrefetch | None = None,
+    ) -> list[Answer]:
+        """Answer several questions, in order, each exactly as ``ask`` would.
+
+        One graph check; the questions are embedded together (batch-invariant, so each
+        vector equals its single embedding) and searched by ``search`` (default: one index
+        query each); ``prefetch`` may then warm KO-DB for all of them. When the graph is
+        unreachable, before or during the search, every question not yet answered is
+        answered in degraded mode with the reason. Each answer's ``timings_ms`` holds its
+        own stages plus an equal share of the batch's.
+        """
+        opts = options or QueryOptions.from_settings(self.settings)
+        questions = [t.strip() for t in texts]
+        if any(not q for q in questions):
+            raise ConfigError("the question is empty")
+        t0 = time.perf_counter()
+        shared = Timer()
+        timers = [Timer() for _ in questions]
+        answers: list[Answer | None] = [None] * len(questions)
+        reason = None if opts.semantic else "semantic search disabled (--no-semantic)"
+        if reason is None and questions:
+            try:
+                with shared.stage("graph_check_ms"):
+                    self.graph.ping()
+            except GraphUnavailable as exc:
+                reason = f"graph unavailable: {exc}"
+        # A question without content words is about nothing, in either mode (silence).
+        for i, q in enumerate(questions):
+            if not bridge.content_words(q):
+                answers[i] = self._no_content(q, reason)
+        todo = [i for i, a in enumerate(answers) if a is None]
+        if reason is None and todo:
+            found, lost = self._search([questions[i] for i in todo], opts, shared, search)
+            if lost is not None:  # the graph went away: what was found is still answered
+                reason = f"graph unavailable: {lost}"
+            if prefetch is not None and found:
+                with shared.stage("kodb_ms"):
+                    prefetch.semantic(found, self.basis())
+            for i, hits in zip(todo, found, strict=False):
+                answers[i] = self.answer_from_hits(questions[i], hits, opts, timers[i])
+            todo = todo[len(found) :]
+        if reason is not None and todo:
+            if prefetch is not None:
+                with shared.stage("kodb_ms"):
+                    prefetch.words([questions[i] for i in todo])
+            for i in todo:
+                answers[i] = self.fallback_answer(questions[i], opts, timers[i], reason)
+        total = (time.perf_counter() - t0) * 1e3
+        out = []
+        for answer, timer in zip(answers, timers, strict=True):
+            assert answer is not None
+            for name, ms in shared.ms.items():
+                timer.add(name, ms / len(questions))
+            timer.ms["total_ms"] = round(total / len(questions), 3)
+            out.append(replace(answer, timings_ms=dict(timer.ms)))
+        return out
+
+    def _search(
+        self,
+        questions: Sequence[str],
+        opts: QueryOptions,
+        shared: Timer,
+        search: BatchSearch | None,
+    ) -> tuple[list[list[Hit]], GraphUnavailable | None]:
+        """Embed and search the questions: the hits of the first ones, and the error that
+        stopped the search (then the rest were not searched)."""
+        from pipeline.embed import embed_prompts
+
+        with shared.stage("embed_ms"):
+            vectors, batches = embed_prompts(self.embedder, questions)
+        self.embed_batches += batches
+        k = max(opts.hits, EPISODIC_SCAN) if opts.session_notes_only else opts.hits
+        found: list[list[Hit]] = []
+        with shared.stage("graph_ms"):
+            try:
+                if search is not None:
+                    rows = search(vectors, k)
+                else:
+                    rows = (self.index_search(v, k) for v in vectors)
+                for hits in rows:  # lazily: what was found before a failure is kept
+                    found.append(list(hits))
+            except GraphUnavailable as exc:
+                return found, exc
+        return found, None
 
     def index_search(self, vector: Any, k: int) -> list[Hit]:
         """The graph's vector search (over-fetch + exact re-score) as pipeline Hits."""
@@ -193,57 +288,59 @@ class Pipeline:
             for h in self.graph.vector_search(vector, k)
         ]
 
-    def answer_from_vector(
-        self,
-        text: str,
-        vector: Any,
-        opts: QueryOptions,
-        timer: Timer,
-        *,
-        search: Callable[[Any, int], list[Hit]],
+    def answer_from_hits(
+        self, text: str, hits: Sequence[Hit], opts: QueryOptions, timer: Timer
     ) -> Answer:
-        """Stages 2-5 for an embedded question; ``search`` may be a batch searcher."""
-        k = max(opts.hits, EPISODIC_SCAN) if opts.session_notes_only else opts.hits
-        with timer.stage("graph_ms"):
-            hits = search(vector, k)
+        """The stages after the search: relevance, bridge, KO-DB facts, rank."""
+        with timer.stage("label_ms"):
+            relevance = assess(hits[0].cosine if hits else None, self.basis())
+        shown = list(hits)
+        notice = None
         if opts.session_notes_only:
-            hits = [h for h in hits if h.source_type == "session"]
-        hits = hits[: opts.hits]
+            shown = [h for h in shown if h.source_type == "session"]
+            if not shown:
+                notice = self._no_session_notes(len(hits))
+        shown = shown[: opts.hits]
         with timer.stage("kodb_ms"):
-            basis = self.basis()
-        relevance = assess(hits[0].cosine if hits else None, basis)
-        if relevance.label == "no_match" or not opts.subjects or opts.top_k == 0:
-            return Answer(text, "semantic", None, relevance, tuple(hits), ())
-        with timer.stage("kodb_ms"):
-            floor = relevance.floor_cosine
-            if opts.session_notes_only:
-                candidates = {}
-                by_file = self.kodb.subjects_by_source_file([h.path for h in hits])
-                for h in hits:
-                    for s in by_file.get(h.path, ()):
-                        candidates[s] = max(candidates.get(s, h.cosine), h.cosine)
-            else:
-                candidates = bridge.semantic_candidates(hits, floor, self.kodb)
+            registry = self.kodb.notes_at(h.path for h in shown)
+        shown = [
+            replace(h, excerpt=registry[h.path].summary) if h.path in registry else h for h in shown
+        ]
+        if relevance.label == "no_match" or not opts.subjects or opts.top_k == 0 or not shown:
+            return Answer(text, "semantic", None, relevance, tuple(shown), (), notice=notice)
+        with timer.stage("bridge_ms"):
+            candidates = bridge.semantic_candidates(
+                shown, relevance.floor_cosine, self.kodb, registry=registry
+            )
             if opts.per_token:
-                for s in bridge.term_candidates(text, self.kodb):
-                    candidates.setdefault(s, None)  # type: ignore[arg-type]
+                for s, c in bridge.term_candidates(text, self.kodb).items():
+                    candidates.setdefault(s, c)
+        with timer.stage("kodb_ms"):
             facts = self.kodb.facts_for_subjects(candidates)
-            if opts.session_notes_only:
-                files = {h.path for h in hits}
-                facts = [f for f in facts if f.source_file in files]
-        subjects = self._rank(facts, opts, candidates, timer)
-        return Answer(text, "semantic", None, relevance, tuple(hits), subjects)
+        evidence = {h.path: h.cosine for h in shown}
+        if opts.session_notes_only:
+            facts = [f for f in facts if f.source_file in evidence]
+        subjects = self._rank(facts, opts, candidates, timer, relevance, evidence)
+        if opts.crystal_only and not subjects and candidates:
+            notice = "no crystal-ready subject among the relevant ones"
+        return Answer(text, "semantic", None, relevance, tuple(shown), subjects, notice=notice)
 
     def fallback_answer(self, text: str, opts: QueryOptions, timer: Timer, reason: str) -> Answer:
-        """Degraded mode: term search on KO-DB, ranked the same way; never loads the model.
+        """Degraded mode: word search on KO-DB, ranked the same way; never loads the model.
 
         Public so that batch callers (load-context, eval) answer exactly like ``ask``."""
-        subjects: tuple = ()
+        subjects: tuple[SubjectRank, ...] = ()
+        notice = None
+        if not bridge.content_words(text):
+            return self._no_content(text, reason)
         if opts.subjects and opts.top_k:
-            with timer.stage("kodb_ms"):
+            with timer.stage("bridge_ms"):
                 candidates = bridge.term_candidates(text, self.kodb)
+            with timer.stage("kodb_ms"):
                 facts = self.kodb.facts_for_subjects(candidates)
-            subjects = self._rank(facts, opts, {}, timer)
+            subjects = self._rank(facts, opts, candidates, timer, None, None)
+            if opts.crystal_only and not subjects and candidates:
+                notice = "no crystal-ready subject among the relevant ones"
         record_fallback(self.settings.state_dir, reason)
         relevance = Relevance(
             "unscored",
@@ -257,11 +354,40 @@ class Pipeline:
             None,
             "degraded mode: subjects found by word search on KO-DB, not by meaning",
         )
-        return Answer(text, "fallback", reason, relevance, (), subjects)
+        return Answer(text, "fallback", reason, relevance, (), subjects, notice=notice)
+
+    def _no_content(self, text: str, reason: str | None) -> Answer:
+        """The answer to a question without content words: no_match, nothing searched."""
+        relevance = Relevance(
+            "no_match",
+            None,
+            None,
+            None,
+            None,
+            None,
+            "none",
+            False,
+            None,
+            "the question has no content words (only stop words, symbols or emoji)",
+        )
+        mode = "semantic" if reason is None else "fallback"
+        return Answer(text, mode, reason, relevance, (), ())
+
+    def _no_session_notes(self, scanned: int) -> str:
+        if not self.kodb.count_notes("session"):
+            return "no session notes in this vault"
+        return f"no session note among the {scanned} notes closest to the question"
 
     def _rank(
-        self, facts: list[Fact], opts: QueryOptions, best: dict[str, Any], timer: Timer
-    ) -> tuple:
+        self,
+        facts: Sequence[Any],
+        opts: QueryOptions,
+        candidates: dict[str, Candidate],
+        timer: Timer,
+        relevance: Relevance | None,
+        evidence: dict[str, float] | None,
+    ) -> tuple[SubjectRank, ...]:
+        basis = self.basis() if relevance is not None else None
         with timer.stage("rank_ms"):
             return tuple(
                 rank_subjects(
@@ -269,7 +395,12 @@ class Pipeline:
                     top_k=opts.top_k,
                     facts_per_subject=opts.facts_per_subject,
                     facts_per_predicate_cap=opts.facts_per_predicate_cap,
-                    best_cosine={k: v for k, v in best.items() if v is not None},
+                    candidates=candidates,
+                    band_of=(lambda cos: band_of(cos, basis)) if basis is not None else None,
+                    top_cosine=relevance.top_cosine if relevance is not None else None,
+                    sigma=relevance.sigma if relevance is not None else None,
+                    order=self.order,
+                    evidence_files=evidence,
                     crystal_only=opts.crystal_only,
                 )
             )

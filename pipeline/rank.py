@@ -1,28 +1,95 @@
-"""Cross-source corroboration ranking (seed 001).
+"""Ranking: relevance first, cross-source corroboration (seed 001) second.
 
 A subject that several files of several source types talk about is better evidence than
-one confident claim in one file. For each candidate subject:
+one confident claim in one file. For each candidate subject, over all of its facts:
 
     score = source_count*10 + min(files per type over session, wiki, adr)*5 + total_facts
 
 ``total_facts`` counts at most ``cap`` facts per predicate, our guard against the seed's
-predicate-dump pitfall (a generic predicate flooding one subject). Ties: more source files
-first ("cross-source first"), then the higher confidence, then the case-folded name.
+predicate-dump pitfall (a generic predicate flooding one subject).
+
+The seed orders subjects that already passed its question filter (LIKE on the subject); so
+here corroboration orders only candidates of comparable relevance (``answer_order``):
+
+1. the relevance tier: in semantic mode the z-band (strong, moderate, weak) of the cosine
+   of the hit that makes the subject relevant, in degraded mode the number of question
+   words its name matches (more first);
+2. subjects a hit is about before subjects the hits merely mention (bridge.py);
+3. the seed's rule: score, then source count ("cross-source first"), then max confidence;
+4. then the better cosine, then the case-folded name (never the alphabet before cosine).
+
+The tiers were chosen by measured answer quality (``vault-ko eval --judged``; README
+"Ranking").
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Final
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
 
-from pipeline.model import SOURCE_TYPES, Fact, FactView, SubjectRank, normalize_text
+from pipeline.model import (
+    SOURCE_TYPES,
+    Band,
+    Candidate,
+    Fact,
+    FactView,
+    SubjectRank,
+    normalize_text,
+)
 
 SOURCE_WEIGHT: Final = 10  # per distinct source file
 TYPE_SPREAD_WEIGHT: Final = 5  # per file of the least represented source type
 CRYSTAL_MIN_TYPES: Final = 2  # "session noise" is not crystal-ready
 CRYSTAL_MIN_FILES: Final = 3
 CRYSTAL_MIN_CONFIDENCE: Final = 0.85
+#: Tier order of the answer label's z-bands.
+BAND_TIER: Final[Mapping[str, int]] = {"strong": 0, "moderate": 1, "weak": 2}
+#: Evidence a hit is about the subject, before evidence it only mentions it.
+EVIDENCE_GROUP: Final[Mapping[str, int]] = {"own": 0, "title": 0, "words": 0, "mentioned": 1}
+
+#: band_of(cosine) -> the z-band of a candidate's cosine (None: no calibration to judge by).
+BandOf = Callable[[float], Band | None]
+
+
+@dataclass(frozen=True)
+class OrderRule:
+    """Which semantic candidates count as comparably relevant, and where mentions go.
+
+    ``tiers``: ``band``, the same z-band of the answer label; ``margin``, the same step of
+    ``margin_sigmas`` vault σ below the best hit's cosine; ``cosine``, only equal cosines
+    (corroboration merely breaks ties). ``mentions``: a subject the hits only mention
+    follows the subjects a hit is about of its own tier (``tier``), of its z-band
+    (``band``), or all of them (``last``).
+    """
+
+    tiers: Literal["band", "margin", "cosine"] = "margin"
+    margin_sigmas: float = 0.25
+    mentions: Literal["tier", "band", "last"] = "last"
+
+    def tier(self, cosine: float, band: Band | None, top: float, sigma: float | None) -> float:
+        """The tier of a candidate's cosine (smaller = more relevant)."""
+        if self.tiers == "band" and band is not None:
+            return BAND_TIER[band]
+        if self.tiers == "margin" and sigma:
+            return math.floor(max(top - cosine, 0.0) / (self.margin_sigmas * sigma) + 1e-9)
+        return -cosine
+
+    def key(
+        self, cosine: float, band: Band | None, top: float, sigma: float | None, group: int
+    ) -> tuple[float, ...]:
+        """Relevance part of a semantic candidate's sort key: tier and evidence group."""
+        tier = self.tier(cosine, band, top, sigma)
+        if self.mentions == "last":
+            return (group, tier)
+        if self.mentions == "band":
+            return (BAND_TIER.get(band or "", len(BAND_TIER)), group, tier)
+        return (tier, group)
+
+
+DEFAULT_ORDER: Final = OrderRule()
 
 
 def score_of(source_count: int, per_type: Mapping[str, int], total_facts: int) -> int:
@@ -46,20 +113,40 @@ def display_name(facts: Sequence[Fact]) -> str:
     return min(counts, key=lambda s: (-counts[s], s))
 
 
-def representative_facts(facts: Sequence[Fact], n: int) -> tuple[FactView, ...]:
-    """Up to n facts: highest confidence first, spread over source types and predicates."""
+def representative_facts(
+    facts: Sequence[Fact], n: int, evidence: Mapping[str, float] | None = None
+) -> tuple[FactView, ...]:
+    """Up to n facts: those from ``evidence`` files (the hit notes, path → cosine: the
+    evidence that matched this question) first, then the highest confidence, spread over
+    source types and predicates. A fact that only restates the subject's name (its note's
+    ``title``) comes last."""
+    files = evidence or {}
+
+    def restates_name(f: Fact) -> bool:
+        return f.predicate == "title" and normalize_text(f.object) == f.subject_norm
+
     pool = sorted(
         facts,
-        key=lambda f: (-f.confidence, f.predicate, f.source_type, f.source_file, f.object),
+        key=lambda f: (
+            -files.get(f.source_file, -math.inf),
+            -f.confidence,
+            f.predicate,
+            f.source_type,
+            f.source_file,
+            f.object,
+        ),
     )
     chosen: list[Fact] = []
     seen_types: set[str] = set()
     seen_preds: set[str] = set()
     while pool and len(chosen) < n:
-        # Unseen type and unseen predicate beat confidence; pool order breaks the rest.
+        # A fact from a hit beats the others; then an unseen type and predicate beat
+        # confidence; pool order (better hit, then confidence) breaks the rest.
         best = min(
             range(len(pool)),
             key=lambda i: (
+                restates_name(pool[i]),
+                pool[i].source_file not in files,
                 (pool[i].source_type in seen_types) + (pool[i].predicate in seen_preds),
                 i,
             ),
@@ -78,7 +165,9 @@ def rank_subject(
     *,
     facts_per_subject: int,
     facts_per_predicate_cap: int,
-    best_cosine: float | None = None,
+    candidate: Candidate | None = None,
+    band: Band | None = None,
+    evidence_files: Mapping[str, float] | None = None,
 ) -> SubjectRank:
     """Rank one subject on all of its facts."""
     files_by_type: dict[str, set[str]] = defaultdict(set)
@@ -98,15 +187,31 @@ def rank_subject(
         total_facts=total,
         raw_facts=len(facts),
         max_confidence=max_conf,
-        best_cosine=best_cosine,
+        best_cosine=candidate.cosine if candidate else None,
         crystal_ready=is_crystal_ready(types, source_count, max_conf),
         predicates=predicates,
-        facts=representative_facts(facts, facts_per_subject),
+        facts=representative_facts(facts, facts_per_subject, evidence_files),
+        band=band,
+        evidence=candidate.evidence if candidate else None,
     )
 
 
-def sort_key(s: SubjectRank) -> tuple[int, int, float, str, str]:
-    return (-s.score, -s.source_count, -s.max_confidence, normalize_text(s.subject), s.subject)
+def seed_key(s: SubjectRank) -> tuple[int, int, float]:
+    """The seed's order among equals: score, then cross-source, then confidence."""
+    return (-s.score, -s.source_count, -s.max_confidence)
+
+
+def answer_order(s: SubjectRank, relevance: tuple[float, ...]) -> tuple[object, ...]:
+    """The sort key of a subject in an answer (module docstring): its relevance (tier and
+    evidence), then the seed's rule, then cosine, then name."""
+    cosine = s.best_cosine if s.best_cosine is not None else -math.inf
+    return (
+        relevance,
+        *seed_key(s),
+        -cosine,
+        normalize_text(s.subject),
+        s.subject,
+    )
 
 
 def rank_subjects(
@@ -115,24 +220,48 @@ def rank_subjects(
     top_k: int,
     facts_per_subject: int,
     facts_per_predicate_cap: int,
-    best_cosine: Mapping[str, float] | None = None,
+    candidates: Mapping[str, Candidate] | None = None,
+    band_of: BandOf | None = None,
+    top_cosine: float | None = None,
+    sigma: float | None = None,
+    order: OrderRule = DEFAULT_ORDER,
+    evidence_files: Mapping[str, float] | None = None,
     crystal_only: bool = False,
 ) -> list[SubjectRank]:
-    """Group facts by case-folded subject, rank each, sort, keep the top K."""
+    """Group facts by case-folded subject, rank each, order (``answer_order``), keep K.
+
+    ``candidates`` (subject_norm → Candidate) say why each subject is relevant; facts of
+    other subjects are ranked after them all. ``band_of`` gives a semantic candidate's
+    band, ``top_cosine`` and ``sigma`` (the answer's best hit and the vault's σ) place it in
+    ``order``'s tiers; ``evidence_files`` (hit path → cosine) picks the facts shown.
+    """
     groups: dict[str, list[Fact]] = defaultdict(list)
     for f in facts:
         groups[f.subject_norm].append(f)
-    cosines = best_cosine or {}
-    ranked = [
-        rank_subject(
+    known = candidates or {}
+    ranked: list[tuple[tuple[object, ...], SubjectRank]] = []
+    for norm, group in groups.items():
+        candidate = known.get(norm)
+        cosine = candidate.cosine if candidate is not None else None
+        band = band_of(cosine) if band_of is not None and cosine is not None else None
+        s = rank_subject(
             group,
             facts_per_subject=facts_per_subject,
             facts_per_predicate_cap=facts_per_predicate_cap,
-            best_cosine=cosines.get(norm),
+            candidate=candidate,
+            band=band,
+            evidence_files=evidence_files,
         )
-        for norm, group in groups.items()
-    ]
-    if crystal_only:
-        ranked = [s for s in ranked if s.crystal_ready]
-    ranked.sort(key=sort_key)
-    return ranked[:top_k]
+        if crystal_only and not s.crystal_ready:
+            continue
+        group = EVIDENCE_GROUP.get(s.evidence or "own", 0)
+        if cosine is not None:
+            top = top_cosine if top_cosine is not None else cosine
+            relevance: tuple[float, ...] = (0, *order.key(cosine, band, top, sigma, group))
+        elif candidate is not None and candidate.evidence == "words":
+            relevance = (1, -candidate.words, group)  # degraded: more question words first
+        else:
+            relevance = (2, group)
+        ranked.append((answer_order(s, relevance), s))
+    ranked.sort(key=lambda pair: pair[0])
+    return [s for _, s in ranked[:top_k]]

@@ -33,6 +33,8 @@ def subject_to_dict(s: SubjectRank) -> dict[str, Any]:
         "raw_facts": s.raw_facts,
         "max_confidence": _num(s.max_confidence),
         "best_cosine": _num(s.best_cosine),
+        "band": s.band,
+        "evidence": s.evidence,
         "crystal_ready": s.crystal_ready,
         "predicates": dict(s.predicates),
         "facts": [
@@ -64,95 +66,173 @@ def answer_to_dict(answer: Answer) -> dict[str, Any]:
                 "title": h.title,
                 "source_type": h.source_type,
                 "cosine": _num(h.cosine),
+                "excerpt": h.excerpt,
             }
             for h in answer.hits
         ],
         "subjects": [subject_to_dict(s) for s in answer.subjects],
+        "notice": answer.notice,
         "timings_ms": {k: round(v, 1) for k, v in answer.timings_ms.items()},
     }
 
 
+#: Longest excerpt of a note in markdown (one line for an agent's context).
+MD_EXCERPT_CHARS = 160
+#: Notes and facts shown to people: the answer's first notes, and each subject's facts.
+NOTES_SHOWN = 5
+EVIDENCE_WORDS = {
+    "own": "its note",
+    "title": "title match",
+    "mentioned": "mentioned",
+    "words": "name words",
+}
+
+
 def _label_line(answer: Answer) -> str:
     r = answer.relevance
-    parts = [f"relevance: {r.label}"]
+    parts = [f"{answer.mode} · {r.label}"]
     if r.top_cosine is not None:
         parts.append(f"top cosine {r.top_cosine:.3f}")
     if r.floor_cosine is not None:
         parts.append(f"floor {r.floor_cosine:.3f}")
     if r.z is not None:
         parts.append(f"z {r.z:.2f}")
-    parts.append(f"calibration: {r.calibration}")
+    parts.append(f"calibration {r.calibration}")
     return " · ".join(parts)
 
 
-def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
-    """Compact markdown for an agent's context window."""
-    lines = [f"## {heading or 'Vault context'}: {answer.query}", ""]
-    mode = answer.mode
-    if answer.degraded_reason:
-        mode += f" ({answer.degraded_reason})"
-    lines.append(f"_mode: {mode} · {_label_line(answer)}_")
+def silence_line(answer: Answer) -> str:
+    """The one line a no_match answer is: nothing in the vault is about the question."""
     r = answer.relevance
-    for note in (r.hint, r.warning):
+    if r.top_cosine is not None and r.floor_cosine is not None:
+        why = f"best note {r.top_cosine:.3f} ≤ floor {r.floor_cosine:.3f}"
+    else:
+        why = r.warning or "no note came back"
+    return f"no_match: nothing in this vault is about this question ({why})"
+
+
+def short_path(path: str, width: int = 40) -> str:
+    """A vault path cut in the middle to ``width`` characters, keeping folder and ending."""
+    if len(path) <= width:
+        return path
+    keep = width - 1
+    head = keep // 2
+    return path[:head] + "…" + path[len(path) - (keep - head) :]
+
+
+def _one_line(text: str | None, width: int) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
+
+
+def _why(s: SubjectRank) -> str:
+    parts = [p for p in (s.band, EVIDENCE_WORDS.get(s.evidence or "", s.evidence)) if p]
+    return " · ".join(parts)
+
+
+def _types(s: SubjectRank) -> str:
+    return ", ".join(f"{t} {n}" for t, n in s.per_type.items() if n)
+
+
+def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
+    """Compact markdown for an agent's context window: the best notes, then the subjects."""
+    lines = [f"## {heading or 'Vault context'}: {answer.query}", ""]
+    r = answer.relevance
+    if r.label == "no_match":
+        lines.append(f"_{silence_line(answer)}_")
+        return "\n".join(lines) + "\n"
+    head = _label_line(answer)
+    if answer.degraded_reason:
+        head += f" · degraded: {answer.degraded_reason}"
+    lines.append(f"_{head}_")
+    for note in (r.hint, r.warning, answer.notice):
         if note:
             lines.append(f"_note: {note}_")
-    lines.append("")
-    if not answer.subjects and answer.relevance.label == "no_match":
-        lines.append("nothing relevant")
+    if answer.hits:
+        lines += ["", "### Notes"]
+        for i, h in enumerate(answer.hits[:NOTES_SHOWN], start=1):
+            score = f"cosine {h.cosine:.3f}" if h.cosine is not None else h.source_type
+            line = f"{i}. **{h.title}** (`{h.path}`, {score})"
+            if h.excerpt:
+                line += f" — {_one_line(h.excerpt, MD_EXCERPT_CHARS)}"
+            lines.append(line)
+    if answer.subjects:
+        lines += ["", "### Subjects"]
     for s in answer.subjects:
         mark = " ✦ crystal-ready" if s.crystal_ready else ""
-        types = ", ".join(f"{t} {n}" for t, n in s.per_type.items() if n)
-        lines.append(f"- **{s.subject}** (score {s.score}; {s.source_count} files: {types}){mark}")
+        why = f"{_why(s)}; " if _why(s) else ""
+        lines.append(
+            f"- **{s.subject}** ({why}score {s.score}; {s.source_count} files: {_types(s)}){mark}"
+        )
         for f in s.facts:
             lines.append(
                 f"  - {f.predicate}: {f.object} [{f.source_type}: {f.source_file}, "
                 f"{f.confidence:.2f}]"
             )
-    if answer.hits and not answer.subjects and answer.relevance.label != "no_match":
-        for h in answer.hits:
-            lines.append(f"- {h.title} ({h.path}, cosine {h.cosine:.3f})")
     return "\n".join(lines).rstrip() + "\n"
 
 
 def to_rich(answer: Answer) -> RenderableType:
-    """A readable table for people at a terminal."""
+    """What people read at a terminal: the best notes with an excerpt, then the subjects
+    with one fact per line; fits 100 columns (paths shortened, long lines cut)."""
     r = answer.relevance
-    header = Text()
     style = {"strong": "bold green", "moderate": "green", "weak": "yellow"}.get(r.label, "red")
+    header = Text()
     header.append(f"{answer.query}\n", style="bold")
-    header.append(f"mode {answer.mode}", style="cyan" if answer.mode == "semantic" else "magenta")
-    if answer.degraded_reason:
-        header.append(f" — {answer.degraded_reason}", style="magenta")
-    header.append("\n")
+    if r.label == "no_match":
+        header.append(silence_line(answer), style="dim")
+        return header
     header.append(_label_line(answer), style=style)
+    if answer.degraded_reason:
+        header.append(f"\ndegraded: {answer.degraded_reason}", style="magenta")
     parts: list[RenderableType] = [header]
-    for note in (r.hint, r.warning):
+    for note in (r.hint, r.warning, answer.notice):
         if note:
             parts.append(Text(f"note: {note}", style="italic"))
+    if answer.hits:
+        notes = Table(title="notes", title_justify="left", expand=True, show_edge=False)
+        notes.add_column("cos", justify="right", width=5, no_wrap=True)
+        notes.add_column("note", ratio=3, no_wrap=True, overflow="ellipsis")
+        notes.add_column("path", ratio=2, no_wrap=True, overflow="ellipsis")
+        for h in answer.hits[:NOTES_SHOWN]:
+            title = Text(h.title, style="bold")
+            if h.excerpt:
+                title.append("\n" + " ".join(h.excerpt.split()), style="dim")
+            cos = f"{h.cosine:.3f}" if h.cosine is not None else ""
+            notes.add_row(cos, title, short_path(h.path))
+        parts.append(notes)
     if answer.subjects:
-        table = Table(show_lines=False, expand=False)
-        for col in ("subject", "score", "files", "s/w/a", "facts", "best cos", "top facts"):
-            table.add_column(col, overflow="fold")
-        for s in answer.subjects:
-            facts = "\n".join(f"{f.predicate}: {f.object} ({f.source_file})" for f in s.facts)
-            name = s.subject + (" ✦" if s.crystal_ready else "")
+        table = Table(title="subjects", title_justify="left", expand=True, show_edge=False)
+        table.add_column("#", justify="right", width=2, no_wrap=True)
+        table.add_column("subject", ratio=2, overflow="fold")
+        table.add_column("why", width=11, overflow="fold")
+        table.add_column("score", justify="right", width=5)
+        table.add_column("s/w/a", width=8, no_wrap=True)
+        table.add_column("facts", ratio=4, no_wrap=True, overflow="ellipsis")
+        for i, s in enumerate(answer.subjects, start=1):
+            why = "\n".join(
+                p
+                for p in (
+                    s.band,
+                    EVIDENCE_WORDS.get(s.evidence or "", s.evidence),
+                    None if s.best_cosine is None else f"{s.best_cosine:.3f}",
+                )
+                if p
+            )
             table.add_row(
-                name,
+                str(i),
+                s.subject + (" ✦" if s.crystal_ready else ""),
+                why,
                 str(s.score),
-                str(s.source_count),
                 "/".join(str(s.per_type.get(t, 0)) for t in ("session", "wiki", "adr")),
-                f"{s.total_facts}/{s.raw_facts}",
-                "" if s.best_cosine is None else f"{s.best_cosine:.3f}",
-                facts,
+                "\n".join(
+                    f"{f.predicate}: {' '.join(f.object.split())} · {short_path(f.source_file, 30)}"
+                    for f in s.facts
+                ),
             )
         parts.append(table)
-    elif r.label == "no_match":
-        parts.append(Text("nothing relevant in this vault", style="dim"))
-    if answer.hits and not answer.subjects and r.label != "no_match":
-        notes = Table("note", "type", "cosine")
-        for h in answer.hits:
-            notes.add_row(f"{h.title} ({h.path})", h.source_type, f"{h.cosine:.3f}")
-        parts.append(notes)
+    elif answer.mode == "fallback" and not answer.hits:
+        parts.append(Text("no subject's name holds the question's words", style="dim"))
     return Group(*parts)
 
 

@@ -22,7 +22,8 @@ from pipeline.cli._common import (
 from pipeline.errors import EXIT_FAILURE, InputError
 
 if TYPE_CHECKING:
-    from pipeline.session import BadLine, SessionReport
+    from pipeline.batch.input import BadLine
+    from pipeline.session import SessionReport
 
 
 @click.command("load-context")

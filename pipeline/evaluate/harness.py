@@ -30,17 +30,18 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline import bridge
 from pipeline import noisefloor as nf
 from pipeline.calibrate import Basis
 from pipeline.config import Settings, load_settings
 from pipeline.evaluate.beir import Collection, Doc, Query
 from pipeline.evaluate.judged import ANSWER_GRADE, SPLITS, JudgedQuestion
 from pipeline.evaluate.metrics import answer_scores, first_occurrences, mean_scores, rate, roc_auc
-from pipeline.model import Answer, Calibration, normalize_text
+from pipeline.model import Answer, Calibration, Hit, normalize_text
 
 if TYPE_CHECKING:
     from pipeline.query import Pipeline
@@ -599,7 +600,7 @@ def _measure(
     say: Progress,
     docs: int,
 ) -> EvalReport:
-    from pipeline.query import Pipeline, QueryOptions, Timer
+    from pipeline.query import Pipeline, QueryOptions
     from pipeline.sync import sync_vault
 
     warnings = list(plan.warnings)
@@ -615,6 +616,7 @@ def _measure(
         say(f"synced {notes} notes ({report.embed.embedded} embedded); calibrated")
         calibration = _calibration_used(p.basis(), report.calibration)
         ids = mapper(p)
+        judged_ids = [q.id for q in plan.questions if q.group == "on_topic"]
         if ids.known is not None:
             unknown = sorted({s for rel in ids.subject_qrels.values() for s in rel} - ids.known)
             for s in unknown:
@@ -623,25 +625,33 @@ def _measure(
                     "it can never be ranked"
                 )
 
-        t0 = time.perf_counter()
-        vectors = embedder.embed([q.text for q in plan.questions])
-        seconds["embed_queries"] = time.perf_counter() - t0
-        on_topic = sum(q.group == "on_topic" for q in plan.questions)
-        say(f"embedded {len(plan.questions)} queries ({on_topic} on-topic)")
-
         answer_opts = QueryOptions.from_settings(settings)
+        degraded_opts = replace(answer_opts, semantic=False)
         reach_opts = QueryOptions.from_settings(
-            settings, top_k=FALLBACK_SUBJECTS, facts_per_subject=1
+            settings, top_k=FALLBACK_SUBJECTS, facts_per_subject=1, semantic=False
         )
-        outcomes = []
+        texts = [q.text for q in plan.questions]
+        # ask_many searches only questions with content words (the others are no_match):
+        # the same ones, in the same order, receive the 100 hits the metrics read.
+        searched = [i for i, t in enumerate(texts) if bridge.content_words(t)]
+        found: dict[int, list[Hit]] = {}
+
+        def search(vectors: Any, k: int) -> list[list[Hit]]:
+            out = []
+            for i, vector in zip(searched, vectors, strict=True):
+                found[i] = p.index_search(vector, max(HITS, k))
+                out.append(found[i][:k])
+            return out
+
         t0 = time.perf_counter()
-        for i, (q, vector) in enumerate(zip(plan.questions, vectors, strict=True)):
-            found = p.index_search(vector, max(HITS, answer_opts.hits))
-
-            def search(_vector: Any, k: int, found: list = found) -> list:
-                return found[:k]
-
-            answer = p.answer_from_vector(q.text, vector, answer_opts, Timer(), search=search)
+        answers = p.ask_many(texts, answer_opts, search=search)
+        say(f"answered {len(texts)} queries ({len(judged_ids)} on-topic)")
+        on = [i for i, q in enumerate(plan.questions) if q.group == "on_topic"]
+        on_texts = [texts[i] for i in on]
+        degraded = dict(zip(on, p.ask_many(on_texts, degraded_opts), strict=True))
+        reach = dict(zip(on, p.ask_many(on_texts, reach_opts), strict=True))
+        outcomes = []
+        for i, (q, answer) in enumerate(zip(plan.questions, answers, strict=True)):
             outcome = QueryOutcome(
                 q.id,
                 q.group,
@@ -652,23 +662,16 @@ def _measure(
                 text=q.text,
             )
             if q.group == "on_topic":
-                degraded = p.fallback_answer(q.text, answer_opts, Timer(), "vault-ko eval")
-                reach = p.fallback_answer(q.text, reach_opts, Timer(), "vault-ko eval")
-                outcome = QueryOutcome(
-                    **{
-                        **outcome.__dict__,
-                        "semantic": ids.notes(h.path for h in found),
-                        "fallback": ids.notes(ids.reach(reach)),
-                        "semantic_subjects": ids.subjects(answer),
-                        "fallback_subjects": ids.subjects(degraded),
-                    }
+                outcome = replace(
+                    outcome,
+                    semantic=ids.notes(h.path for h in found.get(i, ())),
+                    fallback=ids.notes(ids.reach(reach[i])),
+                    semantic_subjects=ids.subjects(answer),
+                    fallback_subjects=ids.subjects(degraded[i]),
                 )
             outcomes.append(outcome)
-            if (i + 1) % 100 == 0:
-                say(f"queried {i + 1}/{len(plan.questions)}")
         seconds["queries"] = time.perf_counter() - t0
         say(f"ran {len(plan.questions)} queries")
-        judged_ids = [q.id for q in plan.questions if q.group == "on_topic"]
         return EvalReport(
             collection=plan.name,
             offtopic=plan.offtopic,

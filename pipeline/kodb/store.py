@@ -201,6 +201,26 @@ class KoDB:
             rows = conn.execute(sa.select(t)).all()
         return {r.path: _from_row(Note, r) for r in rows}
 
+    def count_notes(self, source_type: str | None = None) -> int:
+        """Registered notes (of one source type when given)."""
+        t = schema.notes
+        stmt = sa.select(sa.func.count()).select_from(t)
+        if source_type is not None:
+            stmt = stmt.where(t.c.source_type == source_type)
+        with self._tx() as conn:
+            return int(conn.execute(stmt).scalar_one())
+
+    def notes_at(self, paths: Iterable[str]) -> dict[str, Note]:
+        """Registry rows of these note paths (paths without a row are left out)."""
+        t = schema.notes
+        wanted = sorted(set(paths))
+        found: dict[str, Note] = {}
+        with self._tx() as conn:
+            for chunk in _chunks(wanted):
+                for row in conn.execute(sa.select(t).where(t.c.path.in_(chunk))):
+                    found[row.path] = _from_row(Note, row)
+        return found
+
     def apply_ingest(
         self,
         upserts: Sequence[tuple[Note, Sequence[Fact]]],

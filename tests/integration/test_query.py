@@ -70,6 +70,44 @@ def test_adr_title_question_is_semantic_with_subjects(synced: Pipeline) -> None:
     assert not any(n == "warmstart" for n in names) or "warm cache" in names
 
 
+def test_the_redis_question_is_answered_by_the_redis_decision(synced: Pipeline) -> None:
+    a = synced.ask("why did we choose redis for the warm cache?")
+    top = [s.subject for s in a.subjects[:3]]
+    assert "0007 Use Redis as the warm cache" in top
+    assert {"Redis", "Warm cache"} & set(top)
+    assert "adr/0007-use-redis-as-the-warm-cache.md" in [h.path for h in a.hits[:3]]
+    redis = next(s for s in a.subjects if s.subject == "Redis")
+    facts = [(f.predicate, f.object) for f in redis.facts]
+    assert ("decided_in", "0007 Use Redis as the warm cache") in facts
+    assert ("decided_in", "0002 Use PostgreSQL as the system of record") not in facts[:1]
+
+
+UNRELATED = [
+    "how long does a failed card payment take to suspend a workspace?",
+    "the VPN certificate expired, what now?",
+    "why are app connections going through a transaction pooler?",
+    "how are kafka topics partitioned?",
+    "who decides on feature flag vendors?",
+    "what should the on-call engineer do at handover?",
+    "how does a saved document get into search?",
+    "what is the per-token request limit at the gateway?",
+    "what are our biggest cloud costs?",
+    "how do we add a column to a big postgres table safely?",
+]
+
+
+def test_different_questions_get_different_answers(synced: Pipeline) -> None:
+    tops = [tuple(s.subject for s in synced.ask(q).subjects[:3]) for q in UNRELATED]
+    assert all(len(t) == 3 for t in tops)
+    assert len(set(tops)) == len(tops)  # no two answers lead with the same three subjects
+    assert len({t[0] for t in tops}) == len(tops)  # nor with the same first one
+    counts: dict[str, int] = {}
+    for t in tops:
+        for name in t:
+            counts[name] = counts.get(name, 0) + 1
+    assert max(counts.values()) <= 2, counts  # no hub in the top 3 of every answer
+
+
 def test_off_topic_questions_are_silenced(synced: Pipeline) -> None:
     labels = [synced.ask(q).relevance.label for q in OFF_TOPIC]
     assert labels.count("no_match") >= 4, labels

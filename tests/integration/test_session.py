@@ -165,9 +165,9 @@ def test_cli_md_format_and_resume(
     off_topic = [
         (out / f"{i}.md").read_text("utf-8") for i in range(len(texts) - 2, len(texts) + 1)
     ]
-    assert any("nothing relevant" in md for md in off_topic)
+    assert any("no_match: nothing in this vault" in md for md in off_topic)
     on = (out / "1.md").read_text("utf-8")
-    assert "mode: semantic" in on and "**" in on and "[" in on  # subjects with provenance
+    assert "_semantic ·" in on and "**" in on and "[" in on  # subjects with provenance
 
 
 def test_graph_stopped_between_chunks_writes_every_pack(tmp_path: Path) -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pipeline.bridge import query_terms, semantic_candidates, term_candidates
+from pipeline.bridge import content_words, query_terms, semantic_candidates, term_candidates
 from pipeline.kodb.match import reference_search
-from pipeline.model import Hit, normalize_text
+from pipeline.model import Candidate, Hit, Note, normalize_text
 
 
 def test_terms_drop_short_words_stop_words_and_numbers() -> None:
@@ -29,9 +29,15 @@ def test_wildcards_and_quotes_are_not_terms() -> None:
 
 
 class Subjects:
-    def __init__(self, by_file: dict[str, set[str]]) -> None:
+    """The bridge's view of KO-DB: a registry of notes and the subjects of each file."""
+
+    def __init__(self, by_file: dict[str, set[str]], own: dict[str, str] | None = None) -> None:
         self.by_file = by_file
+        self.own = own or {}
         self.norms = {s for v in by_file.values() for s in v}
+
+    def notes_at(self, paths):  # type: ignore[no-untyped-def]
+        return {p: Note(p, self.own[p], "wiki", "h", 0, 1) for p in paths if p in self.own}
 
     def subjects_by_source_file(self, paths):  # type: ignore[no-untyped-def]
         return {p: set(self.by_file.get(p, set())) for p in paths}
@@ -39,17 +45,16 @@ class Subjects:
     def search_subjects_many(self, terms):  # type: ignore[no-untyped-def]
         return {t: reference_search(t, self.norms) for t in terms}
 
-    def facts_for_subjects(self, subject_norms):  # type: ignore[no-untyped-def]
-        return []
 
-
-def test_bridge_nominates_hit_files_and_titles_above_the_floor_only() -> None:
+def test_a_hit_nominates_its_own_subject_and_subjects_named_by_its_title() -> None:
     kodb = Subjects(
         {
             "a.md": {"redis", "kafka"},
-            "b.md": {"warm cache"},
+            "b.md": {"warm cache design", "redis"},
             "c.md": {"warmstart"},
-        }
+            "d.md": {"redis failover runbook"},
+        },
+        own={"a.md": "Redis", "b.md": "Warm cache design", "c.md": "Warmstart"},
     )
     hits = [
         Hit("a.md", "Redis", "wiki", 0.7),
@@ -57,12 +62,54 @@ def test_bridge_nominates_hit_files_and_titles_above_the_floor_only() -> None:
         Hit("c.md", "Warmstart", "session", 0.1),
     ]
     got = semantic_candidates(hits, 0.2, kodb)
-    assert got == {"redis": 0.7, "kafka": 0.7, "warm cache": 0.5}
-    assert "warmstart" not in got
-    everything = semantic_candidates(hits, None, kodb)
-    assert everything["warmstart"] == 0.1
+    assert got["redis"] == Candidate("redis", "own", 0.7, "a.md")
+    assert got["warm cache design"] == Candidate("warm cache design", "own", 0.5, "b.md")
+    # The seed's LIKE bridge: a subject containing a hit's title at word boundaries.
+    assert got["redis failover runbook"] == Candidate(
+        "redis failover runbook", "title", 0.7, "a.md"
+    )
+    # Kafka is only linked from one hit: no evidence it is what the question is about.
+    assert "kafka" not in got
+    assert "warmstart" not in got  # below the floor
+    assert semantic_candidates(hits, None, kodb)["warmstart"].cosine == 0.1
 
 
-def test_fallback_terms_match_at_word_boundaries() -> None:
-    kodb = Subjects({"x.md": {normalize_text("Warm cache"), "warmstart"}})
-    assert list(term_candidates("the warm one", kodb)) == ["warm cache"]
+def test_a_subject_linked_from_two_of_the_best_hits_is_a_mentioned_candidate() -> None:
+    kodb = Subjects(
+        {f"{i}.md": {f"note {i}", "postgresql"} for i in range(7)},
+        own={f"{i}.md": f"Note {i}" for i in range(7)},
+    )
+    hits = [Hit(f"{i}.md", f"Note {i}", "wiki", 0.9 - i / 10) for i in range(7)]
+    got = semantic_candidates(hits, None, kodb)
+    assert got["postgresql"] == Candidate("postgresql", "mentioned", 0.8, "1.md")
+    # Only the best MENTION_POOL hits count: two mentions further down are not enough.
+    late = Subjects(
+        {"0.md": {"note 0"}, "5.md": {"note 5", "pg"}, "6.md": {"note 6", "pg"}},
+        own={"0.md": "Note 0", "5.md": "Note 5", "6.md": "Note 6"},
+    )
+    assert "pg" not in semantic_candidates(hits, None, late)
+
+
+def test_own_evidence_wins_over_a_title_match_of_a_better_hit() -> None:
+    kodb = Subjects(
+        {"a.md": {"redis"}, "b.md": {"redis failover runbook"}},
+        own={"a.md": "Redis", "b.md": "Redis failover runbook"},
+    )
+    hits = [Hit("a.md", "Redis", "wiki", 0.7), Hit("b.md", "Redis failover runbook", "wiki", 0.4)]
+    got = semantic_candidates(hits, None, kodb)
+    assert got["redis failover runbook"] == Candidate("redis failover runbook", "own", 0.4, "b.md")
+
+
+def test_fallback_terms_match_at_word_boundaries_and_count_the_words() -> None:
+    kodb = Subjects({"x.md": {normalize_text("Warm cache"), "warmstart", "cache"}})
+    got = term_candidates("the warm cache", kodb)
+    assert got == {
+        "warm cache": Candidate("warm cache", "words", words=2),
+        "cache": Candidate("cache", "words", words=1),
+    }
+
+
+def test_content_words_of_any_length_but_not_stop_words_or_symbols() -> None:
+    assert content_words("Is it CI or S3 in Go?") == ["ci", "s3", "go"]
+    assert content_words("és a az hogy nem is") == []
+    assert content_words("% _ 🍌 '' --") == []

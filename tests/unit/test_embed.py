@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -173,3 +174,44 @@ def test_lazy_embedder_knows_id_and_dims_without_loading_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.split() == [BUNDLED_MODEL_ID, "384", "False", "False"]
+
+
+_DIMS = 8
+
+
+def _unit(seed: str) -> np.ndarray:
+    """A deterministic unit vector per string."""
+    rng = np.random.default_rng(int(hashlib.sha1(seed.encode()).hexdigest()[:8], 16))
+    v = rng.standard_normal(_DIMS).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+class _TokenizingEncoder:
+    """A sentence-transformers-like encoder: preprocess gives the attention mask."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+
+    def preprocess(self, texts: list[str]) -> dict:
+        longest = max(len(t.split()) for t in texts)
+        rows = [[1] * len(t.split()) + [0] * (longest - len(t.split())) for t in texts]
+        return {"attention_mask": np.array(rows)}
+
+    def encode(self, batch: list[str], **_: object) -> np.ndarray:
+        self.batches.append(batch)
+        return np.stack([_unit(t) for t in batch])
+
+
+def test_prompts_share_a_forward_batch_only_with_prompts_of_the_same_length() -> None:
+    from pipeline.embed import Embedder
+
+    encoder = _TokenizingEncoder()
+    emb = Embedder.from_encoder(encoder, model_id="fake", dims=_DIMS)
+    encoder.batches.clear()
+    texts = ["a b", "c", "d e", "f g h", "i"]
+    from pipeline.embed import embed_prompts
+
+    vectors, batches = embed_prompts(emb, texts)
+    assert batches == 3
+    assert sorted(sorted(b) for b in encoder.batches) == [["a b", "d e"], ["c", "i"], ["f g h"]]
+    assert np.array_equal(vectors, np.stack([emb.embed([t])[0] for t in texts]))

@@ -1,4 +1,5 @@
-"""The orchestrator's stage order with fake stores: semantic, silence, fallback, presets."""
+"""The orchestrator with fake stores: the answer is about the question, silence, fallback,
+presets, and one answer path for one question and a batch."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from pipeline.config import load_settings
 from pipeline.errors import GraphUnavailable
 from pipeline.kodb.match import reference_search
-from pipeline.model import Calibration, Fact
+from pipeline.model import Calibration, Fact, Note, normalize_text
 from pipeline.query import Pipeline, QueryOptions
 from pipeline.rank import score_of
 
@@ -58,10 +59,28 @@ class FakeEmbedder:
         return np.ones((len(texts), 4), dtype=np.float32) / 2
 
 
+def note(path: str, title: str, summary: str | None = None) -> Note:
+    stype = {"adr": "adr", "sessions": "session"}.get(path.split("/")[0], "wiki")
+    return Note(path, title, stype, "h", 0.0, 1, title, summary)  # type: ignore[arg-type]
+
+
 class FakeKodb:
-    def __init__(self, facts: list[Fact], cal: Calibration | None) -> None:
-        self.facts = facts
+    """The registry and the facts of a small vault, read the way the store reads them."""
+
+    def __init__(self, notes: list[Note], facts: list[Fact], cal: Calibration | None) -> None:
+        self.registry = {n.path: n for n in notes}
+        # Every note states its own title about its own subject, as ingest extracts it.
+        own = [
+            Fact(n.subject or n.title, "title", n.title, 0.95, n.source_type, n.path) for n in notes
+        ]
+        self.facts = own + facts
         self.cal = cal
+
+    def notes_at(self, paths: Iterable[str]) -> dict[str, Note]:
+        return {p: self.registry[p] for p in paths if p in self.registry}
+
+    def count_notes(self, source_type: str | None = None) -> int:
+        return sum(1 for n in self.registry.values() if source_type in (None, n.source_type))
 
     def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
         return {p: {f.subject_norm for f in self.facts if f.source_file == p} for p in paths}
@@ -81,47 +100,143 @@ class FakeKodb:
         pass
 
 
-def F(subject: str, file: str, stype: str, pred: str = "mentioned_in", conf: float = 0.8) -> Fact:
-    return Fact(subject, pred, file, conf, stype, file)  # type: ignore[arg-type]
+def F(
+    subject: str, file: str, pred: str = "mentioned_in", conf: float = 0.7, obj: str = ""
+) -> Fact:
+    stype = {"adr": "adr", "sessions": "session"}.get(file.split("/")[0], "wiki")
+    return Fact(subject, pred, obj or file, conf, stype, file)  # type: ignore[arg-type]
 
 
-FACTS = [
-    F("Redis", "wiki/redis.md", "wiki", "tagged", 0.9),
-    F("Redis", "adr/0007-use-redis.md", "adr", conf=0.95),
-    F("Redis", "sessions/s1.md", "session"),
-    F("Warm cache", "wiki/warm-cache.md", "wiki"),
-    F("Warm cache", "sessions/s1.md", "session"),
-    F("Warmstart", "sessions/s2.md", "session"),
+NOTES = [
+    note("adr/0007-use-redis.md", "0007 Use Redis as the warm cache", "We cache previews."),
+    note("adr/0002-use-postgresql.md", "0002 Use PostgreSQL"),
+    note("wiki/redis.md", "Redis", "An in-memory store."),
+    note("wiki/warm-cache.md", "Warm cache"),
+    note("wiki/postgresql.md", "PostgreSQL"),
+    note("sessions/s1.md", "2026-02-03 Warm cache spike"),
+    note("sessions/s2.md", "2026-02-12 Warmstart scripts"),
+]
+# PostgreSQL is the hub: every note links to it, so it has the most corroboration.
+LINKS = [
+    F("PostgreSQL", p)
+    for p in ("adr/0007-use-redis.md", "wiki/redis.md", "wiki/warm-cache.md", "sessions/s1.md")
+] + [
+    F("PostgreSQL", "adr/0002-use-postgresql.md", "decided_in", 0.85, "0002 Use PostgreSQL"),
+    F("Redis", "adr/0007-use-redis.md", "decided_in", 0.85, "0007 Use Redis as the warm cache"),
+    F("Redis", "adr/0002-use-postgresql.md", "decided_in", 0.85, "0002 Use PostgreSQL"),
+    F("Redis", "sessions/s1.md"),
+    F("Warm cache", "adr/0007-use-redis.md"),
+    F("Warm cache", "sessions/s1.md"),
+    F("Redis", "wiki/redis.md", "alias", 0.95, "redis-server"),
 ]
 CAL = Calibration(MODEL, 4, 2, 0.30, 0.10, 0.2, 60, 1770, 60, time.time())
+HITS = [
+    FakeHit("adr/0007-use-redis.md", "0007 Use Redis as the warm cache", "adr", 0.62),
+    FakeHit("wiki/redis.md", "Redis", "wiki", 0.61),
+    FakeHit("wiki/warm-cache.md", "Warm cache", "wiki", 0.55),
+    FakeHit("sessions/s2.md", "2026-02-12 Warmstart scripts", "session", 0.20),
+]
 
 
-def make(tmp_path: Path, hits: list[FakeHit], *, down: bool = False, cal=CAL):
+def make(tmp_path: Path, hits: list[FakeHit], *, down=False, cal=CAL, notes=NOTES, facts=LINKS):
     settings = load_settings(tmp_path, env={})
-    graph, emb, kodb = FakeGraph(hits, down), FakeEmbedder(), FakeKodb(FACTS, cal)
+    graph, emb, kodb = FakeGraph(hits, down), FakeEmbedder(), FakeKodb(notes, facts, cal)
     return Pipeline(settings, kodb=kodb, graph=graph, embedder=emb), graph, emb  # type: ignore[arg-type]
 
 
-HITS = [
-    FakeHit("adr/0007-use-redis.md", "Use Redis as the warm cache", "adr", 0.62),
-    FakeHit("wiki/redis.md", "Redis", "wiki", 0.55),
-    FakeHit("sessions/s2.md", "Warmstart scripts", "session", 0.20),
-]
+def names(answer) -> list[str]:
+    return [s.subject for s in answer.subjects]
 
 
-def test_semantic_answer_ranks_bridged_subjects_on_all_their_facts(tmp_path: Path) -> None:
+def test_the_subjects_are_what_the_hits_are_about_not_the_hub_they_all_link(
+    tmp_path: Path,
+) -> None:
     p, _graph, emb = make(tmp_path, HITS)
-    a = p.ask("why did we pick redis for the warm cache")
+    a = p.ask("why did we choose redis for the warm cache?")
     assert a.mode == "semantic"
     assert a.relevance.label == "strong"  # z = (0.62 - 0.30) / 0.10 = 3.2
-    names = [s.subject for s in a.subjects]
-    assert names[0] == "Redis"
-    redis = a.subjects[0]
-    assert redis.source_count == 3  # all its facts, not only the hit files
-    assert redis.best_cosine == pytest.approx(0.62)
+    top = names(a)[:3]
+    assert "0007 Use Redis as the warm cache" in top and "Redis" in top
+    # PostgreSQL, linked from every hit and the best corroborated, follows what they are about.
+    assert names(a).index("PostgreSQL") > names(a).index("Warm cache")
+    assert a.subjects[names(a).index("PostgreSQL")].evidence == "mentioned"
+    assert "2026-02-12 Warmstart scripts" not in names(a)  # below the floor (0.30)
+    redis = a.subjects[names(a).index("Redis")]
+    assert redis.evidence == "own" and redis.band == "strong"
+    assert redis.best_cosine == pytest.approx(0.61)  # its own note's cosine
+    assert redis.source_count == 4  # ranked on all its facts, not only the hit files
     assert redis.score == score_of(redis.source_count, redis.per_type, redis.total_facts)
-    assert "Warmstart" not in names  # its only note is below the floor (0.30)
     assert emb.calls == 1
+
+
+def test_of_two_equally_relevant_subjects_the_better_corroborated_comes_first(
+    tmp_path: Path,
+) -> None:
+    hits = [
+        FakeHit("wiki/warm-cache.md", "Warm cache", "wiki", 0.60),
+        FakeHit("wiki/redis.md", "Redis", "wiki", 0.60),
+    ]
+    p, _, _ = make(tmp_path, hits)
+    a = p.ask("cache store")
+    redis, warm = a.subjects[0], a.subjects[1]
+    assert (redis.subject, warm.subject) == ("Redis", "Warm cache")
+    assert redis.score > warm.score  # the seed's rule decides among equals
+
+
+def test_a_clearly_less_relevant_subject_follows_however_well_corroborated(
+    tmp_path: Path,
+) -> None:
+    hits = [
+        FakeHit("wiki/warm-cache.md", "Warm cache", "wiki", 0.60),
+        FakeHit("wiki/redis.md", "Redis", "wiki", 0.45),  # 1.5 σ below the best hit
+    ]
+    p, _, _ = make(tmp_path, hits)
+    a = p.ask("cache")
+    warm, redis = (a.subjects[names(a).index(n)] for n in ("Warm cache", "Redis"))
+    assert names(a)[0] == "Warm cache"
+    assert names(a).index("Redis") > names(a).index("Warm cache")
+    assert warm.score < redis.score
+
+
+def test_without_links_equal_scores_go_to_the_better_cosine_not_the_alphabet(
+    tmp_path: Path,
+) -> None:
+    notes = [note("wiki/a.md", "Alpha"), note("wiki/z.md", "Zulu")]
+    hits = [
+        FakeHit("wiki/z.md", "Zulu", "wiki", 0.5001),
+        FakeHit("wiki/a.md", "Alpha", "wiki", 0.5000),
+    ]
+    p, _, _ = make(tmp_path, hits, notes=notes, facts=[])
+    assert names(p.ask("which one")) == ["Zulu", "Alpha"]
+
+
+def test_a_subject_the_hits_only_mention_needs_two_of_the_best_hits(tmp_path: Path) -> None:
+    once = [FakeHit("wiki/redis.md", "Redis", "wiki", 0.6)]
+    p, _, _ = make(tmp_path, once)
+    assert "PostgreSQL" not in names(p.ask("redis"))  # one link is what every hub gets
+    twice = [*once, FakeHit("wiki/warm-cache.md", "Warm cache", "wiki", 0.58)]
+    p, _, _ = make(tmp_path, twice)
+    a = p.ask("redis")
+    pg = a.subjects[names(a).index("PostgreSQL")]
+    assert pg.evidence == "mentioned"
+    assert pg.best_cosine == pytest.approx(0.58)  # the second mentioning hit's cosine
+
+
+def test_facts_from_the_hit_notes_come_first(tmp_path: Path) -> None:
+    p, _, _ = make(tmp_path, HITS)
+    redis = next(s for s in p.ask("why redis for the warm cache?").subjects if s.subject == "Redis")
+    shown = [(f.predicate, f.object) for f in redis.facts]
+    assert ("decided_in", "0007 Use Redis as the warm cache") in shown
+    assert ("decided_in", "0002 Use PostgreSQL") not in shown  # not a hit this time
+    assert all(f.source_file in {h.path for h in HITS} for f in redis.facts[:2])
+    assert not any(f.predicate == "title" for f in redis.facts)  # it only restates the name
+
+
+def test_hits_carry_their_notes_summaries(tmp_path: Path) -> None:
+    p, _, _ = make(tmp_path, HITS)
+    a = p.ask("redis")
+    assert a.hits[0].excerpt == "We cache previews."
+    assert a.hits[2].excerpt is None
 
 
 def test_no_match_is_silence(tmp_path: Path) -> None:
@@ -132,33 +247,65 @@ def test_no_match_is_silence(tmp_path: Path) -> None:
     assert a.mode == "semantic"
 
 
+@pytest.mark.parametrize("question", ["%", "és a az hogy nem is", "🍌🍞", "is it a ...", "_"])
+@pytest.mark.parametrize("down", [False, True])
+def test_a_question_without_content_words_is_no_match_in_both_modes(
+    tmp_path: Path, question: str, down: bool
+) -> None:
+    p, graph, emb = make(tmp_path, HITS, down=down)
+    a = p.ask(question)
+    assert a.relevance.label == "no_match"
+    assert a.subjects == () and a.hits == ()
+    assert a.mode == ("fallback" if down else "semantic")
+    assert emb.calls == 0 and graph.searches == 0
+
+
+@pytest.mark.parametrize("question", ["CI", "S3", "Go", "ő"])
+def test_short_content_words_still_count(tmp_path: Path, question: str) -> None:
+    p, _, _ = make(tmp_path, HITS)
+    assert p.ask(question).relevance.label != "no_match" or question == "ő"
+
+
 def test_fallback_when_graph_down_never_loads_the_model(tmp_path: Path) -> None:
     p, graph, emb = make(tmp_path, HITS, down=True)
     a = p.ask("what about the warm cache?")
     assert a.mode == "fallback"
     assert "graph unavailable" in (a.degraded_reason or "")
     assert a.relevance.label == "unscored"
-    assert [s.subject for s in a.subjects] == ["Warm cache"]  # not Warmstart
+    assert names(a)[0] == "Warm cache"  # both words
+    assert "2026-02-12 Warmstart scripts" not in names(a)  # "warm" is not "warmstart"
+    assert all(s.band is None and s.evidence == "words" for s in a.subjects)
     assert emb.calls == 0 and graph.searches == 0
     assert (tmp_path / ".vault-ko" / "fallback.log").read_text().count("\n") == 1
+
+
+def test_fallback_orders_by_how_many_question_words_match_then_corroboration(
+    tmp_path: Path,
+) -> None:
+    p, _, _ = make(tmp_path, HITS, down=True)
+    a = p.ask("warm cache redis")
+    # "0007 Use Redis as the warm cache" matches all three words, though less corroborated.
+    assert names(a)[0] == "0007 Use Redis as the warm cache"
+    assert names(a)[1:3] == ["Warm cache", "2026-02-03 Warm cache spike"]
 
 
 def test_no_semantic_flag_answers_by_words(tmp_path: Path) -> None:
     p, _graph, emb = make(tmp_path, HITS)
     a = p.ask("warmstart", QueryOptions(semantic=False))
     assert a.mode == "fallback"
-    assert [s.subject for s in a.subjects] == ["Warmstart"]
+    assert names(a) == ["2026-02-12 Warmstart scripts"]
     assert emb.calls == 0
 
 
 def test_uncalibrated_unknown_model_warns_and_never_silences(tmp_path: Path) -> None:
     p, _, emb = make(tmp_path, [FakeHit("wiki/redis.md", "Redis", "wiki", 0.05)], cal=None)
     emb.model_id = "someone/unknown-model"
-    a = p.ask("anything")
+    a = p.ask("redis, anything")
     assert a.relevance.label == "unscored"
     assert a.relevance.calibration == "none"
     assert "no_match is disabled" in (a.relevance.warning or "")
     assert a.subjects  # not silenced
+    assert all(s.band is None for s in a.subjects)
 
 
 def test_untrusted_calibration_uses_embedder_defaults(tmp_path: Path) -> None:
@@ -176,13 +323,56 @@ def test_untrusted_calibration_uses_embedder_defaults(tmp_path: Path) -> None:
         ("routing", lambda a: len(a.hits) == 3 and a.subjects == ()),
         ("episodic", lambda a: [h.source_type for h in a.hits] == ["session"]),
         ("crystallize", lambda a: all(s.crystal_ready for s in a.subjects)),
-        ("wiki-gap", lambda a: "Warmstart" in [s.subject for s in a.subjects]),
+        ("wiki-gap", lambda a: "2026-02-12 Warmstart scripts" in names(a)),
     ],
 )
 def test_presets(tmp_path: Path, preset: str, check) -> None:
-    p, _, _ = make(tmp_path, HITS)
+    hits = [*HITS[:3], FakeHit("sessions/s1.md", "2026-02-03 Warm cache spike", "session", 0.5)]
+    p, _, _ = make(tmp_path, hits)
     opts = QueryOptions.from_settings(p.settings, preset=preset)
     assert check(p.ask("redis warm cache warmstart", opts))
+
+
+def test_episodic_without_session_notes_says_why(tmp_path: Path) -> None:
+    opts = QueryOptions(hits=3, session_notes_only=True)
+    p, _, _ = make(tmp_path, HITS[:3], notes=[n for n in NOTES if n.source_type != "session"])
+    a = p.ask("redis", opts)
+    assert a.hits == () and a.subjects == ()
+    assert a.notice == "no session notes in this vault"
+    assert a.relevance.label == "strong"  # the question is relevant; the preset found none
+    p, _, _ = make(tmp_path, HITS[:3])
+    assert "no session note among the 3 notes" in (p.ask("redis", opts).notice or "")
+
+
+def test_crystallize_without_crystal_ready_subjects_says_why(tmp_path: Path) -> None:
+    opts = QueryOptions(top_k=5, crystal_only=True)
+    hits = [FakeHit("sessions/s2.md", "2026-02-12 Warmstart scripts", "session", 0.6)]
+    p, _, _ = make(tmp_path, hits)
+    a = p.ask("warmstart", opts)
+    assert a.subjects == ()
+    assert a.notice == "no crystal-ready subject among the relevant ones"
+
+
+def test_ask_many_answers_each_question_as_ask_does(tmp_path: Path) -> None:
+    questions = ["why redis?", "%", "warm cache", "banana bread"]
+    p, _, _ = make(tmp_path, HITS)
+    single = [p.ask(q) for q in questions]
+    batch = p.ask_many(questions)
+    strip = [(a.query, a.mode, a.relevance, a.hits, a.subjects) for a in single]
+    assert [(a.query, a.mode, a.relevance, a.hits, a.subjects) for a in batch] == strip
+    assert all("total_ms" in a.timings_ms for a in batch)
+
+
+def test_ask_many_answers_the_rest_in_fallback_when_the_graph_dies(tmp_path: Path) -> None:
+    p, graph, _ = make(tmp_path, HITS)
+
+    def dying_search(vectors, k):
+        graph.down = True
+        raise GraphUnavailable("connection reset")
+
+    answers = p.ask_many(["redis", "warm cache"], search=dying_search)
+    assert [a.mode for a in answers] == ["fallback", "fallback"]
+    assert all("connection reset" in (a.degraded_reason or "") for a in answers)
 
 
 class DialectGraph(FakeGraph):
@@ -226,14 +416,16 @@ def test_labels_identical_whichever_backend_score_scale(
     for dialect in ("memgraph", "neo4j", "arcadedb"):
         settings = load_settings(tmp_path, env={})
         graph = DialectGraph(dialect, with_embeddings)
-        p = Pipeline(settings, kodb=FakeKodb(FACTS, CAL), graph=graph, embedder=FakeEmbedder())  # type: ignore[arg-type]
+        kodb = FakeKodb(NOTES, LINKS, CAL)
+        p = Pipeline(settings, kodb=kodb, graph=graph, embedder=FakeEmbedder())  # type: ignore[arg-type]
         a = p.ask("redis warm cache")
         answers[dialect] = (
             a.relevance.label,
             round(a.relevance.top_cosine or 0, 9),
             [(h.path, round(h.cosine, 9)) for h in a.hits],
-            [s.subject for s in a.subjects],
+            names(a),
         )
     assert answers["memgraph"] == answers["neo4j"] == answers["arcadedb"]
     assert answers["neo4j"][0] == "strong"
     assert answers["neo4j"][1] == pytest.approx(0.62)
+    assert normalize_text(answers["neo4j"][3][0]) == "0007 use redis as the warm cache"

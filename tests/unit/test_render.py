@@ -1,4 +1,4 @@
-"""Rendering: the JSON contract, and silence that stays silent in markdown and tables."""
+"""Rendering: the JSON contract, notes before subjects for people, and silence in one line."""
 
 from __future__ import annotations
 
@@ -7,19 +7,22 @@ import math
 from rich.console import Console
 
 from pipeline.model import Answer, FactView, Hit, Relevance, SubjectRank
-from pipeline.render import answer_to_dict, to_markdown, to_rich
+from pipeline.render import answer_to_dict, short_path, to_markdown, to_rich
 
-HIT = Hit("wiki/redis.md", "Redis", "wiki", 0.123456)
+LONG_PATH = "sessions/2026-02-05-gyorsitotar-invalidalas-hibakereses-and-a-very-long-tail.md"
+HIT = Hit("wiki/redis.md", "Redis", "wiki", 0.123456, "Redis is our in-memory store.")
+LONG_HIT = Hit(LONG_PATH, "A session with a long name " * 4, "session", 0.1, "word " * 200)
 
 
 def relevance(label: str, top: float | None = 0.5) -> Relevance:
     return Relevance(label, top, math.nan if top is None else 1.2, 0.3, 0.1, 0.3, "vault", False)  # type: ignore[arg-type]
 
 
-def subject() -> SubjectRank:
-    fact = FactView("tagged", "infra/cache", 0.9, "wiki", "wiki/redis.md")
+def subject(name: str = "Redis", long: bool = False) -> SubjectRank:
+    obj = "a fact that goes on and on " * 8 if long else "infra/cache"
+    fact = FactView("tagged", obj, 0.9, "wiki", LONG_PATH if long else "wiki/redis.md")
     return SubjectRank(
-        "Redis",
+        name,
         38,
         3,
         {"session": 1, "wiki": 1, "adr": 1},
@@ -29,8 +32,16 @@ def subject() -> SubjectRank:
         0.5,
         True,
         {"tagged": 4},
-        (fact,),
+        (fact, fact),
+        "strong",
+        "own",
     )
+
+
+def text_of(answer: Answer, width: int = 100) -> str:
+    console = Console(record=True, width=width)
+    console.print(to_rich(answer))
+    return console.export_text()
 
 
 def test_json_contract_keys_and_non_finite_numbers_as_null() -> None:
@@ -43,41 +54,71 @@ def test_json_contract_keys_and_non_finite_numbers_as_null() -> None:
         "relevance",
         "hits",
         "subjects",
+        "notice",
         "timings_ms",
     ]
     assert d["relevance"]["z"] is None
-    assert d["hits"][0]["cosine"] == 0.1235
+    assert d["hits"][0] == {
+        "path": "wiki/redis.md",
+        "title": "Redis",
+        "source_type": "wiki",
+        "cosine": 0.1235,
+        "excerpt": "Redis is our in-memory store.",
+    }
     s = d["subjects"][0]
     assert s["score"] == 38 and s["per_type"] == {"session": 1, "wiki": 1, "adr": 1}
+    assert (s["band"], s["evidence"], s["best_cosine"]) == ("strong", "own", 0.5)
     assert s["facts"][0]["source_file"] == "wiki/redis.md"
 
 
-def test_no_match_markdown_says_nothing_relevant_and_lists_no_notes() -> None:
-    md = to_markdown(
-        Answer("banana bread", "semantic", None, relevance("no_match", 0.08), (HIT,), ())
-    )
-    assert "nothing relevant" in md
-    assert "wiki/redis.md" not in md
+def test_no_match_is_one_line_in_markdown_and_in_the_table() -> None:
+    a = Answer("banana bread", "semantic", None, relevance("no_match", 0.08), (HIT,), ())
+    md = to_markdown(a)
+    assert "no_match: nothing in this vault is about this question" in md
+    assert "0.080 ≤ floor 0.300" in md and "wiki/redis.md" not in md
+    assert len([line for line in md.splitlines() if line.strip()]) == 2  # heading + the line
+    text = text_of(a)
+    assert "no_match" in text and "wiki/redis.md" not in text
+    assert len([line for line in text.splitlines() if line.strip()]) == 2
 
 
-def test_no_match_table_lists_no_notes() -> None:
-    console = Console(record=True, width=120)
-    console.print(
-        to_rich(Answer("banana", "semantic", None, relevance("no_match", 0.08), (HIT,), ()))
-    )
-    text = console.export_text()
-    assert "nothing relevant" in text and "wiki/redis.md" not in text
+def test_people_read_the_best_notes_first_then_the_subjects() -> None:
+    a = Answer("redis", "semantic", None, relevance("strong"), (HIT,), (subject(),))
+    for out in (to_markdown(a), text_of(a)):
+        assert out.index("Redis is our in-memory store.") < out.index("infra/cache")
+        assert out.index("wiki/redis.md") < out.index("tagged")
+
+
+def test_the_table_fits_100_columns_with_long_paths_titles_and_facts() -> None:
+    a = Answer("q", "semantic", None, relevance("strong"), (LONG_HIT, HIT), (subject(long=True),))
+    text = text_of(a, 100)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert "…" in text  # something was shortened, not wrapped
+    facts = [line for line in text.splitlines() if "tagged:" in line]
+    assert len(facts) == 2  # one fact per line
+
+
+def test_short_path_keeps_both_ends() -> None:
+    assert short_path("wiki/redis.md") == "wiki/redis.md"
+    cut = short_path(LONG_PATH, 30)
+    assert len(cut) == 30 and cut.startswith("sessions/") and cut.endswith("tail.md")
 
 
 def test_routing_answer_lists_its_notes() -> None:
     a = Answer("where is redis", "semantic", None, relevance("moderate"), (HIT,), ())
     assert "wiki/redis.md" in to_markdown(a)
-    console = Console(record=True, width=120)
-    console.print(to_rich(a))
-    assert "wiki/redis.md" in console.export_text()
+    assert "wiki/redis.md" in text_of(a)
 
 
-def test_markdown_marks_crystal_ready_and_provenance() -> None:
+def test_a_notice_says_why_a_preset_found_nothing() -> None:
+    a = Answer(
+        "q", "semantic", None, relevance("strong"), (), (), notice="no session notes in this vault"
+    )
+    assert "no session notes in this vault" in to_markdown(a)
+    assert "no session notes in this vault" in text_of(a)
+
+
+def test_markdown_marks_crystal_ready_relevance_and_provenance() -> None:
     md = to_markdown(Answer("redis", "semantic", None, relevance("strong"), (HIT,), (subject(),)))
-    assert "**Redis**" in md and "crystal-ready" in md
+    assert "**Redis** (strong · its note; score 38" in md and "crystal-ready" in md
     assert "[wiki: wiki/redis.md, 0.90]" in md

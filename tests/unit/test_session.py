@@ -12,6 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline.batch.exact import ExactSearch
+from pipeline.batch.input import BadLine, SessionPrompt, read_sessions
+from pipeline.batch.memo import CachedKodb
+from pipeline.batch.packs import pack_to_markdown, safe_file_name
 from pipeline.config import load_settings
 from pipeline.errors import ConfigError, GraphUnavailable
 from pipeline.graph.records import Candidate, NoteState
@@ -20,17 +24,7 @@ from pipeline.kodb.match import reference_search
 from pipeline.model import Calibration, Fact, Note
 from pipeline.query import Pipeline, QueryOptions
 from pipeline.render import answer_to_dict
-from pipeline.session import (
-    BadLine,
-    CachedKodb,
-    ExactSearch,
-    SessionPrompt,
-    embed_prompts,
-    load_context,
-    pack_to_markdown,
-    read_sessions,
-    safe_file_name,
-)
+from pipeline.session import load_context
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DIMS = 8
@@ -141,6 +135,15 @@ class FakeKodb:
     def notes(self) -> dict[str, Note]:
         return {p: Note(p, t, s, f"h:{p}", 0.0, 1) for p, (t, s) in NOTES.items()}  # type: ignore[arg-type]
 
+    def notes_at(self, paths: Iterable[str]) -> dict[str, Note]:
+        self.calls += 1
+        registry = self.notes()
+        return {p: registry[p] for p in paths if p in registry}
+
+    def count_notes(self, source_type: str | None = None) -> int:
+        self.calls += 1
+        return sum(1 for n in self.notes().values() if source_type in (None, n.source_type))
+
     def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
         self.calls += 1
         return {p: {f.subject_norm for f in self.facts if f.source_file == p} for p in paths}
@@ -233,9 +236,10 @@ def test_memoised_kodb_needs_fewer_statements_than_single_queries(tmp_path: Path
 def test_a_chunk_reads_each_kind_of_kodb_row_in_one_statement(tmp_path: Path) -> None:
     p, _, _, kodb = make(tmp_path)
     report = load_context(p, PROMPTS * 3, tmp_path / "out", search="exact")
-    # hit files' subjects, title matches, facts of the nominated subjects
-    assert kodb.calls == 3
-    assert report.kodb_statements == 4  # and the registry, read once for the exact search
+    # the hits' registry rows, the best hits' files' subjects, title matches, the facts of
+    # the candidates
+    assert kodb.calls == 4
+    assert report.kodb_statements == 5  # and the registry, read once for the exact search
 
 
 def test_cached_kodb_returns_what_the_store_returns(tmp_path: Path) -> None:
@@ -255,30 +259,6 @@ def test_cached_kodb_returns_what_the_store_returns(tmp_path: Path) -> None:
     assert cache.notes() == store.notes()  # everything else is delegated
 
 
-def test_exact_search_finds_the_true_top_k_with_ties_broken_by_path() -> None:
-    rng = np.random.default_rng(3)
-    vectors = rng.standard_normal((40, DIMS)).astype(np.float32)
-    vectors[7] = vectors[3]  # an exact tie, broken by path
-    vectors[12] = 0.0  # a zero vector scores 0, as in exact_rescore
-    paths = [f"n/{i:02d}.md" for i in range(40)][::-1]  # not in path order
-    exact = ExactSearch(paths, [f"T{i}" for i in range(40)], ["wiki"] * 40, vectors)
-    queries = np.vstack([vectors[3], rng.standard_normal((5, DIMS))]).astype(np.float32)
-    scores = exact.shortlist_scores(queries)
-    m = vectors.astype(np.float64)
-    for qi, q in enumerate(queries):
-        q64 = q.astype(np.float64)
-        norms = np.linalg.norm(m, axis=1) * np.linalg.norm(q64)
-        cos = np.where(norms > 0, np.einsum("ij,j->i", m, q64) / np.where(norms > 0, norms, 1), 0)
-        # reference: cosines equal to 12 digits count as ties, decided by path
-        reference = sorted(range(40), key=lambda i: (-round(float(cos[i]), 12), paths[i]))
-        for k in (1, 5, 20, 40, 60):
-            got = exact.top_k(q, scores[qi], k)
-            assert got is not None
-            assert [h.path for h in got] == [paths[i] for i in reference[:k]]
-            assert [h.title for h in got] == [f"T{i}" for i in reference[:k]]
-            assert [h.cosine for h in got] == pytest.approx([cos[i] for i in reference[:k]])
-
-
 def test_exact_search_gives_the_cosines_of_the_graph_rescoring(tmp_path: Path) -> None:
     graph = FakeGraph()
     exact = ExactSearch.load(graph, FakeKodb())
@@ -291,14 +271,6 @@ def test_exact_search_gives_the_cosines_of_the_graph_rescoring(tmp_path: Path) -
             (h.path, h.title, h.source_type) for h in want
         ]
         assert [h.cosine for h in got] == pytest.approx([h.cosine for h in want], abs=1e-12)
-
-
-def test_exact_search_defers_to_the_graph_when_the_registry_cannot_name_a_hit() -> None:
-    vectors = np.eye(3, DIMS, dtype=np.float32)
-    exact = ExactSearch(["a.md", "b.md", "c.md"], ["A", None, "C"], ["wiki", None, "adr"], vectors)
-    scores = exact.shortlist_scores(vectors[:1])[0]
-    assert exact.top_k(vectors[0], scores, 1) is not None
-    assert exact.top_k(vectors[0], scores, 3) is None  # b.md has no registry title
 
 
 def test_graph_dying_midway_switches_the_rest_to_fallback_and_loses_nothing(
@@ -446,56 +418,17 @@ def test_markdown_packs_one_file_per_session_with_safe_names(tmp_path: Path) -> 
     assert all("/" not in f and not f.startswith(".") for f in files)
     redis = (tmp_path / "out" / "s1.md").read_text("utf-8")
     assert "**Redis**" in redis and "[wiki: wiki/redis.md" in redis
-    assert "mode: semantic" in redis and "relevance: strong" in redis
+    assert "_semantic · strong" in redis
     nothing = (tmp_path / "out" / safe_file_name("../../etc/passwd")).read_text("utf-8")
-    body = [ln for ln in nothing.splitlines()[1:] if ln and not ln.startswith("_")]
-    assert body == ["nothing relevant"]
+    body = [ln for ln in nothing.splitlines()[1:] if ln]
+    assert len(body) == 1 and body[0].startswith("_no_match: nothing in this vault")
     assert report.written == 2
-
-
-def test_safe_file_names_are_distinct_for_distinct_ids() -> None:
-    ids = ["a", "A", "a b", "a-b", "a/b", "a\\b", "é", "x" * 200, "x" * 201, "con", ".hidden"]
-    names = [safe_file_name(i) for i in ids]
-    assert len(set(names)) == len(ids)
-    assert safe_file_name("12") == "12.md"
-    for name in names:
-        assert name.endswith(".md") and len(name) < 100
-        assert not name.startswith(".") and "/" not in name and "\\" not in name
 
 
 def test_markdown_shortens_a_long_note_prompt_in_the_heading(tmp_path: Path) -> None:
     p, *_ = make(tmp_path)
-    from pipeline.session import Pack
+    from pipeline.batch.packs import Pack
 
     answer = p.ask("redis " + "words " * 200)
     head = pack_to_markdown(Pack("x", answer.query, answer)).splitlines()[0]
     assert len(head) < 260 and head.endswith("…")
-
-
-class _TokenizingEncoder:
-    """A sentence-transformers-like encoder: preprocess gives the attention mask."""
-
-    def __init__(self) -> None:
-        self.batches: list[list[str]] = []
-
-    def preprocess(self, texts: list[str]) -> dict:
-        longest = max(len(t.split()) for t in texts)
-        rows = [[1] * len(t.split()) + [0] * (longest - len(t.split())) for t in texts]
-        return {"attention_mask": np.array(rows)}
-
-    def encode(self, batch: list[str], **_: object) -> np.ndarray:
-        self.batches.append(batch)
-        return np.stack([unit(t) for t in batch])
-
-
-def test_prompts_share_a_forward_batch_only_with_prompts_of_the_same_length() -> None:
-    from pipeline.embed import Embedder
-
-    encoder = _TokenizingEncoder()
-    emb = Embedder.from_encoder(encoder, model_id="fake", dims=DIMS)
-    encoder.batches.clear()
-    texts = ["a b", "c", "d e", "f g h", "i"]
-    vectors, batches = embed_prompts(emb, texts)
-    assert batches == 3
-    assert sorted(sorted(b) for b in encoder.batches) == [["a b", "d e"], ["c", "i"], ["f g h"]]
-    assert np.array_equal(vectors, np.stack([emb.embed([t])[0] for t in texts]))

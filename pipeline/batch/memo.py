@@ -1,0 +1,124 @@
+"""A memoising view of KO-DB for one batch of questions (load-context).
+
+The bridge and the rank stage of every prompt ask for the same files, titles and subjects
+again and again; the view answers repeats from memory and fetches what is new in one
+statement, so a batch costs a few set-based statements instead of several per prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from pipeline.model import Fact, Note
+
+#: KO-DB cache entries kept across chunks before the cache is emptied (memory stays flat).
+CACHE_MAX_ENTRIES: Final = 200_000
+
+
+class CachedKodb:
+    """A memoising view of a KoDB for one batch: the bridge and the rank stage of every
+    prompt ask for the same files, titles and subjects again and again.
+
+    Results are identical to the store's (same sets, same lists, facts in the same order);
+    missing keys of a call are fetched in one statement. Everything else is delegated.
+    """
+
+    def __init__(self, kodb: Any, *, max_entries: int = CACHE_MAX_ENTRIES) -> None:
+        self._kodb = kodb
+        self._max_entries = max_entries
+        self._by_file: dict[str, frozenset[str]] = {}
+        self._by_term: dict[str, tuple[str, ...]] = {}
+        self._facts: dict[str, tuple[Fact, ...]] = {}
+        self._notes: Mapping[str, Note] | None = None
+        self._rows: dict[str, Note | None] = {}
+        self._counts: dict[str | None, int] = {}
+        self.statements = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kodb, name)
+
+    def notes_at(self, paths: Iterable[str]) -> dict[str, Note]:
+        """Registry rows of these paths; new paths are fetched in one call."""
+        wanted = sorted(set(paths))
+        missing = [p for p in wanted if p not in self._rows]
+        if missing:
+            self.statements += 1
+            found = self._kodb.notes_at(missing)
+            for path in missing:
+                self._rows[path] = found.get(path)
+        return {p: row for p in wanted if (row := self._rows[p]) is not None}
+
+    def count_notes(self, source_type: str | None = None) -> int:
+        """Registered notes (of one source type), counted once per batch."""
+        if source_type not in self._counts:
+            self.statements += 1
+            self._counts[source_type] = self._kodb.count_notes(source_type)
+        return self._counts[source_type]
+
+    def notes(self) -> Mapping[str, Note]:
+        """The note registry, read once: choosing the search path and loading the exact
+        search both need it, and load-context never writes to it."""
+        if self._notes is None:
+            self.statements += 1
+            self._notes = self._kodb.notes()
+        return self._notes
+
+    def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
+        """Per file, the subject_norms of its facts; new files are fetched in one call."""
+        wanted = sorted(set(paths))
+        missing = [p for p in wanted if p not in self._by_file]
+        if missing:
+            self.statements += 1
+            for path, subjects in self._kodb.subjects_by_source_file(missing).items():
+                self._by_file[path] = frozenset(subjects)
+        return {p: set(self._by_file.get(p, ())) for p in wanted}
+
+    def search_subjects_many(
+        self, terms: Sequence[str], limit: int | None = None
+    ) -> dict[str, list[str]]:
+        """Word-boundary subject search; new terms are searched in one call."""
+        if limit is not None:
+            return self._kodb.search_subjects_many(terms, limit=limit)
+        missing = sorted({t for t in terms if t not in self._by_term})
+        if missing:
+            self.statements += 1
+            fetched = self._kodb.search_subjects_many(missing)
+            for term in missing:
+                self._by_term[term] = tuple(fetched.get(term, ()))
+        return {t: list(self._by_term[t]) for t in terms}
+
+    def facts_for_subjects(self, subject_norms: Iterable[str]) -> list[Fact]:
+        """All facts of these subjects, sorted as the store sorts them; new subjects are
+        fetched in one call."""
+        wanted = set(subject_norms)
+        missing = wanted.difference(self._facts)
+        if missing:
+            self.statements += 1
+            grouped: dict[str, list[Fact]] = {s: [] for s in missing}
+            for fact in self._kodb.facts_for_subjects(missing):
+                grouped.setdefault(fact.subject_norm, []).append(fact)
+            for subject, facts in grouped.items():
+                self._facts[subject] = tuple(facts)
+        # The store sorts by subject_norm first, and each cached list keeps its order.
+        return [f for s in sorted(wanted) for f in self._facts.get(s, ())]
+
+    def entries(self) -> int:
+        """Cached rows: files, terms and facts (what ``trim`` bounds)."""
+        return (
+            len(self._by_file)
+            + len(self._by_term)
+            + len(self._rows)
+            + sum(map(len, self._facts.values()))
+        )
+
+    def trim(self) -> None:
+        """Forget everything once the cache outgrows its bound (between chunks)."""
+        if self.entries() > self._max_entries:
+            self._by_file.clear()
+            self._by_term.clear()
+            self._rows.clear()
+            self._facts.clear()
+
+    def close(self) -> None:
+        """The owner of the real KoDB closes it."""

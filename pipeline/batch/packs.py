@@ -1,0 +1,232 @@
+"""load-context output: context packs, where they go, and the journal ``--resume`` reads.
+
+``<out>/packs.jsonl`` (one object per prompt in input order: the answer JSON of
+``render.answer_to_dict`` plus ``id`` and ``prompt``) or one ``<out>/<safe id>.md`` per
+session. What ``--resume`` needs lives in ``<out>/.load-context.state`` (a header line,
+then one line per written pack), never in the packs themselves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+
+from pipeline.errors import ConfigError
+from pipeline.model import Answer
+from pipeline.render import answer_to_dict, to_markdown
+
+if TYPE_CHECKING:
+    from pipeline.query import QueryOptions
+
+PACKS_FILE: Final = "packs.jsonl"
+STATE_FILE: Final = ".load-context.state"
+STATE_VERSION: Final = 1
+
+Format = Literal["jsonl", "md"]
+
+
+@dataclass(frozen=True)
+class Pack:
+    """The context pack of one session: its id, its prompt and the Pipeline's answer."""
+
+    id: str
+    prompt: str
+    answer: Answer
+
+
+def pack_to_dict(pack: Pack) -> dict[str, Any]:
+    """One line of packs.jsonl: ``id``, ``prompt``, then the answer JSON's keys."""
+    return {"id": pack.id, "prompt": pack.prompt, **answer_to_dict(pack.answer)}
+
+
+def pack_to_markdown(pack: Pack, *, max_prompt_chars: int = 200) -> str:
+    """A compact markdown pack for an agent's context (long prompts shortened in the head)."""
+    one_line = " ".join(pack.prompt.split())
+    if len(one_line) > max_prompt_chars:
+        one_line = one_line[: max_prompt_chars - 1] + "…"
+    answer = replace(pack.answer, query=one_line)
+    if answer.relevance.label == "no_match":
+        answer = replace(answer, hits=())  # below the floor: the pack says only that
+    return to_markdown(answer, heading=f"Context for {pack.id}")
+
+
+_SAFE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,79}")
+_UNSAFE_CHARS = re.compile(r"[^a-z0-9._-]+")
+
+
+def safe_file_name(session_id: str) -> str:
+    """A portable file name for a session id: the id itself when it is short, lower-case
+    and plain; else a slug plus 8 hex digits of its hash, so two ids never share a file."""
+    if _SAFE_NAME.fullmatch(session_id) and not session_id.endswith("."):
+        return f"{session_id}.md"
+    slug = _UNSAFE_CHARS.sub("-", session_id.lower()).strip("-.")[:60] or "session"
+    digest = hashlib.sha1(session_id.encode("utf-8"), usedforsecurity=False).hexdigest()[:8]
+    return f"{slug}-{digest}.md"
+
+
+class PackSink(Protocol):
+    """Where packs go; ``commit`` makes the packs written so far durable for --resume."""
+
+    def done_ids(self) -> set[str]:
+        """Ids whose packs a previous run committed (empty unless resuming)."""
+        ...
+
+    def write(self, pack: Pack) -> None:
+        """Write one pack (durable only after the next ``commit``)."""
+        ...
+
+    def commit(self) -> None:
+        """Make the packs written so far durable and record them for --resume."""
+        ...
+
+    def close(self) -> None:
+        """Commit what is pending and release the files."""
+        ...
+
+
+class _StateLog:
+    """``<out>/.load-context.state``: a JSON header line (format and options), then one JSON
+    line per committed pack ``{"id": …, "end": …}``; ``end`` is the byte size of packs.jsonl
+    after that pack (jsonl format), so a resumed run can cut off packs written after the last
+    commit. A torn last line (a crash while appending) is ignored."""
+
+    def __init__(self, out_dir: Path, header: dict[str, Any], resume: bool) -> None:
+        self.path = out_dir / STATE_FILE
+        self.header = {"version": STATE_VERSION, **header}
+        self.done: dict[str, int | None] = {}
+        self.last_end = 0
+        if resume and self.path.exists():
+            self._load()
+        else:
+            self.path.write_text(json.dumps(self.header, sort_keys=True) + "\n", "utf-8")
+        self._fh = self.path.open("a", encoding="utf-8")
+
+    def _load(self) -> None:
+        raw = self.path.read_bytes()
+        complete = raw[: raw.rfind(b"\n") + 1]
+        lines = complete.decode("utf-8", "replace").splitlines()
+        try:
+            header = json.loads(lines[0]) if lines else None
+        except json.JSONDecodeError:
+            header = None
+        if header != self.header:
+            raise ConfigError(
+                f"{self.path} records packs made with other settings ({header}); "
+                "rerun without --resume, or with the same --format and options"
+            )
+        for line in lines[1:]:
+            entry = json.loads(line)
+            self.done[str(entry["id"])] = entry.get("end")
+            if entry.get("end") is not None:
+                self.last_end = int(entry["end"])
+        if len(complete) != len(raw):  # drop a torn last line before appending again
+            with self.path.open("r+b") as fh:
+                fh.truncate(len(complete))
+
+    def record(self, entries: Sequence[tuple[str, int | None]]) -> None:
+        for sid, end in entries:
+            self._fh.write(json.dumps({"id": sid, "end": end}, ensure_ascii=False) + "\n")
+            self.done[sid] = end
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+class JsonlSink:
+    """``<out>/packs.jsonl``, one object per pack, appended as each pack is ready."""
+
+    def __init__(self, out_dir: Path, header: dict[str, Any], *, resume: bool) -> None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.path = out_dir / PACKS_FILE
+        self._state = _StateLog(out_dir, {"format": "jsonl", **header}, resume)
+        exists = self.path.exists()
+        if resume and self._state.last_end > (self.path.stat().st_size if exists else 0):
+            self._state.close()
+            raise ConfigError(
+                f"{self.path} is shorter than {self._state.path} records; rerun without --resume"
+            )
+        self._fh = self.path.open("r+b" if resume and exists else "w+b")
+        # Packs written after the last commit (a crash) are cut off; they are redone.
+        self._fh.truncate(self._state.last_end if resume else 0)
+        self._fh.seek(0, os.SEEK_END)
+        self._pending: list[str] = []
+
+    def done_ids(self) -> set[str]:
+        return set(self._state.done)
+
+    def write(self, pack: Pack) -> None:
+        line = json.dumps(pack_to_dict(pack), ensure_ascii=False, separators=(",", ":"))
+        self._fh.write(line.encode("utf-8") + b"\n")
+        self._pending.append(pack.id)
+
+    def commit(self) -> None:
+        if not self._pending:
+            return
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        end = self._fh.tell()
+        # Only the last entry of a commit needs the offset; earlier ones are before it.
+        entries: list[tuple[str, int | None]] = [(sid, None) for sid in self._pending[:-1]]
+        entries.append((self._pending[-1], end))
+        self._state.record(entries)
+        self._pending.clear()
+
+    def close(self) -> None:
+        self.commit()
+        self._fh.close()
+        self._state.close()
+
+
+class MarkdownSink:
+    """One ``<out>/<safe id>.md`` per session, each written atomically (temp file + rename)."""
+
+    def __init__(self, out_dir: Path, header: dict[str, Any], *, resume: bool) -> None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.out_dir = out_dir
+        self._state = _StateLog(out_dir, {"format": "md", **header}, resume)
+        self._pending: list[str] = []
+
+    def done_ids(self) -> set[str]:
+        # A pack file deleted since is written again.
+        return {s for s in self._state.done if (self.out_dir / safe_file_name(s)).is_file()}
+
+    def write(self, pack: Pack) -> None:
+        path = self.out_dir / safe_file_name(pack.id)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(pack_to_markdown(pack), encoding="utf-8")
+        tmp.replace(path)
+        self._pending.append(pack.id)
+
+    def commit(self) -> None:
+        if self._pending:
+            self._state.record([(sid, None) for sid in self._pending])
+            self._pending.clear()
+
+    def close(self) -> None:
+        self.commit()
+        self._state.close()
+
+
+def open_sink(out_dir: Path, fmt: Format, opts: QueryOptions, *, resume: bool) -> PackSink:
+    """The sink for a format; ``resume`` keeps what a previous run with the same options
+    committed (ConfigError when the options differ)."""
+    header = {
+        "top_k": opts.top_k,
+        "hits": opts.hits,
+        "facts_per_subject": opts.facts_per_subject,
+        "facts_per_predicate_cap": opts.facts_per_predicate_cap,
+        "semantic": opts.semantic,
+    }
+    if fmt == "jsonl":
+        return JsonlSink(out_dir, header, resume=resume)
+    if fmt == "md":
+        return MarkdownSink(out_dir, header, resume=resume)
+    raise ConfigError(f"unknown pack format {fmt!r}; choose jsonl or md")
