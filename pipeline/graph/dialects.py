@@ -28,17 +28,23 @@ NEO4J = "neo4j"
 ARCADEDB = "arcadedb"
 DIALECTS = (MEMGRAPH, NEO4J, ARCADEDB)
 
-# "Neo4j/5.26.0 compatible (ArcadeDB 26.10.2)" is ArcadeDB, so test it before Neo4j.
+# Real agent strings, in the order they are tested:
+#   ArcadeDB 26.10   "Neo4j/5.26.0 compatible (ArcadeDB 26.10.2)"
+#   Memgraph ≥ 2.19  "Neo4j/v5.11.0 compatible graph database server - Memgraph" (its default
+#                    --bolt-server-name-for-init; older or customised ones say "Memgraph/…")
+#   Neo4j            "Neo4j/5.26.0", "Neo4j/2025.01.0"
+# Both others announce themselves as Neo4j-compatible, so "Neo4j" is only trusted last, and
+# the other names count anywhere in the string.
 _ARCADEDB_AGENT = re.compile(r"\bArcadeDB\b", re.IGNORECASE)
-_MEMGRAPH_AGENT = re.compile(r"^\s*Memgraph\b", re.IGNORECASE)
-_NEO4J_AGENT = re.compile(r"^\s*Neo4j\b", re.IGNORECASE)
+_MEMGRAPH_AGENT = re.compile(r"\bMemgraph\b", re.IGNORECASE)
+_NEO4J_AGENT = re.compile(r"^\s*Neo4j/", re.IGNORECASE)
 
 
 def detect_dialect(agent: str | None, override: str | None = None) -> str:
     """The dialect of a server from its Bolt agent string, unless ``override`` names one.
 
-    Raises ConfigError for an unknown override or an agent we do not recognise (set
-    ``graph_dialect`` to talk to a compatible server anyway).
+    Raises ConfigError for an unknown override, or for an agent that names none of the
+    servers we know (set ``graph_dialect`` to talk to a compatible server anyway).
     """
     if override:
         name = override.strip().lower()
@@ -55,8 +61,9 @@ def detect_dialect(agent: str | None, override: str | None = None) -> str:
     if _NEO4J_AGENT.search(text):
         return NEO4J
     raise ConfigError(
-        f"cannot tell the graph dialect from the server agent {agent!r}; "
-        f"set VAULT_KO_GRAPH_DIALECT to one of {', '.join(DIALECTS)}"
+        f"the graph server's agent {agent!r} names no server vault-ko knows "
+        f"(Memgraph, Neo4j, ArcadeDB); set graph_dialect (VAULT_KO_GRAPH_DIALECT, or "
+        f"[graph] dialect in vault-ko.toml) to one of {', '.join(DIALECTS)}"
     )
 
 

@@ -9,6 +9,7 @@ from pipeline.config import Settings
 from pipeline.errors import GraphQueryError
 from pipeline.graph import GraphClient, GraphNote
 from pipeline.graph.arcadedb_http import ArcadeHttp
+from pipeline.graph.dialects import detect_dialect
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +47,9 @@ def test_server_is_detected_as_arcadedb(graph: GraphClient) -> None:
     assert graph.dialect == "arcadedb"
     status = graph.probe()
     assert status.up and status.dialect == "arcadedb"
-    assert "ArcadeDB" in (status.agent or "")
+    # The agent the unit tests of detect_dialect pin (REAL_AGENTS): update both together.
+    assert status.agent == "Neo4j/5.26.0 compatible (ArcadeDB 26.10.2)"
+    assert detect_dialect(status.agent) == "arcadedb"
 
 
 def test_upsert_and_note_states_round_trip(graph: GraphClient) -> None:

@@ -18,33 +18,46 @@ from pipeline.graph.dialects import (
 from pipeline.graph.records import Candidate
 from pipeline.graph.scoring import as_query_vector, exact_rescore
 
+#: What each server really sends as its Bolt agent (``driver.get_server_info().agent``).
+REAL_AGENTS = [
+    # Memgraph's default since v2.19 (flag --bolt-server-name-for-init): it claims Neo4j
+    # compatibility first and names itself last.
+    ("Neo4j/v5.11.0 compatible graph database server - Memgraph", MEMGRAPH),
+    # A Memgraph started with --bolt-server-name-for-init=Memgraph/3.10.1 (and pre-2.19 ones).
+    ("Memgraph/3.10.1", MEMGRAPH),
+    ("Neo4j/5.26.0", NEO4J),
+    ("Neo4j/2025.01.0", NEO4J),
+    # The pinned arcadedb-embedded 26.10.2 server, read from it over Bolt (the integration
+    # test test_server_is_detected_as_arcadedb checks the running server still says this).
+    ("Neo4j/5.26.0 compatible (ArcadeDB 26.10.2)", ARCADEDB),
+]
 
-@pytest.mark.parametrize(
-    ("agent", "dialect"),
-    [
-        ("Memgraph/2.19.0", MEMGRAPH),
-        ("Memgraph/3.2.1 (Enterprise)", MEMGRAPH),
-        ("Neo4j/5.26.0", NEO4J),
-        ("Neo4j/2025.10.1", NEO4J),
-        # ArcadeDB presents itself as Neo4j-compatible: it must not be taken for Neo4j.
-        ("Neo4j/5.26.0 compatible (ArcadeDB 26.10.2)", ARCADEDB),
-    ],
-)
-def test_dialect_is_detected_from_the_bolt_agent(agent: str, dialect: str) -> None:
+
+@pytest.mark.parametrize(("agent", "dialect"), REAL_AGENTS)
+def test_dialect_is_detected_from_the_real_bolt_agents(agent: str, dialect: str) -> None:
     assert detect_dialect(agent) == dialect
+
+
+def test_memgraph_is_recognised_before_its_neo4j_compatibility_claim() -> None:
+    assert detect_dialect("Neo4j/v5.11.0 compatible graph database server - Memgraph") != NEO4J
 
 
 def test_configured_dialect_overrides_the_agent() -> None:
     assert detect_dialect("Neo4j/5.26.0", "Memgraph") == MEMGRAPH
     assert detect_dialect(None, "arcadedb") == ARCADEDB
+    assert detect_dialect("FalkorDB/4.2", "neo4j") == NEO4J
 
 
-@pytest.mark.parametrize(("agent", "override"), [("FalkorDB/4", None), (None, None), ("x", "sql")])
-def test_unknown_agent_or_dialect_is_a_config_error(
-    agent: str | None, override: str | None
-) -> None:
-    with pytest.raises(ConfigError, match="dialect"):
-        detect_dialect(agent, override)
+@pytest.mark.parametrize("agent", ["FalkorDB/4.2.0", "", None, "neo4j-compatible server"])
+def test_an_agent_naming_no_known_server_asks_for_graph_dialect(agent: str | None) -> None:
+    with pytest.raises(ConfigError, match="set graph_dialect") as info:
+        detect_dialect(agent)
+    assert "memgraph, neo4j, arcadedb" in str(info.value)
+
+
+def test_an_unknown_configured_dialect_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="unknown graph dialect 'sql'"):
+        detect_dialect("Neo4j/5.26.0", "sql")
 
 
 @pytest.mark.parametrize(
