@@ -38,7 +38,7 @@ from pipeline.graph.arcadedb_http import ArcadeHttp, ArcadeHttpError
 from pipeline.graph.breaker import Breaker
 from pipeline.graph.cypher import load_query
 from pipeline.graph.dialects import ARCADEDB, detect_dialect
-from pipeline.graph.local import HOST, LocalGraph
+from pipeline.graph.local_state import HOST, LocalFiles
 from pipeline.graph.records import GraphHit, GraphNote, GraphStatus, NoteState
 from pipeline.graph.scoring import as_query_vector, exact_rescore
 
@@ -166,7 +166,7 @@ class GraphTarget:
 
 def resolve_target(settings: Settings) -> GraphTarget:
     """``settings.graph_url`` when set, else the local graph recorded in the state dir."""
-    local = LocalGraph(settings.state_dir)
+    local = LocalFiles(settings.state_dir)
     try:
         record = local.read_record()
     except VaultKoError:
@@ -245,7 +245,7 @@ class GraphClient:
         explicit = self.settings.password()
         if explicit is not None:
             return explicit
-        return LocalGraph(self.settings.state_dir).password()
+        return LocalFiles(self.settings.state_dir).password()
 
     def _get_driver(self) -> neo4j.Driver:
         if self._driver is None:
