@@ -1,5 +1,9 @@
 """The one loader of Cypher: ``cypher/<dialect>/<name>.cypher``, one query per file.
 
+The top-level ``cypher/`` folder is installed as the package ``pipeline.cypher_files``
+(pyproject.toml maps it), and read with importlib.resources: an editable install reads the
+checkout's files, ``pip install .`` and a wheel read the installed copies.
+
 Each file opens with comment lines declaring its interface::
 
     // params: rows, k          the $parameters a caller must pass, exactly
@@ -19,14 +23,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import GraphQueryError
 from pipeline.graph.records import check_dims
 
-#: ``cypher/`` at the top of the repository (the package is installed in editable mode).
-CYPHER_DIR = Path(__file__).resolve().parents[2] / "cypher"
+#: The package the repository's ``cypher/`` folder is installed as (pyproject.toml).
+CYPHER_PACKAGE = "pipeline.cypher_files"
 
 #: Every dialect folder must hold exactly these queries (a unit test checks it).
 QUERY_NAMES = frozenset(
@@ -64,7 +70,7 @@ class CypherQuery:
 
     dialect: str
     name: str
-    path: Path
+    path: Traversable
     params: frozenset[str]
     inline: frozenset[str]
     returns: tuple[str, ...]
@@ -117,7 +123,7 @@ def _names(value: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in value.split(",") if n.strip())
 
 
-def parse_query(dialect: str, name: str, text: str, path: Path) -> CypherQuery:
+def parse_query(dialect: str, name: str, text: str, path: Traversable) -> CypherQuery:
     """Parse one query file's text; raise CypherLoadError on a malformed interface."""
     header: dict[str, tuple[str, ...]] = {}
     body: list[str] = []
@@ -164,24 +170,39 @@ def parse_query(dialect: str, name: str, text: str, path: Path) -> CypherQuery:
     )
 
 
+def cypher_root() -> Traversable:
+    """The installed ``cypher/`` folder; CypherLoadError when the package is missing."""
+    try:
+        return resources.files(CYPHER_PACKAGE)
+    except ModuleNotFoundError as exc:
+        raise CypherLoadError(
+            f"the Cypher files are not installed (no package {CYPHER_PACKAGE}: {exc}); "
+            "reinstall vault-ko"
+        ) from None
+
+
 @lru_cache(maxsize=256)
-def load_query(dialect: str, name: str, root: Path = CYPHER_DIR) -> CypherQuery:
-    """Load ``<root>/<dialect>/<name>.cypher``; raise CypherLoadError when it is missing."""
+def load_query(dialect: str, name: str, root: Path | None = None) -> CypherQuery:
+    """Load ``<dialect>/<name>.cypher`` from ``root`` (default: the installed Cypher files);
+    raise CypherLoadError when it is missing or malformed."""
     if not _NAME.match(dialect) or not _NAME.match(name):
         raise CypherLoadError(f"invalid query reference {dialect!r}/{name!r}")
-    path = root / dialect / f"{name}.cypher"
+    base = cypher_root() if root is None else root
+    path = base / dialect / f"{name}.cypher"
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise CypherLoadError(f"missing Cypher file {path}") from None
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise CypherLoadError(f"cannot read Cypher file {path}: {exc}") from exc
     return parse_query(dialect, name, text, path)
 
 
-def query_names(dialect: str, root: Path = CYPHER_DIR) -> frozenset[str]:
+def query_names(dialect: str, root: Path | None = None) -> frozenset[str]:
     """The query names present in one dialect folder."""
-    folder = root / dialect
+    folder = (cypher_root() if root is None else root) / dialect
     if not folder.is_dir():
         raise CypherLoadError(f"missing Cypher dialect folder {folder}")
-    return frozenset(p.stem for p in folder.glob("*.cypher"))
+    return frozenset(
+        p.name.removesuffix(".cypher") for p in folder.iterdir() if p.name.endswith(".cypher")
+    )

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from pipeline.graph.cypher import (
-    CYPHER_DIR,
     QUERY_NAMES,
     CypherLoadError,
     load_query,
@@ -56,10 +55,11 @@ def test_only_arcadedb_schema_queries_are_noops() -> None:
 
 def test_no_cypher_file_inlines_a_value_other_than_declared_integers() -> None:
     # Values travel as parameters: the only {{…}} placeholders are declared inline names.
-    for path in CYPHER_DIR.glob("*/*.cypher"):
-        query = load_query(path.parent.name, path.stem)
-        body = "\n".join(query.statements)
-        assert set(re.findall(r"\{\{\s*(\w+)\s*\}\}", body)) <= set(query.inline)
+    for dialect in DIALECTS:
+        for name in query_names(dialect):
+            query = load_query(dialect, name)
+            body = "\n".join(query.statements)
+            assert set(re.findall(r"\{\{\s*(\w+)\s*\}\}", body)) <= set(query.inline)
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
