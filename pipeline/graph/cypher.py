@@ -10,11 +10,13 @@ Each file opens with comment lines declaring its interface::
     // inline: dims             integers the loader writes into DDL that cannot take parameters
     // returns: path, score     the columns of each row
 
-A file whose body is empty is a declared no-op (ArcadeDB's schema is created over its HTTP
-API instead). A body may hold several statements, each ending with ``;`` at a line end; they
-run in order in one transaction. Loading fails loudly on a missing file or an interface that
-does not match its body; binding fails loudly when a caller passes other parameters than the
-declared ones. Values always travel as parameters; only validated integers are ever inlined.
+A body holds one statement or several, each ending with ``;`` at a line end; they run in
+order in one transaction. Which files a dialect has is declared by its backend
+(``backends/<dialect>.py``, ``queries``): a query another server does not need (ArcadeDB's
+schema goes over HTTP) simply has no file there. Loading fails loudly on a missing file, an
+empty body or an interface that does not match its body; binding fails loudly when a caller
+passes other parameters than the declared ones. Values always travel as parameters; only
+validated integers are ever inlined.
 """
 
 from __future__ import annotations
@@ -33,26 +35,6 @@ from pipeline.graph.records import check_dims
 
 #: The package the repository's ``cypher/`` folder is installed as (pyproject.toml).
 CYPHER_PACKAGE = "pipeline.cypher_files"
-
-#: Every dialect folder must hold exactly these queries (a unit test checks it).
-QUERY_NAMES = frozenset(
-    {
-        "ping",
-        "ensure_schema",
-        "vector_index_dims",
-        "drop_vector_index",
-        "create_vector_index",
-        "delete_other_dims",
-        "upsert_notes",
-        "delete_notes",
-        "clear_links",
-        "link_notes",
-        "note_states",
-        "all_vectors",
-        "vector_search",
-        "neighbors",
-    }
-)
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -75,11 +57,6 @@ class CypherQuery:
     inline: frozenset[str]
     returns: tuple[str, ...]
     statements: tuple[str, ...]
-
-    @property
-    def is_noop(self) -> bool:
-        """True for a declared no-op file (its work is done elsewhere, e.g. over HTTP)."""
-        return not self.statements
 
     def bind(
         self, params: Mapping[str, Any], inline: Mapping[str, int] | None = None
@@ -148,17 +125,18 @@ def parse_query(dialect: str, name: str, text: str, path: Traversable) -> Cypher
         bad = [n for n in group if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)]
         if bad:
             raise CypherLoadError(f"{path}: invalid name(s) in header: {', '.join(bad)}")
-    if statements:
-        used = {p for s in statements for p in _PARAM.findall(s)}
-        used_inline = {p for s in statements for p in _INLINE.findall(s)}
-        if used != params:
-            raise CypherLoadError(
-                f"{path}: declared params {sorted(params)} but the body uses {sorted(used)}"
-            )
-        if used_inline != inline:
-            raise CypherLoadError(
-                f"{path}: declared inline {sorted(inline)} but the body uses {sorted(used_inline)}"
-            )
+    if not statements:
+        raise CypherLoadError(f"{path}: the file holds no statement")
+    used = {p for s in statements for p in _PARAM.findall(s)}
+    used_inline = {p for s in statements for p in _INLINE.findall(s)}
+    if used != params:
+        raise CypherLoadError(
+            f"{path}: declared params {sorted(params)} but the body uses {sorted(used)}"
+        )
+    if used_inline != inline:
+        raise CypherLoadError(
+            f"{path}: declared inline {sorted(inline)} but the body uses {sorted(used_inline)}"
+        )
     return CypherQuery(
         dialect=dialect,
         name=name,

@@ -1,24 +1,11 @@
-"""Graph dialects: detection from the Bolt agent string, and each index's score scale.
+"""Graph dialects: their names and their detection from the Bolt agent string.
 
-Every backend reports vector similarity on its own scale, so nothing downstream may compare
-raw index scores. The pipeline works on raw cosine: the client re-scores candidates exactly
-from their stored embeddings (``scoring.py``); ``score_to_cosine`` is only used for a row
-whose stored embedding is unusable.
-
-=========  =====================================  ==========================  ==============
-dialect    index call                             score column                cosine
-=========  =====================================  ==========================  ==============
-neo4j      db.index.vector.queryNodes             (1 + cos) / 2               2·score − 1
-arcadedb   db.index.vector.queryNodes (26.10)     (1 + cos) / 2               2·score − 1
-memgraph   vector_search.search, metric "cos"     distance = 1 − cos          1 − score
-=========  =====================================  ==========================  ==============
-
-Memgraph also yields ``similarity`` = |cos|, which loses the sign; we never use it.
+Everything else that differs per server (Cypher folder, schema statements, index
+dimensions, score scale, version check) lives in its backend class, ``backends/``.
 """
 
 from __future__ import annotations
 
-import math
 import re
 
 from pipeline.errors import ConfigError
@@ -65,25 +52,3 @@ def detect_dialect(agent: str | None, override: str | None = None) -> str:
         f"(Memgraph, Neo4j, ArcadeDB); set graph_dialect (VAULT_KO_GRAPH_DIALECT, or "
         f"[graph] dialect in vault-ko.toml) to one of {', '.join(DIALECTS)}"
     )
-
-
-def score_to_cosine(dialect: str, score: float) -> float:
-    """Convert one index score of ``dialect`` to a cosine in [-1, 1] (see the module table)."""
-    if not math.isfinite(score):
-        return float("nan")
-    if dialect in (NEO4J, ARCADEDB):
-        cosine = 2.0 * score - 1.0
-    elif dialect == MEMGRAPH:
-        cosine = 1.0 - score
-    else:
-        raise ConfigError(f"unknown graph dialect {dialect!r}")
-    return max(-1.0, min(1.0, cosine))
-
-
-def cosine_to_score(dialect: str, cosine: float) -> float:
-    """The inverse of ``score_to_cosine`` (documentation and tests of the scales)."""
-    if dialect in (NEO4J, ARCADEDB):
-        return (1.0 + cosine) / 2.0
-    if dialect == MEMGRAPH:
-        return 1.0 - cosine
-    raise ConfigError(f"unknown graph dialect {dialect!r}")

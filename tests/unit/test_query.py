@@ -194,7 +194,7 @@ class DialectGraph(FakeGraph):
         self.with_embeddings = with_embeddings
 
     def vector_search(self, vector: np.ndarray, k: int) -> list:
-        from pipeline.graph.dialects import cosine_to_score
+        from pipeline.graph.backends import score_scale
         from pipeline.graph.records import Candidate
         from pipeline.graph.scoring import exact_rescore
 
@@ -212,10 +212,10 @@ class DialectGraph(FakeGraph):
                     path,
                     path.split("/")[0].rstrip("s"),
                     tuple(emb) if self.with_embeddings else None,
-                    cosine_to_score(self.dialect, cos),
+                    score_scale(self.dialect).from_cosine(cos),
                 )
             )
-        return exact_rescore(q, cands, k, self.dialect)
+        return exact_rescore(q, cands, k, score_scale(self.dialect))
 
 
 @pytest.mark.parametrize("with_embeddings", [True, False])

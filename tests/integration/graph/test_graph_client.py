@@ -178,7 +178,7 @@ def test_cypher_errors_are_query_errors_and_not_retried(graph: GraphClient) -> N
             session.run("MATC (n) RETURN n").consume()
 
     with pytest.raises(GraphQueryError, match="rejected a query"):
-        graph._call(bad)
+        graph.call(bad)
     assert graph.breaker.read().state == "closed"
 
 

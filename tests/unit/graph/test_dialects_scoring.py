@@ -6,15 +6,8 @@ import numpy as np
 import pytest
 
 from pipeline.errors import ConfigError
-from pipeline.graph.dialects import (
-    ARCADEDB,
-    DIALECTS,
-    MEMGRAPH,
-    NEO4J,
-    cosine_to_score,
-    detect_dialect,
-    score_to_cosine,
-)
+from pipeline.graph.backends import score_scale
+from pipeline.graph.dialects import ARCADEDB, DIALECTS, MEMGRAPH, NEO4J, detect_dialect
 from pipeline.graph.records import Candidate
 from pipeline.graph.scoring import as_query_vector, exact_rescore
 
@@ -76,20 +69,31 @@ def test_an_unknown_configured_dialect_is_a_config_error() -> None:
     ],
 )
 def test_score_scales_convert_to_raw_cosine(dialect: str, cosine: float, score: float) -> None:
-    assert cosine_to_score(dialect, cosine) == pytest.approx(score)
-    assert score_to_cosine(dialect, score) == pytest.approx(cosine)
+    assert score_scale(dialect).from_cosine(cosine) == pytest.approx(score)
+    assert score_scale(dialect).to_cosine(score) == pytest.approx(cosine)
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_score_conversion_round_trips_and_keeps_the_sign(dialect: str) -> None:
+    scale = score_scale(dialect)
     cosines = np.linspace(-1.0, 1.0, 41)
-    back = [score_to_cosine(dialect, cosine_to_score(dialect, float(c))) for c in cosines]
+    back = [scale.to_cosine(scale.from_cosine(float(c))) for c in cosines]
     np.testing.assert_allclose(back, cosines, atol=1e-12)
 
 
+@pytest.mark.parametrize(
+    ("dialect", "direction"), [(NEO4J, "DESC"), (ARCADEDB, "DESC"), (MEMGRAPH, "ASC")]
+)
+def test_nearest_first_follows_the_score_scale(dialect: str, direction: str) -> None:
+    scale = score_scale(dialect)
+    assert scale.nearest_first == direction
+    near, far = scale.from_cosine(0.9), scale.from_cosine(0.1)
+    assert (near > far) == (direction == "DESC")
+
+
 def test_converted_cosine_is_clamped_and_nan_safe() -> None:
-    assert score_to_cosine(NEO4J, 1.0000001) == 1.0
-    assert np.isnan(score_to_cosine(MEMGRAPH, float("nan")))
+    assert score_scale(NEO4J).to_cosine(1.0000001) == 1.0
+    assert np.isnan(score_scale(MEMGRAPH).to_cosine(float("nan")))
 
 
 def _cand(path: str, emb: list[float] | None, score: float = 0.5) -> Candidate:
@@ -102,7 +106,7 @@ def test_exact_rescore_matches_numpy_and_sorts_by_cosine() -> None:
     query = rng.standard_normal(16)
     # The index order (and its scores) are deliberately wrong: re-scoring must not trust them.
     cands = [_cand(f"n{i:02d}", vectors[i].tolist(), score=0.9) for i in range(30)]
-    hits = exact_rescore(query, cands[::-1], 5, ARCADEDB)
+    hits = exact_rescore(query, cands[::-1], 5, score_scale(ARCADEDB))
     expected = vectors.astype(np.float64) @ query
     expected /= np.linalg.norm(vectors.astype(np.float64), axis=1) * np.linalg.norm(query)
     order = np.argsort(-expected)[:5]
@@ -113,7 +117,7 @@ def test_exact_rescore_matches_numpy_and_sorts_by_cosine() -> None:
 def test_ties_are_broken_by_path() -> None:
     same = [1.0, 0.0, 0.0]
     cands = [_cand(p, same) for p in ("c.md", "a.md", "b.md")] + [_cand("z.md", [0.0, 1.0, 0.0])]
-    hits = exact_rescore(np.array([1.0, 0.0, 0.0]), cands, 3, NEO4J)
+    hits = exact_rescore(np.array([1.0, 0.0, 0.0]), cands, 3, score_scale(NEO4J))
     assert [h.path for h in hits] == ["a.md", "b.md", "c.md"]
     assert all(h.cosine == pytest.approx(1.0) for h in hits)
 
@@ -124,7 +128,7 @@ def test_unusable_embedding_keeps_the_converted_index_score() -> None:
         _cand("wrong-size.md", [1.0, 0.0], score=1.5),  # -> cos -0.5
         _cand("exact.md", [0.0, 1.0, 0.0]),
     ]
-    hits = exact_rescore(np.array([1.0, 0.0, 0.0]), cands, 3, MEMGRAPH)
+    hits = exact_rescore(np.array([1.0, 0.0, 0.0]), cands, 3, score_scale(MEMGRAPH))
     assert [(h.path, round(h.cosine, 6)) for h in hits] == [
         ("no-embedding.md", 0.8),
         ("exact.md", 0.0),
@@ -134,10 +138,10 @@ def test_unusable_embedding_keeps_the_converted_index_score() -> None:
 
 def test_duplicate_rows_count_once_and_k_cuts() -> None:
     cands = [_cand("a.md", [1.0, 0.0]), _cand("a.md", [1.0, 0.0]), _cand("b.md", [0.0, 1.0])]
-    hits = exact_rescore(np.array([1.0, 0.2]), cands, 5, NEO4J)
+    hits = exact_rescore(np.array([1.0, 0.2]), cands, 5, score_scale(NEO4J))
     assert [h.path for h in hits] == ["a.md", "b.md"]
-    assert exact_rescore(np.array([1.0, 0.2]), cands, 1, NEO4J)[0].path == "a.md"
-    assert exact_rescore(np.array([1.0, 0.2]), cands, 0, NEO4J) == []
+    assert exact_rescore(np.array([1.0, 0.2]), cands, 1, score_scale(NEO4J))[0].path == "a.md"
+    assert exact_rescore(np.array([1.0, 0.2]), cands, 0, score_scale(NEO4J)) == []
 
 
 @pytest.mark.parametrize("bad", [[], [[1.0, 2.0]], [0.0, 0.0], [1.0, float("nan")]])
