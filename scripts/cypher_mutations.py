@@ -46,8 +46,8 @@ MUTATIONS = [
     ),
     (
         "memgraph/create_vector_index.cypher",
-        '"metric": "cos"',
-        '"metric": "l2sq"',
+        '"capacity": 10000, "metric": "cos"}',
+        '"capacity": 10000, "metric": "l2sq"}',
         "change Memgraph's index metric (breaks the score scale)",
     ),
     (
