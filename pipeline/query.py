@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pipeline import bridge
 from pipeline.calibrate import Basis, assess, choose_basis
 from pipeline.config import Settings
-from pipeline.errors import ConfigError, GraphUnavailable
+from pipeline.errors import ConfigError, GraphQueryError, GraphUnavailable
 from pipeline.fallback_log import record_fallback
 from pipeline.model import Answer, Fact, Hit, Relevance
 from pipeline.rank import rank_subjects
@@ -178,6 +178,8 @@ class Pipeline:
                 answer = self._semantic(text, opts, timer)
             except GraphUnavailable as exc:
                 answer = self.fallback_answer(text, opts, timer, f"graph unavailable: {exc}")
+            except GraphQueryError as exc:  # e.g. a missing Cypher file, an old server
+                answer = self.fallback_answer(text, opts, timer, f"graph error: {exc}")
         timer.ms["total_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
         return replace(answer, timings_ms=dict(timer.ms))
 

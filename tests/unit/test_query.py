@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from pipeline.config import load_settings
-from pipeline.errors import GraphUnavailable
+from pipeline.errors import GraphQueryError, GraphUnavailable
+from pipeline.graph.cypher import CypherLoadError
 from pipeline.kodb.match import reference_search
 from pipeline.model import Calibration, Fact
 from pipeline.query import Pipeline, QueryOptions
@@ -141,6 +142,42 @@ def test_fallback_when_graph_down_never_loads_the_model(tmp_path: Path) -> None:
     assert [s.subject for s in a.subjects] == ["Warm cache"]  # not Warmstart
     assert emb.calls == 0 and graph.searches == 0
     assert (tmp_path / ".vault-ko" / "fallback.log").read_text().count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        CypherLoadError("missing Cypher file pipeline/cypher_files/neo4j/ping.cypher"),
+        GraphQueryError("the graph at bolt://x runs Memgraph 2.21.1; vault-ko needs 3.0"),
+    ],
+    ids=["missing-cypher", "query-error"],
+)
+def test_a_graph_error_that_is_not_an_outage_still_answers_in_fallback(
+    tmp_path: Path, error: GraphQueryError
+) -> None:
+    p, graph, emb = make(tmp_path, HITS)
+
+    def broken_ping() -> None:
+        raise error
+
+    graph.ping = broken_ping  # type: ignore[method-assign]
+    a = p.ask("what about the warm cache?")
+    assert a.mode == "fallback"
+    assert a.degraded_reason == f"graph error: {error}"
+    assert [s.subject for s in a.subjects] == ["Warm cache"]
+    assert emb.calls == 0
+
+
+def test_a_graph_error_after_the_embedding_still_answers_in_fallback(tmp_path: Path) -> None:
+    p, graph, _emb = make(tmp_path, HITS)
+
+    def refuse(vector: np.ndarray, k: int) -> list[FakeHit]:
+        raise GraphQueryError("the query vector has 4 dimensions but the index has 384")
+
+    graph.vector_search = refuse  # type: ignore[method-assign]
+    a = p.ask("what about the warm cache?")
+    assert a.mode == "fallback" and "has 384" in (a.degraded_reason or "")
+    assert a.relevance.label == "unscored"
 
 
 def test_no_semantic_flag_answers_by_words(tmp_path: Path) -> None:
