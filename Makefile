@@ -33,6 +33,11 @@ test-backends: export VAULT_KO_TEST_MEMGRAPH_URL ?= bolt://127.0.0.1:$(or $(MEMG
 test-backends: install
 	$(BIN)/pytest -p no:cacheprovider -rs tests/integration/graph/test_backend_contract.py
 
+# pip install of the built wheel into a fresh venv outside the checkout, then graph up, sync,
+# query (semantic) on a copy of the sample vault (CI runs it after `make test`).
+test-wheel:
+	PYTHON=$(PYTHON) bash scripts/wheel_smoke.sh
+
 format: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
