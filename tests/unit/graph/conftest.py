@@ -20,8 +20,6 @@ from pipeline.config import Settings
 from pipeline.graph import GraphClient
 
 NEO4J_AGENT = "Neo4j/5.26.0"
-MEMGRAPH_AGENT = "Neo4j/v5.11.0 compatible graph database server - Memgraph"
-ARCADEDB_AGENT = "Neo4j/5.26.0 compatible (ArcadeDB 26.10.2)"
 
 
 class FakeResult:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import errno
 import urllib.error
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import neo4j.exceptions as ne
 import pytest
@@ -18,6 +20,10 @@ from pipeline.errors import GraphQueryError, GraphUnavailable
 from pipeline.graph import GraphClient, GraphNote, open_graph
 from pipeline.graph.arcadedb_http import ArcadeHttp, ArcadeHttpError
 from pipeline.graph.client import BACKOFF_MAX, is_transient, retry_policy, translate
+
+#: The fixtures of tests/unit/graph/conftest.py: the fake driver class, a client maker.
+Drivers = Callable[..., Any]
+Clients = Callable[..., GraphClient]
 
 
 def neo4j_error(code: str, message: str = "boom") -> ne.Neo4jError:
@@ -115,7 +121,9 @@ def test_open_graph_does_no_network_io(tmp_path: Path) -> None:
     client.close()
 
 
-def test_transient_failures_are_retried_then_succeed(fake_driver, client_with) -> None:
+def test_transient_failures_are_retried_then_succeed(
+    fake_driver: Drivers, client_with: Clients
+) -> None:
     down = ne.ServiceUnavailable("refused")
     driver = fake_driver(down, down, [STATE_ROW])
     states = client_with(driver).note_states()
@@ -141,7 +149,9 @@ def test_exhausted_retries_open_the_breaker_and_later_calls_fail_fast(
         other.note_states()
 
 
-def test_half_open_probe_is_a_single_attempt(fake_driver, client_with, clock) -> None:
+def test_half_open_probe_is_a_single_attempt(
+    fake_driver: Drivers, client_with: Clients, clock: Any
+) -> None:
     driver = fake_driver(*[ne.ServiceUnavailable("refused")] * 10)
     client = client_with(driver)
     with pytest.raises(GraphUnavailable):
@@ -157,7 +167,9 @@ def test_half_open_probe_is_a_single_attempt(fake_driver, client_with, clock) ->
     assert client.breaker.read().state == "closed"
 
 
-def test_query_errors_are_not_retried_and_keep_the_circuit_closed(fake_driver, client_with) -> None:
+def test_query_errors_are_not_retried_and_keep_the_circuit_closed(
+    fake_driver: Drivers, client_with: Clients
+) -> None:
     driver = fake_driver(neo4j_error("Neo.ClientError.Statement.SyntaxError", "Invalid input"))
     client = client_with(driver)
     with pytest.raises(GraphQueryError, match="Invalid input"):
@@ -166,7 +178,9 @@ def test_query_errors_are_not_retried_and_keep_the_circuit_closed(fake_driver, c
     assert client.breaker.read().state == "closed"
 
 
-def test_writes_run_in_one_transaction_with_declared_params(fake_driver, client_with) -> None:
+def test_writes_run_in_one_transaction_with_declared_params(
+    fake_driver: Drivers, client_with: Clients
+) -> None:
     driver = fake_driver([], [{"written": 1}])
     client = client_with(driver)
     written = client.set_links(["a.md"], [("a.md", "b.md"), ("a.md", "b.md")])
@@ -177,7 +191,7 @@ def test_writes_run_in_one_transaction_with_declared_params(fake_driver, client_
     assert link_params == {"pairs": [{"src": "a.md", "dst": "b.md"}]}
 
 
-def test_upsert_sends_properties_as_parameters(fake_driver, client_with) -> None:
+def test_upsert_sends_properties_as_parameters(fake_driver: Drivers, client_with: Clients) -> None:
     driver = fake_driver([])
     client = client_with(driver)
     path = "x'}) DETACH DELETE n //.md"
@@ -196,7 +210,7 @@ SEARCH_ROWS = [
 ]
 
 
-def test_vector_search_overfetches_and_rescores(fake_driver, client_with) -> None:
+def test_vector_search_overfetches_and_rescores(fake_driver: Drivers, client_with: Clients) -> None:
     driver = fake_driver(SEARCH_ROWS)
     client = client_with(driver)
     hits = client.vector_search([1.0, 0.0], 1)  # type: ignore[arg-type]
@@ -205,7 +219,7 @@ def test_vector_search_overfetches_and_rescores(fake_driver, client_with) -> Non
     assert params["k"] == 200 and params["limit"] == 21 and params["vector"] == [1.0, 0.0]
 
 
-def test_probe_never_raises(fake_driver, client_with) -> None:
+def test_probe_never_raises(fake_driver: Drivers, client_with: Clients) -> None:
     client = client_with(fake_driver(ne.ServiceUnavailable("refused")))
     status = client.probe()
     assert (status.up, status.latency_ms) == (False, None)
