@@ -8,7 +8,7 @@ VAULT  := examples/vault
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test lint format clean
+.PHONY: install demo test test-backends test-wheel lint format clean
 
 install: $(VENV)/.installed
 
@@ -25,6 +25,18 @@ test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest
+
+# The backend contract suite: ArcadeDB (local) always; Memgraph at the docker compose address
+# unless VAULT_KO_TEST_MEMGRAPH_URL says otherwise; Neo4j when VAULT_KO_TEST_NEO4J_URL is set.
+# The servers must be throwaway ones: the suite deletes their Note nodes.
+test-backends: export VAULT_KO_TEST_MEMGRAPH_URL ?= bolt://127.0.0.1:$(or $(MEMGRAPH_BOLT_PORT),7687)
+test-backends: install
+	$(BIN)/pytest -p no:cacheprovider -rs tests/integration/graph/test_backend_contract.py
+
+# pip install of the built wheel into a fresh venv outside the checkout, then graph up, sync,
+# query (semantic) on a copy of the sample vault (CI runs it after `make test`).
+test-wheel:
+	PYTHON=$(PYTHON) bash scripts/wheel_smoke.sh
 
 format: install
 	$(BIN)/ruff check --fix .

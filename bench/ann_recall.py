@@ -35,7 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import pipeline.graph.client as graph_client  # noqa: E402
+import pipeline.graph.backends.base as graph_backend  # noqa: E402
 from pipeline.config import Settings  # noqa: E402
 from pipeline.graph import GraphClient, GraphNote, LocalGraph  # noqa: E402
 
@@ -115,7 +115,7 @@ def main() -> int:
 
                 recall_over, recall_bare, recall_all = [], [], []
                 graph_ms, bare_ms, exact_ms, all_ms = [], [], [], []
-                pre_select = graph_client.rescore_limit
+                pre_select = graph_backend.rescore_limit
                 for query in queries:
                     t0 = time.perf_counter()
                     truth = set(exact_topk(vectors, query, K).tolist())
@@ -131,13 +131,13 @@ def main() -> int:
                     bare_ms.append((time.perf_counter() - t0) * 1e3)
                     recall_bare.append(len(truth & {index[h.path] for h in hits}) / K)
 
-                    graph_client.rescore_limit = lambda k: args.candidates
+                    graph_backend.rescore_limit = lambda k: args.candidates
                     try:
                         t0 = time.perf_counter()
                         hits = graph.vector_search(query, K)
                         all_ms.append((time.perf_counter() - t0) * 1e3)
                     finally:
-                        graph_client.rescore_limit = pre_select
+                        graph_backend.rescore_limit = pre_select
                     recall_all.append(len(truth & {index[h.path] for h in hits}) / K)
         finally:
             local.down()

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from pipeline import bridge
 from pipeline.calibrate import Basis, assess, band_of, choose_basis
 from pipeline.config import Settings
-from pipeline.errors import ConfigError, GraphUnavailable
+from pipeline.errors import ConfigError, GraphError, GraphQueryError, GraphUnavailable
 from pipeline.fallback_log import record_fallback
 from pipeline.model import Answer, Candidate, Hit, Relevance, SubjectRank
 from pipeline.rank import DEFAULT_ORDER, OrderRule, rank_subjects
@@ -98,6 +98,13 @@ class BatchPrefetch(Protocol):
     def words(self, questions: Sequence[str]) -> None:
         """Before degraded answers: the questions answered by word search."""
         ...
+
+
+def degraded_reason(exc: GraphError) -> str:
+    """Why an answer is degraded: the graph is unreachable, or it refused (a missing Cypher
+    file, a server too old, a refused query vector): either way the question is answered."""
+    kind = "graph unavailable" if isinstance(exc, GraphUnavailable) else "graph error"
+    return f"{kind}: {exc}"
 
 
 class Timer:
@@ -220,8 +227,8 @@ class Pipeline:
             try:
                 with shared.stage("graph_check_ms"):
                     self.graph.ping()
-            except GraphUnavailable as exc:
-                reason = f"graph unavailable: {exc}"
+            except (GraphUnavailable, GraphQueryError) as exc:
+                reason = degraded_reason(exc)
         # A question without content words is about nothing, in either mode (silence).
         for i, q in enumerate(questions):
             if not bridge.content_words(q):
@@ -230,7 +237,7 @@ class Pipeline:
         if reason is None and todo:
             found, lost = self._search([questions[i] for i in todo], opts, shared, search)
             if lost is not None:  # the graph went away: what was found is still answered
-                reason = f"graph unavailable: {lost}"
+                reason = degraded_reason(lost)
             if prefetch is not None and found:
                 with shared.stage("kodb_ms"):
                     prefetch.semantic(found, self.basis())
@@ -259,7 +266,7 @@ class Pipeline:
         opts: QueryOptions,
         shared: Timer,
         search: BatchSearch | None,
-    ) -> tuple[list[list[Hit]], GraphUnavailable | None]:
+    ) -> tuple[list[list[Hit]], GraphError | None]:
         """Embed and search the questions: the hits of the first ones, and the error that
         stopped the search (then the rest were not searched)."""
         from pipeline.embed import embed_prompts
@@ -277,7 +284,7 @@ class Pipeline:
                     rows = (self.index_search(v, k) for v in vectors)
                 for hits in rows:  # lazily: what was found before a failure is kept
                     found.append(list(hits))
-            except GraphUnavailable as exc:
+            except (GraphUnavailable, GraphQueryError) as exc:
                 return found, exc
         return found, None
 

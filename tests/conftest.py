@@ -37,9 +37,10 @@ def require_server() -> Callable[[str], None]:
 
 @pytest.fixture(autouse=True)
 def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No VAULT_KO_* setting of the developer's shell leaks into a test."""
+    """No VAULT_KO_* setting of the developer's shell leaks into a test (the tests' own
+    VAULT_KO_TEST_* server addresses stay)."""
     for name in list(os.environ):
-        if name.startswith("VAULT_KO_") and name != "VAULT_KO_TEST_PG_URL":
+        if name.startswith("VAULT_KO_") and not name.startswith("VAULT_KO_TEST_"):
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")

@@ -7,6 +7,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from pipeline.graph.backends import score_scale
 from pipeline.graph.records import Candidate
 from pipeline.graph.scoring import exact_rescore
 from pipeline.model import Hit
@@ -114,7 +115,8 @@ class ExactSearch:
             )
             for i in sorted(idx.tolist(), key=self.paths.__getitem__)
         ]
-        ranked = exact_rescore(np.asarray(query, dtype=np.float64), candidates, k, self.dialect)
+        query64 = np.asarray(query, dtype=np.float64)
+        ranked = exact_rescore(query64, candidates, k, score_scale(self.dialect))
         position = {self.paths[i]: i for i in idx.tolist()}
         hits: list[Hit] = []
         for h in ranked:

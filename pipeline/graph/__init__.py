@@ -1,12 +1,15 @@
 """The graph stage: notes and their embeddings in a Bolt graph (Memgraph, Neo4j, ArcadeDB).
 
-client.py         GraphClient: the one retry policy, the breaker, exception translation
+client.py         GraphClient: transport, the one retry policy, the breaker, exception translation
+backends/         one class per server (Memgraph, Neo4j, ArcadeDB): what differs, and the
+                  operations they share, run through the client
 breaker.py        the circuit breaker shared by processes through the state dir
-cypher.py         the loader of cypher/<dialect>/<name>.cypher
-dialects.py       dialect detection and each index's score scale
-scoring.py        exact re-scoring of index candidates (raw cosine, ties by path)
+cypher.py         the loader of cypher/<dialect>/<name>.cypher (installed as package data)
+dialects.py       dialect names and their detection from the Bolt agent
+scoring.py        score scales, and exact re-scoring of index candidates (raw cosine)
 records.py        the dataclasses handed out, and row parsing
 arcadedb_http.py  ArcadeDB's SQL-only schema commands over its HTTP API
+local_state.py    the local server's record and password (read by the client and local.py)
 local.py          the local ArcadeDB server managed per state dir (`vault-ko graph up`)
 
 The names below are imported on first use: importing any submodule runs this file, and the

@@ -1,4 +1,7 @@
-"""GraphClient: the one way into the graph, with the one retry policy and the breaker.
+"""GraphClient: the one way into the graph — transport, the one retry policy, the breaker
+and the one translation of driver exceptions. What differs per server is its backend's
+(``backends/``); the client finds the backend from the server's agent at the first call,
+checks the server's version once, and then runs the backend's operations through itself.
 
 Every call (except ``probe``) goes: breaker admission → tenacity retries of transient
 failures → translation of foreign exceptions into GraphUnavailable / GraphQueryError →
@@ -23,9 +26,7 @@ import logging
 import time
 import urllib.error
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
 
 import numpy as np
 import tenacity
@@ -34,13 +35,13 @@ from pipeline import __version__
 from pipeline.config import Settings
 from pipeline.errors import GraphError, GraphQueryError, GraphUnavailable, VaultKoError
 from pipeline.graph import records
-from pipeline.graph.arcadedb_http import ArcadeHttp, ArcadeHttpError
+from pipeline.graph.arcadedb_http import ArcadeHttpError
+from pipeline.graph.backends import Backend, backend_for
 from pipeline.graph.breaker import Breaker
-from pipeline.graph.cypher import load_query
-from pipeline.graph.dialects import ARCADEDB, detect_dialect
-from pipeline.graph.local import HOST, LocalGraph
-from pipeline.graph.records import GraphHit, GraphNote, GraphStatus, NoteState
-from pipeline.graph.scoring import as_query_vector, exact_rescore
+from pipeline.graph.cypher import CypherLoadError, load_query
+from pipeline.graph.dialects import detect_dialect
+from pipeline.graph.local_state import HOST, LocalFiles
+from pipeline.graph.records import GraphHit, GraphNote, GraphStatus, GraphTarget, NoteState
 
 if TYPE_CHECKING:
     import neo4j
@@ -53,15 +54,6 @@ T = TypeVar("T")
 #: Small, because the whole call has a 1.5 s budget.
 BACKOFF_BASE = 0.05
 BACKOFF_MAX = 0.4
-#: How many of the over-fetched candidates come back with embeddings for exact re-scoring:
-#: max(2k, k + RESCORE_MARGIN). Shipping embeddings dominates search latency (ArcadeDB:
-#: about 1.5 ms each, 360 ms for 200), while the index score of each returned candidate is
-#: already exact (measured within 1e-7 of numpy's cosine), so the top of the over-fetch by
-#: index score holds the true top k; the margin absorbs float rounding and indexes whose
-#: scores are approximate (quantised).
-RESCORE_MARGIN = 20
-#: ArcadeDB's HTTP API port when only its Bolt URL is known (its default).
-ARCADEDB_HTTP_PORT = 2480
 _TRANSIENT_ERRNOS = frozenset(
     {
         errno.ECONNREFUSED,
@@ -153,20 +145,9 @@ def translate(exc: BaseException, url: str, user: str | None = None) -> GraphErr
 
 
 # --- where the graph is ---------------------------------------------------------------
-@dataclass(frozen=True)
-class GraphTarget:
-    """Where a client connects, resolved from settings or the local record (no network)."""
-
-    url: str
-    user: str
-    database: str | None
-    http_url: str | None
-    not_started: str | None  # why there is no graph to talk to (no local record yet)
-
-
 def resolve_target(settings: Settings) -> GraphTarget:
     """``settings.graph_url`` when set, else the local graph recorded in the state dir."""
-    local = LocalGraph(settings.state_dir)
+    local = LocalFiles(settings.state_dir)
     try:
         record = local.read_record()
     except VaultKoError:
@@ -176,9 +157,6 @@ def resolve_target(settings: Settings) -> GraphTarget:
         # The local record fills in what settings leave out only when it is the same server.
         known = record if record is not None and record.url == url else None
         http = settings.graph_http_url or (known.http_url if known else None)
-        if http is None:
-            host = urlsplit(url).hostname or HOST
-            http = f"http://{host}:{ARCADEDB_HTTP_PORT}"
         database = settings.graph_database or (known.database if known else None)
         return GraphTarget(url, settings.graph_user, database, http, None)
     if record is None:
@@ -204,6 +182,8 @@ class GraphClient:
 
     Every method but ``probe`` goes through the breaker and the retry policy and raises
     GraphUnavailable or GraphQueryError only. Use as a context manager or call ``close``.
+    The client is also the backend's ``Runner`` (``target``, ``password``, ``auto``,
+    ``transaction``, ``call``).
     """
 
     def __init__(
@@ -217,8 +197,9 @@ class GraphClient:
         self.target = resolve_target(settings)
         self.url = self.target.url
         self.agent: str | None = None
-        self._dialect: str | None = None
-        self._arcadedb_schema_ready = False
+        self._backend: Backend | None = None
+        self._server_checked = False
+        self._probing = False
         self._driver: neo4j.Driver | None = None
         self._sleep = sleep
         self.breaker = Breaker(
@@ -241,17 +222,18 @@ class GraphClient:
             except Exception as exc:  # closing a broken pool must not mask the real error
                 log.debug("closing the graph driver failed: %s", exc)
 
-    def _password(self) -> str | None:
+    def password(self) -> str | None:
+        """The configured password, else the local graph's generated one."""
         explicit = self.settings.password()
         if explicit is not None:
             return explicit
-        return LocalGraph(self.settings.state_dir).password()
+        return LocalFiles(self.settings.state_dir).password()
 
     def _get_driver(self) -> neo4j.Driver:
         if self._driver is None:
             import neo4j
 
-            password = self._password()
+            password = self.password()
             auth = (self.target.user, password) if password is not None else None
             s = self.settings
             self._driver = neo4j.GraphDatabase.driver(
@@ -275,7 +257,10 @@ class GraphClient:
         return self.breaker.open_reason()
 
     # -- the call protocol -------------------------------------------------------------
-    def _call(self, fn: Callable[[], T]) -> T:
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` through the breaker, the retry policy and the exception translation."""
+        if self._probing:  # probe(): one attempt, no breaker; probe reports the failure
+            return fn()
         if self.target.not_started:
             raise GraphUnavailable(self.target.not_started)
         probe = self.breaker.before_call()
@@ -297,21 +282,30 @@ class GraphClient:
         return result
 
     @property
-    def dialect(self) -> str:
-        """memgraph | neo4j | arcadedb: ``settings.graph_dialect``, else from the agent."""
-        if self._dialect is None:
-            if self.settings.graph_dialect:
-                try:
-                    self._dialect = detect_dialect(None, self.settings.graph_dialect)
-                except VaultKoError as exc:
-                    raise GraphQueryError(str(exc)) from exc
-            else:
-                self._dialect = self._call(self._detect)
-        return self._dialect
+    def backend(self) -> Backend:
+        """The server's backend, from ``settings.graph_dialect`` or its agent (one round trip
+        at the first use)."""
+        if self._backend is None:
+            self.agent = self.call(lambda: self._get_driver().get_server_info().agent)
+            try:
+                dialect = detect_dialect(self.agent, self.settings.graph_dialect)
+            except VaultKoError as exc:
+                raise GraphQueryError(str(exc)) from exc
+            self._backend = backend_for(dialect)
+        return self._backend
 
-    def _detect(self) -> str:
-        self.agent = self._get_driver().get_server_info().agent
-        return detect_dialect(self.agent)
+    @property
+    def dialect(self) -> str:
+        """memgraph | neo4j | arcadedb."""
+        return self.backend.name
+
+    def _ready(self) -> Backend:
+        """The backend, with the server's version checked (once per client)."""
+        backend = self.backend
+        if not self._server_checked:
+            backend.check_server(self, self.agent)
+            self._server_checked = True
+        return backend
 
     def _session(self) -> neo4j.Session:
         return self._get_driver().session(database=self.target.database)
@@ -322,9 +316,12 @@ class GraphClient:
         params: Mapping[str, Any] | None = None,
         inline: Mapping[str, int] | None = None,
     ) -> list[tuple[str, dict[str, Any]]]:
-        return load_query(self.dialect, name).bind(params or {}, inline)
+        backend = self.backend
+        if name not in backend.queries:
+            raise CypherLoadError(f"the {backend.name} backend declares no query {name!r}")
+        return load_query(backend.name, name).bind(params or {}, inline)
 
-    def _auto(
+    def auto(
         self,
         name: str,
         params: Mapping[str, Any] | None = None,
@@ -341,9 +338,9 @@ class GraphClient:
                     rows = session.run(text, values).data()
             return rows
 
-        return self._call(run)
+        return self.call(run)
 
-    def _transaction(self, steps: Sequence[tuple[str, Mapping[str, Any]]]) -> list[list[dict]]:
+    def transaction(self, steps: Sequence[tuple[str, Mapping[str, Any]]]) -> list[list[dict]]:
         """Run named queries in order in one explicit transaction; each one's last rows."""
         bound = [self._bind(name, params) for name, params in steps]
 
@@ -358,42 +355,27 @@ class GraphClient:
                 tx.commit()
             return out
 
-        return self._call(run)
-
-    def _http(self) -> tuple[ArcadeHttp, str]:
-        database = self.target.database
-        if not database:
-            raise GraphQueryError(
-                "ArcadeDB needs a database name: set VAULT_KO_GRAPH_DATABASE (graph.database)"
-            )
-        password = self._password()
-        if self.target.http_url is None or password is None:
-            raise GraphQueryError("ArcadeDB schema commands need its HTTP URL and a password")
-        return ArcadeHttp(self.target.http_url, self.target.user, password), database
+        return self.call(run)
 
     # -- public API --------------------------------------------------------------------
     def probe(self) -> GraphStatus:
-        """One attempt, no retry, no breaker: is the graph up, what is it, how fast. Never
-        raises."""
+        """One attempt, no retry, no breaker: is the graph up (and a version we support),
+        what is it, how fast. Never raises."""
         if self.target.not_started:
             return GraphStatus(False, self.url, None, None, None, self.target.not_started)
         started = time.perf_counter()
         dialect: str | None = None
+        self._probing = True
         try:
-            info = self._get_driver().get_server_info()
-            self.agent = info.agent
-            try:
-                dialect = detect_dialect(info.agent, self.settings.graph_dialect)
-            except VaultKoError as exc:
-                # Reachable, but we cannot speak to it: report that as the reason.
-                return GraphStatus(False, self.url, None, self.agent, None, str(exc))
-            self._dialect = self._dialect or dialect
-            (text, values), *_ = load_query(dialect, "ping").bind({})
-            with self._session() as session:
-                session.run(text, values).consume()
+            backend = self.backend
+            dialect = backend.name
+            self._ready()
+            backend.ping(self)
         except Exception as exc:
             reason = str(translate(exc, self.url, self.target.user))
             return GraphStatus(False, self.url, dialect, self.agent, None, reason)
+        finally:
+            self._probing = False
         latency = round((time.perf_counter() - started) * 1000.0, 2)
         return GraphStatus(True, self.url, dialect, self.agent, latency, None)
 
@@ -402,7 +384,7 @@ class GraphClient:
         ms. Fails fast with GraphUnavailable while the circuit is open, so the query stage
         can check the graph before loading the embedding model."""
         started = time.perf_counter()
-        self._auto("ping")
+        self._ready().ping(self)
         return round((time.perf_counter() - started) * 1000.0, 2)
 
     def ensure_schema(self, dims: int) -> None:
@@ -410,78 +392,35 @@ class GraphClient:
         vector index exists with other dimensions it is recreated (see
         ``ensure_vector_index``)."""
         _check_dims(dims)
-        if self.dialect == ARCADEDB:
-            self._arcadedb_schema()
-        else:
-            self._auto("ensure_schema")
-        self.ensure_vector_index(dims)
-
-    def _arcadedb_schema(self) -> None:
-        """The database, types and path index over HTTP, once per client: ensure_schema,
-        vector_index_dims and ensure_vector_index each need them, and repeating the
-        (idempotent) commands would only cost round trips."""
-        if self._arcadedb_schema_ready:
-            return
-        http, database = self._http()
-
-        def run() -> None:
-            http.ensure_database(database)
-            http.ensure_schema(database)
-
-        self._call(run)
-        self._arcadedb_schema_ready = True
+        self._ready().ensure_schema(self, dims)
 
     def vector_index_dims(self) -> int | None:
         """The dimensions of the note vector index, or None when there is none."""
-        if self.dialect == ARCADEDB:
-            self._arcadedb_schema()
-            http, database = self._http()
-            return self._call(lambda: http.vector_index_dims(database))
-        rows = self._auto("vector_index_dims")
-        return int(rows[0]["dims"]) if rows and rows[0].get("dims") is not None else None
+        return self._ready().vector_index_dims(self)
 
     def ensure_vector_index(self, dims: int) -> None:
-        """Make the vector index have ``dims`` dimensions.
+        """Make the vector index have ``dims`` dimensions (within the backend's cap).
 
-        Missing: created. Other dimensions: dropped, the notes embedded with other
-        dimensions deleted (the embed sync re-embeds them), and created again.
+        Missing: created. Other dimensions: the notes embedded with other dimensions
+        deleted (the embed sync re-embeds them), the index dropped and created again; its
+        dimensions are read back and must be ``dims``.
         """
         _check_dims(dims)
-        current = self.vector_index_dims()
-        if current == dims:
-            return
-        if self.dialect == ARCADEDB:
-            http, database = self._http()
-            if current is not None:
-                self._call(lambda: http.drop_vector_index(database))
-            self._transaction([("delete_other_dims", {"dims": dims})])
-            self._call(lambda: http.create_vector_index(database, dims))
-            return
-        if current is not None:
-            self._auto("drop_vector_index")
-        self._transaction([("delete_other_dims", {"dims": dims})])
-        self._auto("create_vector_index", inline={"dims": dims})
+        self._ready().ensure_vector_index(self, dims)
 
     def note_states(self) -> dict[str, NoteState]:
         """Every note's path, content hash, model, dims and embedding time (one round trip)."""
-        rows = self._auto("note_states")
-        return {state.path: state for state in map(records.note_state, rows)}
+        return self._ready().note_states(self)
 
     def upsert_notes(self, rows: Sequence[GraphNote]) -> None:
         """Insert or update notes by path, in one transaction per call."""
-        if not rows:
-            return
-        try:
-            payload = [note.as_row() for note in rows]
-        except ValueError as exc:
-            raise GraphQueryError(str(exc)) from exc
-        self._transaction([("upsert_notes", {"rows": payload})])
+        if rows:
+            self._ready().upsert_notes(self, rows)
 
     def delete_notes(self, paths: Sequence[str]) -> None:
         """Delete notes (and their links) by path; unknown paths are ignored."""
-        unique = sorted(set(paths))
-        if unique:
-            self._transaction([("delete_notes", {"paths": unique})])
+        if paths:
+            self._ready().delete_notes(self, paths)
 
     def set_links(self, source_paths: Sequence[str], pairs: Sequence[tuple[str, str]]) -> int:
         """Replace the LINKS_TO edges going out of ``source_paths`` with ``pairs``.
@@ -489,82 +428,36 @@ class GraphClient:
         A pair's source counts as one of the sources. Pairs whose notes do not exist are
         skipped. One transaction; returns the number of edges written.
         """
-        link_rows = records.link_pairs(pairs)
-        sources = sorted(set(source_paths) | {row["src"] for row in link_rows})
-        if not sources:
+        if not source_paths and not pairs:
             return 0
-        steps: list[tuple[str, Mapping[str, Any]]] = [("clear_links", {"paths": sources})]
-        if link_rows:
-            steps.append(("link_notes", {"pairs": link_rows}))
-        results = self._transaction(steps)
-        if not link_rows:
-            return 0
-        last = results[-1]
-        return int(last[0]["written"]) if last else 0
+        return self._ready().set_links(self, source_paths, pairs)
 
     def neighbors(self, paths: Sequence[str]) -> list[tuple[str, str, bool]]:
         """(path, neighbor, outgoing) for every LINKS_TO edge touching ``paths``, sorted."""
-        unique = sorted(set(paths))
-        if not unique:
+        if not paths:
             return []
-        rows = self._auto("neighbors", {"paths": unique})
-        return [(str(r["path"]), str(r["neighbor"]), bool(r["outgoing"])) for r in rows]
+        return self._ready().neighbors(self, paths)
 
     def vector_search(self, vector: np.ndarray, k: int) -> list[GraphHit]:
         """The ``k`` notes nearest to ``vector`` by exact cosine, desc, ties by path.
 
-        Asks the approximate index for ``max(k, graph_candidates)`` candidates (the
-        over-fetch that buys recall), takes the best ``rescore_limit(k)`` of them by index
-        score with their stored embeddings, and re-scores those exactly with numpy
-        (``scoring.exact_rescore``), so every returned cosine is numpy's.
+        A vector of other dimensions than the index is refused (GraphQueryError) before
+        it is sent. The index is over-fetched (``graph_candidates``) and the best
+        candidates re-scored exactly (``Backend.vector_search``).
         """
         if k <= 0:
             return []
-        try:
-            query = as_query_vector(vector)
-        except ValueError as exc:
-            raise GraphQueryError(f"invalid query vector: {exc}") from exc
-        fetch = max(int(k), int(self.settings.graph_candidates))
-        rows = self._auto(
-            "vector_search",
-            {
-                "k": fetch,
-                "limit": min(fetch, rescore_limit(int(k))),
-                "vector": query.astype(np.float32).astype(float).tolist(),
-            },
-        )
-        candidates = [records.candidate(row) for row in rows]
-        return exact_rescore(query, candidates, int(k), self.dialect)
+        return self._ready().vector_search(self, vector, k, self.settings.graph_candidates)
 
     def all_vectors(self) -> tuple[list[NoteState], np.ndarray]:
         """Every embedded note's state and its embedding (float32 rows aligned with the
         states, sorted by path). Notes without an embedding are left out."""
-        rows = self._auto("all_vectors")
-        states: list[NoteState] = []
-        vectors: list[tuple[float, ...]] = []
-        for row in rows:
-            embedding = records.embedding_of(row)
-            if not embedding:
-                continue
-            states.append(records.note_state(row))
-            vectors.append(embedding)
-        if not vectors:
-            return [], np.zeros((0, 0), dtype=np.float32)
-        lengths = {len(v) for v in vectors}
-        if len(lengths) > 1:
-            raise GraphQueryError(
-                f"the graph holds embeddings of several sizes {sorted(lengths)}; "
-                "run `vault-ko embed` to re-embed the vault with one model"
-            )
-        return states, np.asarray(vectors, dtype=np.float32)
-
-
-def rescore_limit(k: int) -> int:
-    """How many candidates are re-scored exactly for a top-``k`` search."""
-    return max(2 * k, k + RESCORE_MARGIN)
+        return self._ready().all_vectors(self)
 
 
 def _check_dims(dims: int) -> None:
+    """The bound of every backend, checked before any network I/O (each backend's own, lower
+    cap is checked once it is known)."""
     try:
         records.check_dims(dims)
     except ValueError as exc:
@@ -579,8 +472,8 @@ def open_graph(settings: Settings) -> GraphClient:
 def ensure_vector_index(settings: Settings, dims: int) -> None:
     """Make the graph's vector index have ``dims`` dimensions (for the embed stage).
 
-    Creates it when missing; when it exists with other dimensions, drops it, deletes the
-    notes embedded with other dimensions (they must be re-embedded) and recreates it.
+    Creates it when missing; when it exists with other dimensions, deletes the notes
+    embedded with other dimensions (they must be re-embedded), drops and recreates it.
     Raises GraphUnavailable / GraphQueryError.
     """
     with GraphClient(settings) as client:

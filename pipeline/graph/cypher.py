@@ -1,16 +1,22 @@
 """The one loader of Cypher: ``cypher/<dialect>/<name>.cypher``, one query per file.
 
+The top-level ``cypher/`` folder is installed as the package ``pipeline.cypher_files``
+(pyproject.toml maps it), and read with importlib.resources: an editable install reads the
+checkout's files, ``pip install .`` and a wheel read the installed copies.
+
 Each file opens with comment lines declaring its interface::
 
     // params: rows, k          the $parameters a caller must pass, exactly
     // inline: dims             integers the loader writes into DDL that cannot take parameters
     // returns: path, score     the columns of each row
 
-A file whose body is empty is a declared no-op (ArcadeDB's schema is created over its HTTP
-API instead). A body may hold several statements, each ending with ``;`` at a line end; they
-run in order in one transaction. Loading fails loudly on a missing file or an interface that
-does not match its body; binding fails loudly when a caller passes other parameters than the
-declared ones. Values always travel as parameters; only validated integers are ever inlined.
+A body holds one statement or several, each ending with ``;`` at a line end; they run in
+order in one transaction. Which files a dialect has is declared by its backend
+(``backends/<dialect>.py``, ``queries``): a query another server does not need (ArcadeDB's
+schema goes over HTTP) simply has no file there. Loading fails loudly on a missing file, an
+empty body or an interface that does not match its body; binding fails loudly when a caller
+passes other parameters than the declared ones. Values always travel as parameters; only
+validated integers are ever inlined.
 """
 
 from __future__ import annotations
@@ -19,34 +25,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import GraphQueryError
 from pipeline.graph.records import check_dims
 
-#: ``cypher/`` at the top of the repository (the package is installed in editable mode).
-CYPHER_DIR = Path(__file__).resolve().parents[2] / "cypher"
-
-#: Every dialect folder must hold exactly these queries (a unit test checks it).
-QUERY_NAMES = frozenset(
-    {
-        "ping",
-        "ensure_schema",
-        "vector_index_dims",
-        "drop_vector_index",
-        "create_vector_index",
-        "delete_other_dims",
-        "upsert_notes",
-        "delete_notes",
-        "clear_links",
-        "link_notes",
-        "note_states",
-        "all_vectors",
-        "vector_search",
-        "neighbors",
-    }
-)
+#: The package the repository's ``cypher/`` folder is installed as (pyproject.toml).
+CYPHER_PACKAGE = "pipeline.cypher_files"
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -64,16 +52,11 @@ class CypherQuery:
 
     dialect: str
     name: str
-    path: Path
+    path: Traversable
     params: frozenset[str]
     inline: frozenset[str]
     returns: tuple[str, ...]
     statements: tuple[str, ...]
-
-    @property
-    def is_noop(self) -> bool:
-        """True for a declared no-op file (its work is done elsewhere, e.g. over HTTP)."""
-        return not self.statements
 
     def bind(
         self, params: Mapping[str, Any], inline: Mapping[str, int] | None = None
@@ -117,7 +100,7 @@ def _names(value: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in value.split(",") if n.strip())
 
 
-def parse_query(dialect: str, name: str, text: str, path: Path) -> CypherQuery:
+def parse_query(dialect: str, name: str, text: str, path: Traversable) -> CypherQuery:
     """Parse one query file's text; raise CypherLoadError on a malformed interface."""
     header: dict[str, tuple[str, ...]] = {}
     body: list[str] = []
@@ -142,17 +125,18 @@ def parse_query(dialect: str, name: str, text: str, path: Path) -> CypherQuery:
         bad = [n for n in group if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)]
         if bad:
             raise CypherLoadError(f"{path}: invalid name(s) in header: {', '.join(bad)}")
-    if statements:
-        used = {p for s in statements for p in _PARAM.findall(s)}
-        used_inline = {p for s in statements for p in _INLINE.findall(s)}
-        if used != params:
-            raise CypherLoadError(
-                f"{path}: declared params {sorted(params)} but the body uses {sorted(used)}"
-            )
-        if used_inline != inline:
-            raise CypherLoadError(
-                f"{path}: declared inline {sorted(inline)} but the body uses {sorted(used_inline)}"
-            )
+    if not statements:
+        raise CypherLoadError(f"{path}: the file holds no statement")
+    used = {p for s in statements for p in _PARAM.findall(s)}
+    used_inline = {p for s in statements for p in _INLINE.findall(s)}
+    if used != params:
+        raise CypherLoadError(
+            f"{path}: declared params {sorted(params)} but the body uses {sorted(used)}"
+        )
+    if used_inline != inline:
+        raise CypherLoadError(
+            f"{path}: declared inline {sorted(inline)} but the body uses {sorted(used_inline)}"
+        )
     return CypherQuery(
         dialect=dialect,
         name=name,
@@ -164,24 +148,39 @@ def parse_query(dialect: str, name: str, text: str, path: Path) -> CypherQuery:
     )
 
 
+def cypher_root() -> Traversable:
+    """The installed ``cypher/`` folder; CypherLoadError when the package is missing."""
+    try:
+        return resources.files(CYPHER_PACKAGE)
+    except ModuleNotFoundError as exc:
+        raise CypherLoadError(
+            f"the Cypher files are not installed (no package {CYPHER_PACKAGE}: {exc}); "
+            "reinstall vault-ko"
+        ) from None
+
+
 @lru_cache(maxsize=256)
-def load_query(dialect: str, name: str, root: Path = CYPHER_DIR) -> CypherQuery:
-    """Load ``<root>/<dialect>/<name>.cypher``; raise CypherLoadError when it is missing."""
+def load_query(dialect: str, name: str, root: Path | None = None) -> CypherQuery:
+    """Load ``<dialect>/<name>.cypher`` from ``root`` (default: the installed Cypher files);
+    raise CypherLoadError when it is missing or malformed."""
     if not _NAME.match(dialect) or not _NAME.match(name):
         raise CypherLoadError(f"invalid query reference {dialect!r}/{name!r}")
-    path = root / dialect / f"{name}.cypher"
+    base = cypher_root() if root is None else root
+    path = base / dialect / f"{name}.cypher"
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise CypherLoadError(f"missing Cypher file {path}") from None
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise CypherLoadError(f"cannot read Cypher file {path}: {exc}") from exc
     return parse_query(dialect, name, text, path)
 
 
-def query_names(dialect: str, root: Path = CYPHER_DIR) -> frozenset[str]:
+def query_names(dialect: str, root: Path | None = None) -> frozenset[str]:
     """The query names present in one dialect folder."""
-    folder = root / dialect
+    folder = (cypher_root() if root is None else root) / dialect
     if not folder.is_dir():
         raise CypherLoadError(f"missing Cypher dialect folder {folder}")
-    return frozenset(p.stem for p in folder.glob("*.cypher"))
+    return frozenset(
+        p.name.removesuffix(".cypher") for p in folder.iterdir() if p.name.endswith(".cypher")
+    )

@@ -2,12 +2,8 @@
 
 ``vault-ko graph up`` starts the server shipped in that package (its jars and its own JRE)
 as a detached process bound to 127.0.0.1, on free ports chosen for this state dir and
-recorded there, so several vaults, the tests and a user's own graph never collide:
-
-    <state_dir>/graph/local.json       pid, bolt/http ports, database, started_at (no secret)
-    <state_dir>/graph/root.password    the generated root password, mode 0600
-    <state_dir>/graph/server.log       the server's stdout and stderr
-    <state_dir>/graph/server/          ArcadeDB's root: databases/, config/, log/, backups/
+recorded there (the files are described in ``local_state.py``), so several vaults, the tests
+and a user's own graph never collide.
 
 The password never appears on a command line (where ``ps`` would show it): ArcadeDB reads
 its root user from ``server/config/server-users.jsonl``, which we write with the password's
@@ -38,15 +34,13 @@ from typing import Any
 from pipeline.config import Settings
 from pipeline.errors import GraphError, LocalGraphError
 from pipeline.graph.breaker import STOPPED_REASON, Breaker, atomic_write
+from pipeline.graph.local_state import HOST, ROOT_USER, LocalFiles, LocalRecord
 
 log = logging.getLogger(__name__)
 
 PACKAGE = "arcadedb_embedded"
 PACKAGE_PIN = "arcadedb-embedded==26.10.2.post1"
 SERVER_CLASS = "com.arcadedb.server.ArcadeDBServer"
-DATABASE = "vault"
-ROOT_USER = "root"
-HOST = "127.0.0.1"
 #: all-MiniLM-L6-v2, the bundled default model, has 384 dimensions.
 DEFAULT_DIMS = 384
 #: Start-up takes about 2 s here; a cold JVM on a slow CI disk can take much longer.
@@ -63,27 +57,6 @@ _PBKDF2_ITERATIONS = 65_536
 _LOG_TAIL_LINES = 20
 _BIND_ERRORS = ("Address already in use", "BindException")
 _START_ATTEMPTS = 3  # fresh ports after a port was taken between choosing and binding
-
-
-@dataclass(frozen=True)
-class LocalRecord:
-    """``local.json``: where the local server listens and whether it was started."""
-
-    bolt_port: int
-    http_port: int
-    https_port: int
-    database: str = DATABASE
-    pid: int | None = None
-    started_at: float | None = None
-    stopped_at: float | None = None
-
-    @property
-    def url(self) -> str:
-        return f"bolt://{HOST}:{self.bolt_port}"
-
-    @property
-    def http_url(self) -> str:
-        return f"http://{HOST}:{self.http_port}"
 
 
 @dataclass(frozen=True)
@@ -201,43 +174,16 @@ def _alive(pid: int) -> bool:
     return _process_state(pid) != "Z"
 
 
-class LocalGraph:
+class LocalGraph(LocalFiles):
     """The local ArcadeDB server of one state dir."""
 
     def __init__(self, state_dir: Path, *, heap: str = DEFAULT_HEAP) -> None:
-        self.state_dir = Path(state_dir)
-        self.dir = self.state_dir / "graph"
-        self.record_path = self.dir / "local.json"
-        self.password_path = self.dir / "root.password"
-        self.log_path = self.dir / "server.log"
-        self.root_path = self.dir / "server"
+        super().__init__(state_dir)
         self.heap = heap
 
     # -- files ---------------------------------------------------------------------------
-    def read_record(self) -> LocalRecord | None:
-        """The recorded ports and pid, or None when `graph up` never ran here."""
-        try:
-            data = json.loads(self.record_path.read_text(encoding="utf-8"))
-            known = {k: data[k] for k in LocalRecord.__dataclass_fields__ if k in data}
-            return LocalRecord(**known)
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, TypeError) as exc:
-            raise LocalGraphError(
-                f"unreadable local graph record {self.record_path}: {exc}"
-            ) from exc
-
     def _write_record(self, record: LocalRecord) -> None:
         atomic_write(self.record_path, json.dumps(asdict(record), indent=2) + "\n")
-
-    def password(self) -> str | None:
-        """The generated root password, or None before the first `graph up`."""
-        try:
-            return self.password_path.read_text(encoding="utf-8").strip() or None
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise LocalGraphError(f"cannot read {self.password_path}: {exc}") from exc
 
     def _ensure_password(self) -> str:
         existing = self.password()

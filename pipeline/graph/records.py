@@ -20,6 +20,17 @@ def check_dims(dims: int) -> int:
 
 
 @dataclass(frozen=True)
+class GraphTarget:
+    """Where a client connects, resolved from settings or the local record (no network)."""
+
+    url: str
+    user: str
+    database: str | None
+    http_url: str | None  # ArcadeDB's HTTP API, when known (settings or the local record)
+    not_started: str | None  # why there is no graph to talk to (no local record yet)
+
+
+@dataclass(frozen=True)
 class GraphStatus:
     """One probe of the graph: reachable or not, and why."""
 

@@ -1,19 +1,49 @@
 """Exact re-scoring of vector-index candidates: raw cosine, sorted, ties broken by path.
 
-Approximate indexes miss true neighbours and report scores on backend-specific scales
-(``dialects.py``). The client therefore over-fetches candidates, and this module computes
-the exact cosine of each stored embedding against the query with numpy, so the hits and
-their labels are the same whichever backend served them.
+Approximate indexes miss true neighbours and report scores on backend-specific scales (each
+backend's ``score_scale``). The client therefore over-fetches candidates, and this module
+computes the exact cosine of each stored embedding against the query with numpy, so the hits
+and their labels are the same whichever backend served them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.graph.dialects import score_to_cosine
 from pipeline.graph.records import Candidate, GraphHit
+
+
+@dataclass(frozen=True)
+class ScoreScale:
+    """How one backend's vector index reports similarity: ``cosine = slope·score + intercept``.
+
+    Every scale in use is linear in the cosine, so a positive slope means "higher score is
+    nearer" (the index's ORDER BY must be DESC) and a negative one "lower is nearer" (ASC).
+    The converted score is only used for a row whose stored embedding is unusable.
+    """
+
+    slope: float
+    intercept: float
+    formula: str  # the score as its backend documents it, e.g. "(1 + cos) / 2"
+
+    def to_cosine(self, score: float) -> float:
+        """One index score as a cosine in [-1, 1] (NaN for a non-finite score)."""
+        if not math.isfinite(score):
+            return float("nan")
+        return max(-1.0, min(1.0, self.slope * score + self.intercept))
+
+    def from_cosine(self, cosine: float) -> float:
+        """The index score of ``cosine`` (the inverse of ``to_cosine``)."""
+        return (cosine - self.intercept) / self.slope
+
+    @property
+    def nearest_first(self) -> str:
+        """The ORDER BY direction that lists the nearest candidates first."""
+        return "DESC" if self.slope > 0 else "ASC"
 
 
 def as_query_vector(vector: np.ndarray | Sequence[float]) -> np.ndarray:
@@ -29,12 +59,13 @@ def as_query_vector(vector: np.ndarray | Sequence[float]) -> np.ndarray:
 
 
 def exact_rescore(
-    query: np.ndarray, candidates: Sequence[Candidate], k: int, dialect: str
+    query: np.ndarray, candidates: Sequence[Candidate], k: int, scale: ScoreScale
 ) -> list[GraphHit]:
     """The top ``k`` candidates by exact cosine to ``query``, desc, ties broken by path.
 
     A candidate whose stored embedding is missing or of another length keeps the index's
-    own score converted to cosine (the index knew it under some vector, so it is not lost).
+    own score converted to cosine with ``scale`` (the index knew it under some vector, so it
+    is not lost).
     Duplicate paths (a backend returning a node twice) are kept once.
     """
     if k <= 0 or not candidates:
@@ -54,7 +85,7 @@ def exact_rescore(
             rows.append(cand.embedding)
             scored.append((float("nan"), cand))
         else:
-            scored.append((score_to_cosine(dialect, cand.score), cand))
+            scored.append((scale.to_cosine(cand.score), cand))
     if rows:
         matrix = np.asarray(rows, dtype=np.float64)
         norms = np.linalg.norm(matrix, axis=1) * q_norm

@@ -7,10 +7,17 @@ server that cannot start skips the graph tests; on CI (CI=true) it fails them.
 ``graph_settings`` gives each test settings pointed at that server with an EMPTY graph and
 its own state dir (so breaker files never leak between tests). ``graph_env`` turns settings
 into the VAULT_KO_* variables a child process or a CLI run needs to reach the same graph.
+
+``backend_settings`` is the one fixture of the backend contract suite, parametrized over the
+backends: ArcadeDB is the session's local server (it always runs, and on CI it must);
+Memgraph and Neo4j run when VAULT_KO_TEST_MEMGRAPH_URL / VAULT_KO_TEST_NEO4J_URL point at a
+throwaway server (its Note nodes are deleted), and are otherwise reported as skipped with
+"not run: set …" — the one skip allowed on CI, which starts neither.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,4 +104,43 @@ def graph_settings(local_graph: LocalGraphHandle, tmp_path: Path) -> Settings:
     with GraphClient(settings) as client:
         paths = list(client.note_states())
         client.delete_notes(paths)
+    return settings
+
+
+#: The servers of the contract suite besides the local ArcadeDB: (URL variable, prefix of
+#: the optional USER / PASSWORD / DATABASE variables, default user).
+REMOTE_BACKENDS = {
+    "memgraph": ("VAULT_KO_TEST_MEMGRAPH_URL", "VAULT_KO_TEST_MEMGRAPH", None),
+    "neo4j": ("VAULT_KO_TEST_NEO4J_URL", "VAULT_KO_TEST_NEO4J", "neo4j"),
+}
+
+
+def _empty_graph(settings: Settings) -> None:
+    from pipeline.graph import GraphClient
+
+    with GraphClient(settings) as client:
+        client.delete_notes(list(client.note_states()))
+
+
+@pytest.fixture(params=["arcadedb", "memgraph", "neo4j"])
+def backend_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """Settings for an EMPTY graph of one backend, with this test's own state dir."""
+    vault = tmp_path / "vault"
+    vault.mkdir(exist_ok=True)
+    if request.param == "arcadedb":
+        settings = request.getfixturevalue("local_graph").settings(vault)
+    else:
+        url_var, prefix, default_user = REMOTE_BACKENDS[request.param]
+        url = os.environ.get(url_var)
+        if not url:
+            pytest.skip(f"not run: set {url_var} to run the contract suite on {request.param}")
+        settings = Settings(
+            vault=vault,
+            state_dir=vault / ".vault-ko",
+            graph_url=url,
+            graph_user=os.environ.get(f"{prefix}_USER") or default_user or "",
+            graph_password=os.environ.get(f"{prefix}_PASSWORD") or None,
+            graph_database=os.environ.get(f"{prefix}_DATABASE") or None,
+        )
+    _empty_graph(settings)
     return settings

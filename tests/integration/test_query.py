@@ -181,6 +181,31 @@ def test_graph_down_answers_in_fallback_without_the_model(synced: Pipeline) -> N
     p._graph.close()  # type: ignore[union-attr]
 
 
+def test_query_cli_answers_in_fallback_when_the_cypher_files_are_missing(
+    synced: Pipeline, graph_env, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    # What a broken install looked like (issue 13): every graph call failed to load its
+    # Cypher, and `query` exited 2 instead of answering from KO-DB.
+    from pipeline.cli import cli
+    from pipeline.graph import cypher
+
+    monkeypatch.setattr(cypher, "CYPHER_PACKAGE", "pipeline.no_cypher_here")
+    cypher.load_query.cache_clear()
+    try:
+        result = CliRunner().invoke(
+            cli,
+            ["--vault", str(synced.settings.vault), "query", "warm cache", "--json"],
+            env=cli_env(synced, graph_env),
+        )
+    finally:
+        cypher.load_query.cache_clear()
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["mode"] == "fallback"
+    assert data["degraded_reason"].startswith("graph error: the Cypher files are not installed")
+    assert "Warm cache" in [s["subject"] for s in data["subjects"]]
+
+
 def cli_env(synced: Pipeline, graph_env) -> dict[str, str]:  # type: ignore[no-untyped-def]
     s = synced.settings
     return graph_env(s, VAULT_KO_KODB_URL=s.effective_kodb_url, VAULT_KO_STATE_DIR=str(s.state_dir))

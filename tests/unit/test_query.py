@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from pipeline.config import load_settings
-from pipeline.errors import GraphUnavailable
+from pipeline.errors import GraphQueryError, GraphUnavailable
+from pipeline.graph.cypher import CypherLoadError
 from pipeline.kodb.match import reference_search
 from pipeline.model import Calibration, Fact, Note, normalize_text
 from pipeline.query import Pipeline, QueryOptions
@@ -279,6 +280,42 @@ def test_fallback_when_graph_down_never_loads_the_model(tmp_path: Path) -> None:
     assert (tmp_path / ".vault-ko" / "fallback.log").read_text().count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    "error",
+    [
+        CypherLoadError("missing Cypher file pipeline/cypher_files/neo4j/ping.cypher"),
+        GraphQueryError("the graph at bolt://x runs Memgraph 2.21.1; vault-ko needs 3.0"),
+    ],
+    ids=["missing-cypher", "query-error"],
+)
+def test_a_graph_error_that_is_not_an_outage_still_answers_in_fallback(
+    tmp_path: Path, error: GraphQueryError
+) -> None:
+    p, graph, emb = make(tmp_path, HITS)
+
+    def broken_ping() -> None:
+        raise error
+
+    graph.ping = broken_ping  # type: ignore[method-assign]
+    a = p.ask("what about the warm cache?")
+    assert a.mode == "fallback"
+    assert a.degraded_reason == f"graph error: {error}"
+    assert names(a)[0] == "Warm cache"
+    assert emb.calls == 0
+
+
+def test_a_graph_error_after_the_embedding_still_answers_in_fallback(tmp_path: Path) -> None:
+    p, graph, _emb = make(tmp_path, HITS)
+
+    def refuse(vector: np.ndarray, k: int) -> list[FakeHit]:
+        raise GraphQueryError("the query vector has 4 dimensions but the index has 384")
+
+    graph.vector_search = refuse  # type: ignore[method-assign]
+    a = p.ask("what about the warm cache?")
+    assert a.mode == "fallback" and "has 384" in (a.degraded_reason or "")
+    assert a.relevance.label == "unscored"
+
+
 def test_fallback_orders_by_how_many_question_words_match_then_corroboration(
     tmp_path: Path,
 ) -> None:
@@ -384,7 +421,7 @@ class DialectGraph(FakeGraph):
         self.with_embeddings = with_embeddings
 
     def vector_search(self, vector: np.ndarray, k: int) -> list:
-        from pipeline.graph.dialects import cosine_to_score
+        from pipeline.graph.backends import score_scale
         from pipeline.graph.records import Candidate
         from pipeline.graph.scoring import exact_rescore
 
@@ -402,10 +439,10 @@ class DialectGraph(FakeGraph):
                     path,
                     path.split("/")[0].rstrip("s"),
                     tuple(emb) if self.with_embeddings else None,
-                    cosine_to_score(self.dialect, cos),
+                    score_scale(self.dialect).from_cosine(cos),
                 )
             )
-        return exact_rescore(q, cands, k, self.dialect)
+        return exact_rescore(q, cands, k, score_scale(self.dialect))
 
 
 @pytest.mark.parametrize("with_embeddings", [True, False])

@@ -18,6 +18,7 @@ from pipeline.batch.memo import CachedKodb
 from pipeline.batch.packs import pack_to_markdown, safe_file_name
 from pipeline.config import load_settings
 from pipeline.errors import ConfigError, GraphUnavailable
+from pipeline.graph.backends import score_scale
 from pipeline.graph.records import Candidate, NoteState
 from pipeline.graph.scoring import exact_rescore
 from pipeline.kodb.match import reference_search
@@ -100,7 +101,7 @@ class FakeGraph:
             Candidate(p, NOTES[p][0], NOTES[p][1], tuple(float(x) for x in v), 0.0)
             for p, v in self.vectors.items()
         ]
-        return exact_rescore(np.asarray(vector, dtype=np.float64), cands, k, "neo4j")
+        return exact_rescore(np.asarray(vector, dtype=np.float64), cands, k, score_scale("neo4j"))
 
     def all_vectors(self) -> tuple[list[NoteState], np.ndarray]:
         self._tick()

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import errno
 import urllib.error
+from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import neo4j.exceptions as ne
@@ -20,6 +20,10 @@ from pipeline.errors import GraphQueryError, GraphUnavailable
 from pipeline.graph import GraphClient, GraphNote, open_graph
 from pipeline.graph.arcadedb_http import ArcadeHttp, ArcadeHttpError
 from pipeline.graph.client import BACKOFF_MAX, is_transient, retry_policy, translate
+
+#: The fixtures of tests/unit/graph/conftest.py: the fake driver class, a client maker.
+Drivers = Callable[..., Any]
+Clients = Callable[..., GraphClient]
 
 
 def neo4j_error(code: str, message: str = "boom") -> ne.Neo4jError:
@@ -104,120 +108,34 @@ def test_policy_stops_at_the_deadline() -> None:
     assert len(calls) == 1
 
 
-# --- the client around a fake driver ---------------------------------------------------
-class FakeResult:
-    def __init__(self, rows: list[dict[str, Any]]) -> None:
-        self.rows = rows
-
-    def data(self) -> list[dict[str, Any]]:
-        return self.rows
-
-    def consume(self) -> None:
-        return None
-
-
-class FakeSession:
-    def __init__(self, driver: FakeDriver) -> None:
-        self.driver = driver
-
-    def __enter__(self) -> FakeSession:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def run(self, text: str, params: dict[str, Any] | None = None) -> FakeResult:
-        self.driver.runs.append((text, params or {}))
-        outcome = self.driver.outcomes.pop(0) if self.driver.outcomes else []
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return FakeResult(outcome)
-
-    def begin_transaction(self) -> FakeTx:
-        return FakeTx(self)
-
-
-class FakeTx:
-    def __init__(self, session: FakeSession) -> None:
-        self.session = session
-        self.committed = False
-
-    def __enter__(self) -> FakeTx:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def run(self, text: str, params: dict[str, Any] | None = None) -> FakeResult:
-        return self.session.run(text, params)
-
-    def commit(self) -> None:
-        self.session.driver.commits += 1
-
-
-class FakeDriver:
-    def __init__(self, *outcomes: BaseException | list[dict[str, Any]]) -> None:
-        self.outcomes = list(outcomes)
-        self.runs: list[tuple[str, dict[str, Any]]] = []
-        self.commits = 0
-
-    def session(self, database: str | None = None) -> FakeSession:
-        return FakeSession(self)
-
-    def get_server_info(self) -> SimpleNamespace:
-        return SimpleNamespace(agent="Neo4j/5.26.0")
-
-    def close(self) -> None:
-        return None
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 5_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def settings(tmp_path: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "graph_url": "bolt://127.0.0.1:7687",
-        "graph_password": "secret",
-        "graph_dialect": "neo4j",
-        "graph_retry_attempts": 4,
-        "graph_retry_deadline": 60.0,
-    }
-    values.update(overrides)
-    return Settings(vault=tmp_path, state_dir=tmp_path / ".vault-ko", **values)
-
-
-def client_with(tmp_path: Path, driver: FakeDriver, clock: Clock | None = None) -> GraphClient:
-    client = GraphClient(settings(tmp_path), clock=clock or Clock(), sleep=lambda _s: None)
-    client._driver = driver  # type: ignore[assignment]
-    return client
-
-
+# --- the client around a fake driver (tests/unit/graph/conftest.py) -------------------
 STATE_ROW = {"path": "a.md", "content_hash": "h", "model": "m", "dims": 3, "embedded_at": 1.5}
 
 
 def test_open_graph_does_no_network_io(tmp_path: Path) -> None:
-    client = open_graph(settings(tmp_path, graph_url="bolt://127.0.0.1:1"))
+    client = open_graph(
+        Settings(vault=tmp_path, state_dir=tmp_path / ".vault-ko", graph_url="bolt://127.0.0.1:1")
+    )
     assert client.url == "bolt://127.0.0.1:1"
     assert client._driver is None
     client.close()
 
 
-def test_transient_failures_are_retried_then_succeed(tmp_path: Path) -> None:
+def test_transient_failures_are_retried_then_succeed(
+    fake_driver: Drivers, client_with: Clients
+) -> None:
     down = ne.ServiceUnavailable("refused")
-    driver = FakeDriver(down, down, [STATE_ROW])
-    states = client_with(tmp_path, driver).note_states()
+    driver = fake_driver(down, down, [STATE_ROW])
+    states = client_with(driver).note_states()
     assert list(states) == ["a.md"] and states["a.md"].dims == 3
     assert len(driver.runs) == 3
 
 
-def test_exhausted_retries_open_the_breaker_and_later_calls_fail_fast(tmp_path: Path) -> None:
-    driver = FakeDriver(*[ne.ServiceUnavailable("refused")] * 10)
-    client = client_with(tmp_path, driver)
+def test_exhausted_retries_open_the_breaker_and_later_calls_fail_fast(
+    fake_driver, client_with
+) -> None:
+    driver = fake_driver(*[ne.ServiceUnavailable("refused")] * 10)
+    client = client_with(driver)
     with pytest.raises(GraphUnavailable, match="refused"):
         client.note_states()
     assert len(driver.runs) == 4  # graph_retry_attempts
@@ -225,16 +143,17 @@ def test_exhausted_retries_open_the_breaker_and_later_calls_fail_fast(tmp_path: 
         client.note_states()
     assert len(driver.runs) == 4  # nothing reached the driver
     # A new process (new client) sharing the state dir sees the open circuit too.
-    other = client_with(tmp_path, FakeDriver([STATE_ROW]))
+    other = client_with(fake_driver([STATE_ROW]))
     assert other.circuit_open_reason() is not None
     with pytest.raises(GraphUnavailable, match="circuit open"):
         other.note_states()
 
 
-def test_half_open_probe_is_a_single_attempt(tmp_path: Path) -> None:
-    clock = Clock()
-    driver = FakeDriver(*[ne.ServiceUnavailable("refused")] * 10)
-    client = client_with(tmp_path, driver, clock)
+def test_half_open_probe_is_a_single_attempt(
+    fake_driver: Drivers, client_with: Clients, clock: Any
+) -> None:
+    driver = fake_driver(*[ne.ServiceUnavailable("refused")] * 10)
+    client = client_with(driver)
     with pytest.raises(GraphUnavailable):
         client.note_states()
     clock.now += 31.0
@@ -248,18 +167,22 @@ def test_half_open_probe_is_a_single_attempt(tmp_path: Path) -> None:
     assert client.breaker.read().state == "closed"
 
 
-def test_query_errors_are_not_retried_and_keep_the_circuit_closed(tmp_path: Path) -> None:
-    driver = FakeDriver(neo4j_error("Neo.ClientError.Statement.SyntaxError", "Invalid input"))
-    client = client_with(tmp_path, driver)
+def test_query_errors_are_not_retried_and_keep_the_circuit_closed(
+    fake_driver: Drivers, client_with: Clients
+) -> None:
+    driver = fake_driver(neo4j_error("Neo.ClientError.Statement.SyntaxError", "Invalid input"))
+    client = client_with(driver)
     with pytest.raises(GraphQueryError, match="Invalid input"):
         client.note_states()
     assert len(driver.runs) == 1
     assert client.breaker.read().state == "closed"
 
 
-def test_writes_run_in_one_transaction_with_declared_params(tmp_path: Path) -> None:
-    driver = FakeDriver([], [{"written": 1}])
-    client = client_with(tmp_path, driver)
+def test_writes_run_in_one_transaction_with_declared_params(
+    fake_driver: Drivers, client_with: Clients
+) -> None:
+    driver = fake_driver([], [{"written": 1}])
+    client = client_with(driver)
     written = client.set_links(["a.md"], [("a.md", "b.md"), ("a.md", "b.md")])
     assert written == 1 and driver.commits == 1
     (clear, clear_params), (link, link_params) = driver.runs
@@ -268,9 +191,9 @@ def test_writes_run_in_one_transaction_with_declared_params(tmp_path: Path) -> N
     assert link_params == {"pairs": [{"src": "a.md", "dst": "b.md"}]}
 
 
-def test_upsert_sends_properties_as_parameters(tmp_path: Path) -> None:
-    driver = FakeDriver([])
-    client = client_with(tmp_path, driver)
+def test_upsert_sends_properties_as_parameters(fake_driver: Drivers, client_with: Clients) -> None:
+    driver = fake_driver([])
+    client = client_with(driver)
     path = "x'}) DETACH DELETE n //.md"
     client.upsert_notes([GraphNote(path, "T", "adr", "h", "m", 2, 3.0, (0.5, 0.25))])
     [(text, params)] = driver.runs
@@ -281,37 +204,27 @@ def test_upsert_sends_properties_as_parameters(tmp_path: Path) -> None:
         client.upsert_notes([GraphNote("y.md", "T", "adr", "h", "m", 3, 3.0, (0.5,))])
 
 
-def test_vector_search_overfetches_and_rescores(tmp_path: Path) -> None:
-    rows = [
-        {
-            "path": "far.md",
-            "title": "F",
-            "source_type": "wiki",
-            "embedding": [0.0, 1.0],
-            "score": 0.9,
-        },
-        {
-            "path": "near.md",
-            "title": "N",
-            "source_type": "adr",
-            "embedding": [1.0, 0.1],
-            "score": 0.8,
-        },
-    ]
-    driver = FakeDriver(rows)
-    client = client_with(tmp_path, driver)
+SEARCH_ROWS = [
+    {"path": "far.md", "title": "F", "source_type": "wiki", "embedding": [0.0, 1.0], "score": 0.9},
+    {"path": "near.md", "title": "N", "source_type": "adr", "embedding": [1.0, 0.1], "score": 0.8},
+]
+
+
+def test_vector_search_overfetches_and_rescores(fake_driver: Drivers, client_with: Clients) -> None:
+    driver = fake_driver(SEARCH_ROWS)
+    client = client_with(driver)
     hits = client.vector_search([1.0, 0.0], 1)  # type: ignore[arg-type]
     assert [h.path for h in hits] == ["near.md"]
     [(_, params)] = driver.runs
     assert params["k"] == 200 and params["limit"] == 21 and params["vector"] == [1.0, 0.0]
 
 
-def test_probe_never_raises(tmp_path: Path) -> None:
-    client = client_with(tmp_path, FakeDriver(ne.ServiceUnavailable("refused")))
+def test_probe_never_raises(fake_driver: Drivers, client_with: Clients) -> None:
+    client = client_with(fake_driver(ne.ServiceUnavailable("refused")))
     status = client.probe()
     assert (status.up, status.latency_ms) == (False, None)
     assert "refused" in (status.reason or "")
-    ok = client_with(tmp_path, FakeDriver([{"ok": 1}])).probe()
+    ok = client_with(fake_driver([{"ok": 1}])).probe()
     assert ok.up and ok.dialect == "neo4j" and ok.agent == "Neo4j/5.26.0"
     assert ok.latency_ms is not None and ok.latency_ms >= 0
 

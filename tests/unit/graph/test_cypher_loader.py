@@ -7,65 +7,59 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.graph.backends import backend_class
+from pipeline.graph.backends.base import DATA_QUERIES
 from pipeline.graph.cypher import (
-    CYPHER_DIR,
-    QUERY_NAMES,
+    CYPHER_PACKAGE,
     CypherLoadError,
+    cypher_root,
     load_query,
     parse_query,
     query_names,
 )
 from pipeline.graph.dialects import DIALECTS
 
+#: SHOW statements answer in each server's own columns, which its backend parses
+#: (``read_index_dims``), so only these may declare different returns across dialects.
+SERVER_SHAPED = {"vector_index_info"}
+ALL_NAMES = sorted(set().union(*(backend_class(d).queries for d in DIALECTS)))
+
 
 @pytest.mark.parametrize("dialect", DIALECTS)
-def test_every_dialect_has_exactly_the_required_queries(dialect: str) -> None:
-    assert query_names(dialect) == QUERY_NAMES
+def test_each_dialect_folder_holds_exactly_the_queries_its_backend_declares(dialect: str) -> None:
+    assert query_names(dialect) == backend_class(dialect).queries
 
 
-@pytest.mark.parametrize("name", sorted(QUERY_NAMES))
-def test_every_dialect_declares_the_same_params_inline_and_returns(name: str) -> None:
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_every_backend_has_the_shared_data_queries(dialect: str) -> None:
+    assert backend_class(dialect).queries >= DATA_QUERIES
+
+
+@pytest.mark.parametrize("name", ALL_NAMES)
+def test_a_query_shared_by_dialects_declares_the_same_interface(name: str) -> None:
     interfaces = {
-        d: (q.params, q.inline, q.returns) for d in DIALECTS for q in [load_query(d, name)]
+        d: (q.params, q.inline, None if name in SERVER_SHAPED else q.returns)
+        for d in DIALECTS
+        if name in backend_class(d).queries
+        for q in [load_query(d, name)]
     }
     assert len(set(interfaces.values())) == 1, interfaces
 
 
-@pytest.mark.parametrize(
-    "name",
-    sorted(
-        QUERY_NAMES
-        - {"ensure_schema", "vector_index_dims", "drop_vector_index", "create_vector_index"}
-    ),
-)
-@pytest.mark.parametrize("dialect", DIALECTS)
-def test_data_queries_are_never_noops(dialect: str, name: str) -> None:
-    # Only ArcadeDB's schema files may be empty: their SQL goes over HTTP.
-    assert not load_query(dialect, name).is_noop
-
-
-def test_only_arcadedb_schema_queries_are_noops() -> None:
-    noops = {(d, n) for d in DIALECTS for n in QUERY_NAMES if load_query(d, n).is_noop}
-    assert noops == {
-        ("arcadedb", "ensure_schema"),
-        ("arcadedb", "vector_index_dims"),
-        ("arcadedb", "drop_vector_index"),
-        ("arcadedb", "create_vector_index"),
-    }
+def test_the_files_are_read_from_the_installed_package() -> None:
+    root = cypher_root()
+    assert root.joinpath("neo4j", "ping.cypher").is_file()
+    assert CYPHER_PACKAGE == "pipeline.cypher_files"
+    assert load_query("neo4j", "ping").path == root.joinpath("neo4j", "ping.cypher")
 
 
 def test_no_cypher_file_inlines_a_value_other_than_declared_integers() -> None:
     # Values travel as parameters: the only {{…}} placeholders are declared inline names.
-    for path in CYPHER_DIR.glob("*/*.cypher"):
-        query = load_query(path.parent.name, path.stem)
-        body = "\n".join(query.statements)
-        assert set(re.findall(r"\{\{\s*(\w+)\s*\}\}", body)) <= set(query.inline)
-
-
-@pytest.mark.parametrize("dialect", DIALECTS)
-def test_vector_search_ends_with_a_path_tie_break(dialect: str) -> None:
-    text = load_query(dialect, "vector_search").statements[-1]
-    assert re.search(r"ORDER BY score (ASC|DESC), path ASC\s+LIMIT \$limit\s*$", text)
+    for dialect in DIALECTS:
+        for name in query_names(dialect):
+            query = load_query(dialect, name)
+            body = "\n".join(query.statements)
+            assert set(re.findall(r"\{\{\s*(\w+)\s*\}\}", body)) <= set(query.inline)
 
 
 def test_missing_file_fails_loudly(tmp_path: Path) -> None:
@@ -109,6 +103,11 @@ def test_multi_statement_files_split_on_line_end_semicolons() -> None:
         "CREATE INDEX ON :Note(path)",
         "CREATE CONSTRAINT ON (n:Note) ASSERT n.path IS UNIQUE",
     ]
+
+
+def test_a_file_without_a_statement_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(CypherLoadError, match="no statement"):
+        parse_query("neo4j", "q", "// params: (none)\n// returns: x\n\n", tmp_path / "q.cypher")
 
 
 def test_header_must_match_the_body(tmp_path: Path) -> None:

@@ -6,45 +6,51 @@ import numpy as np
 import pytest
 
 from pipeline.errors import ConfigError
-from pipeline.graph.dialects import (
-    ARCADEDB,
-    DIALECTS,
-    MEMGRAPH,
-    NEO4J,
-    cosine_to_score,
-    detect_dialect,
-    score_to_cosine,
-)
+from pipeline.graph.backends import score_scale
+from pipeline.graph.dialects import ARCADEDB, DIALECTS, MEMGRAPH, NEO4J, detect_dialect
 from pipeline.graph.records import Candidate
 from pipeline.graph.scoring import as_query_vector, exact_rescore
 
+#: What each server really sends as its Bolt agent (``driver.get_server_info().agent``).
+REAL_AGENTS = [
+    # Memgraph's default since v2.19 (flag --bolt-server-name-for-init): it claims Neo4j
+    # compatibility first and names itself last.
+    ("Neo4j/v5.11.0 compatible graph database server - Memgraph", MEMGRAPH),
+    # A Memgraph started with --bolt-server-name-for-init=Memgraph/3.10.1 (and pre-2.19 ones).
+    ("Memgraph/3.10.1", MEMGRAPH),
+    ("Neo4j/5.26.0", NEO4J),
+    ("Neo4j/2025.01.0", NEO4J),
+    # The pinned arcadedb-embedded 26.10.2 server, read from it over Bolt (the integration
+    # test test_server_is_detected_as_arcadedb checks the running server still says this).
+    ("Neo4j/5.26.0 compatible (ArcadeDB 26.10.2)", ARCADEDB),
+]
 
-@pytest.mark.parametrize(
-    ("agent", "dialect"),
-    [
-        ("Memgraph/2.19.0", MEMGRAPH),
-        ("Memgraph/3.2.1 (Enterprise)", MEMGRAPH),
-        ("Neo4j/5.26.0", NEO4J),
-        ("Neo4j/2025.10.1", NEO4J),
-        # ArcadeDB presents itself as Neo4j-compatible: it must not be taken for Neo4j.
-        ("Neo4j/5.26.0 compatible (ArcadeDB 26.10.2)", ARCADEDB),
-    ],
-)
-def test_dialect_is_detected_from_the_bolt_agent(agent: str, dialect: str) -> None:
+
+@pytest.mark.parametrize(("agent", "dialect"), REAL_AGENTS)
+def test_dialect_is_detected_from_the_real_bolt_agents(agent: str, dialect: str) -> None:
     assert detect_dialect(agent) == dialect
+
+
+def test_memgraph_is_recognised_before_its_neo4j_compatibility_claim() -> None:
+    assert detect_dialect("Neo4j/v5.11.0 compatible graph database server - Memgraph") != NEO4J
 
 
 def test_configured_dialect_overrides_the_agent() -> None:
     assert detect_dialect("Neo4j/5.26.0", "Memgraph") == MEMGRAPH
     assert detect_dialect(None, "arcadedb") == ARCADEDB
+    assert detect_dialect("FalkorDB/4.2", "neo4j") == NEO4J
 
 
-@pytest.mark.parametrize(("agent", "override"), [("FalkorDB/4", None), (None, None), ("x", "sql")])
-def test_unknown_agent_or_dialect_is_a_config_error(
-    agent: str | None, override: str | None
-) -> None:
-    with pytest.raises(ConfigError, match="dialect"):
-        detect_dialect(agent, override)
+@pytest.mark.parametrize("agent", ["FalkorDB/4.2.0", "", None, "neo4j-compatible server"])
+def test_an_agent_naming_no_known_server_asks_for_graph_dialect(agent: str | None) -> None:
+    with pytest.raises(ConfigError, match="set graph_dialect") as info:
+        detect_dialect(agent)
+    assert "memgraph, neo4j, arcadedb" in str(info.value)
+
+
+def test_an_unknown_configured_dialect_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="unknown graph dialect 'sql'"):
+        detect_dialect("Neo4j/5.26.0", "sql")
 
 
 @pytest.mark.parametrize(
@@ -63,20 +69,31 @@ def test_unknown_agent_or_dialect_is_a_config_error(
     ],
 )
 def test_score_scales_convert_to_raw_cosine(dialect: str, cosine: float, score: float) -> None:
-    assert cosine_to_score(dialect, cosine) == pytest.approx(score)
-    assert score_to_cosine(dialect, score) == pytest.approx(cosine)
+    assert score_scale(dialect).from_cosine(cosine) == pytest.approx(score)
+    assert score_scale(dialect).to_cosine(score) == pytest.approx(cosine)
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_score_conversion_round_trips_and_keeps_the_sign(dialect: str) -> None:
+    scale = score_scale(dialect)
     cosines = np.linspace(-1.0, 1.0, 41)
-    back = [score_to_cosine(dialect, cosine_to_score(dialect, float(c))) for c in cosines]
+    back = [scale.to_cosine(scale.from_cosine(float(c))) for c in cosines]
     np.testing.assert_allclose(back, cosines, atol=1e-12)
 
 
+@pytest.mark.parametrize(
+    ("dialect", "direction"), [(NEO4J, "DESC"), (ARCADEDB, "DESC"), (MEMGRAPH, "ASC")]
+)
+def test_nearest_first_follows_the_score_scale(dialect: str, direction: str) -> None:
+    scale = score_scale(dialect)
+    assert scale.nearest_first == direction
+    near, far = scale.from_cosine(0.9), scale.from_cosine(0.1)
+    assert (near > far) == (direction == "DESC")
+
+
 def test_converted_cosine_is_clamped_and_nan_safe() -> None:
-    assert score_to_cosine(NEO4J, 1.0000001) == 1.0
-    assert np.isnan(score_to_cosine(MEMGRAPH, float("nan")))
+    assert score_scale(NEO4J).to_cosine(1.0000001) == 1.0
+    assert np.isnan(score_scale(MEMGRAPH).to_cosine(float("nan")))
 
 
 def _cand(path: str, emb: list[float] | None, score: float = 0.5) -> Candidate:
@@ -89,7 +106,7 @@ def test_exact_rescore_matches_numpy_and_sorts_by_cosine() -> None:
     query = rng.standard_normal(16)
     # The index order (and its scores) are deliberately wrong: re-scoring must not trust them.
     cands = [_cand(f"n{i:02d}", vectors[i].tolist(), score=0.9) for i in range(30)]
-    hits = exact_rescore(query, cands[::-1], 5, ARCADEDB)
+    hits = exact_rescore(query, cands[::-1], 5, score_scale(ARCADEDB))
     expected = vectors.astype(np.float64) @ query
     expected /= np.linalg.norm(vectors.astype(np.float64), axis=1) * np.linalg.norm(query)
     order = np.argsort(-expected)[:5]
@@ -100,7 +117,7 @@ def test_exact_rescore_matches_numpy_and_sorts_by_cosine() -> None:
 def test_ties_are_broken_by_path() -> None:
     same = [1.0, 0.0, 0.0]
     cands = [_cand(p, same) for p in ("c.md", "a.md", "b.md")] + [_cand("z.md", [0.0, 1.0, 0.0])]
-    hits = exact_rescore(np.array([1.0, 0.0, 0.0]), cands, 3, NEO4J)
+    hits = exact_rescore(np.array([1.0, 0.0, 0.0]), cands, 3, score_scale(NEO4J))
     assert [h.path for h in hits] == ["a.md", "b.md", "c.md"]
     assert all(h.cosine == pytest.approx(1.0) for h in hits)
 
@@ -111,7 +128,7 @@ def test_unusable_embedding_keeps_the_converted_index_score() -> None:
         _cand("wrong-size.md", [1.0, 0.0], score=1.5),  # -> cos -0.5
         _cand("exact.md", [0.0, 1.0, 0.0]),
     ]
-    hits = exact_rescore(np.array([1.0, 0.0, 0.0]), cands, 3, MEMGRAPH)
+    hits = exact_rescore(np.array([1.0, 0.0, 0.0]), cands, 3, score_scale(MEMGRAPH))
     assert [(h.path, round(h.cosine, 6)) for h in hits] == [
         ("no-embedding.md", 0.8),
         ("exact.md", 0.0),
@@ -121,10 +138,10 @@ def test_unusable_embedding_keeps_the_converted_index_score() -> None:
 
 def test_duplicate_rows_count_once_and_k_cuts() -> None:
     cands = [_cand("a.md", [1.0, 0.0]), _cand("a.md", [1.0, 0.0]), _cand("b.md", [0.0, 1.0])]
-    hits = exact_rescore(np.array([1.0, 0.2]), cands, 5, NEO4J)
+    hits = exact_rescore(np.array([1.0, 0.2]), cands, 5, score_scale(NEO4J))
     assert [h.path for h in hits] == ["a.md", "b.md"]
-    assert exact_rescore(np.array([1.0, 0.2]), cands, 1, NEO4J)[0].path == "a.md"
-    assert exact_rescore(np.array([1.0, 0.2]), cands, 0, NEO4J) == []
+    assert exact_rescore(np.array([1.0, 0.2]), cands, 1, score_scale(NEO4J))[0].path == "a.md"
+    assert exact_rescore(np.array([1.0, 0.2]), cands, 0, score_scale(NEO4J)) == []
 
 
 @pytest.mark.parametrize("bad", [[], [[1.0, 2.0]], [0.0, 0.0], [1.0, float("nan")]])

@@ -124,3 +124,19 @@ def test_public_api_is_exported() -> None:
 def test_status_json_has_exactly_the_documented_keys() -> None:
     status = GraphStatus(False, "bolt://x", None, None, None, "down")
     assert list(status.as_dict()) == ["up", "url", "dialect", "agent", "latency_ms", "reason"]
+
+
+def test_client_and_local_manager_do_not_import_each_other() -> None:
+    # Both read the local record and password from local_state, the module below them.
+    code = (
+        "import sys\n"
+        "import pipeline.graph.client\n"
+        "a = 'pipeline.graph.local' in sys.modules\n"
+        "for m in [m for m in sys.modules if m.startswith('pipeline.graph.')]:\n"
+        "    del sys.modules[m]\n"
+        "import pipeline.graph.local\n"
+        "b = 'pipeline.graph.client' in sys.modules\n"
+        "print(a, b)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]

@@ -1,4 +1,4 @@
-// vector_index_dims: the dimensions of the note vector index; no row when it is missing.
+// vector_index_info: the note vector index's dimensions; no row when it is missing.
 // params: (none)
 // returns: dims
 SHOW VECTOR INDEXES YIELD name, options

@@ -1,0 +1,31 @@
+"""pyproject.toml ships every package and every Cypher file (a wheel has no checkout)."""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SETUPTOOLS = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+    "setuptools"
+]
+
+
+def test_every_package_folder_is_listed() -> None:
+    found = {
+        ".".join(init.parent.relative_to(REPO).parts)
+        for init in (REPO / "pipeline").rglob("__init__.py")
+    }
+    assert set(SETUPTOOLS["packages"]) == found | {"pipeline.cypher_files"}
+
+
+def test_the_cypher_folder_is_installed_as_a_package_with_every_query() -> None:
+    assert SETUPTOOLS["package-dir"] == {"pipeline.cypher_files": "cypher"}
+    patterns = SETUPTOOLS["package-data"]["pipeline.cypher_files"]
+    files = [p.relative_to(REPO / "cypher").as_posix() for p in (REPO / "cypher").rglob("*")]
+    queries = [f for f in files if f.endswith(".cypher")]
+    assert len(queries) > 30
+    shipped = [f for f in queries if any(fnmatch.fnmatch(f, pat) for pat in patterns)]
+    assert shipped == queries
+    assert (REPO / "cypher" / "__init__.py").is_file()  # a regular package for editable installs
