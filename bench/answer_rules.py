@@ -82,6 +82,11 @@ RULES = (
 )
 
 
+#: Degraded mode: which candidates are comparable, by their hit's word score against the
+#: best hit's (a step of this share of it is one tier); 1.0 and more: one tier for all.
+FALLBACK_STEPS = (0.05, 0.1, 0.25, 0.5, 1.01)
+
+
 @dataclass(frozen=True)
 class Asked:
     """One judged question and its hits (searched once for every rule)."""
@@ -143,6 +148,27 @@ def _score(p: Pipeline, asked: list[Asked], split: str, misses: bool = False) ->
     return answer_scores(subjects, notes, s_qrels, n_qrels, answer_grade=2)
 
 
+def _fallback_score(p: Pipeline, asked: list[Asked], split: str, step: float) -> dict[str, float]:
+    """Answer quality in degraded mode with tiers of ``step`` of the best word score."""
+    opts = QueryOptions.from_settings(p.settings, semantic=False)
+    own = {path: normalize_text(n.subject or n.title) for path, n in p.kodb.notes().items()}
+    noted = set(own.values())
+    saved = p.order
+    p.order = OrderRule(bm25_step=step)
+    try:
+        chosen = [a for a in asked if split == "all" or a.question.split == split]
+        subjects, notes, s_qrels, n_qrels = [], [], [], []
+        for a in chosen:
+            answer = p.fallback_answer(a.question.question, opts, Timer(), "bench")
+            subjects.append(first_occurrences(normalize_text(s.subject) for s in answer.subjects))
+            notes.append(first_occurrences(own[h.path] for h in answer.hits if h.path in own))
+            s_qrels.append(a.question.relevant)
+            n_qrels.append({s: g for s, g in a.question.relevant.items() if s in noted})
+        return answer_scores(subjects, notes, s_qrels, n_qrels, answer_grade=2)
+    finally:
+        p.order = saved
+
+
 def _vault_runs(work: Path) -> Iterator[tuple[str, Pipeline, list[Asked]]]:
     from pipeline.embed import get_embedder
 
@@ -179,8 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     splits = [args.split] if args.split else ["tune", "test", "all"]
     table: dict[tuple[str, str, str], dict[str, float]] = {}
+    fallback: dict[tuple[str, float, str], dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="vault-ko-bench-rules-") as tmp:
         for name, p, asked in _vault_runs(Path(tmp)):
+            for step in FALLBACK_STEPS:
+                for split in splits:
+                    fallback[(name, step, split)] = _fallback_score(p, asked, split, step)
             for rule in RULES:
                 with _applied(rule, p):
                     for split in splits:
@@ -219,6 +249,23 @@ def main(argv: list[str] | None = None) -> int:
                 + " | ".join(cells)
                 + f" | {avg['subject_ndcg@10']:.3f} / {ratio:.2f} / {avg['top3_answer']:.0%} |"
             )
+    for split in splits:
+        print(f"\n### degraded mode (full text), split: {split}\n")
+        print(
+            "| tier step (share of the best word score) | "
+            + " | ".join(f"{n}: subject nDCG@10 / note / top-3" for n in names)
+            + " |"
+        )
+        print("|---|" + "---|" * len(names))
+        for step in FALLBACK_STEPS:
+            label = "one tier (seed only)" if step > 1 else f"{step:g}"
+            cells = []
+            for n in names:
+                r = fallback[(n, step, split)]
+                cells.append(
+                    f"{r['subject_ndcg@10']:.3f} / {r['note_ndcg@10']:.3f} / {r['top3_answer']:.0%}"
+                )
+            print(f"| {label} | " + " | ".join(cells) + " |")
     pick = "tune" if "tune" in splits else splits[0]
     best = max(RULES[1:], key=lambda r: _rank_key(pooled[(r.name, pick)]))
     report = splits[-1] if args.split is None else pick

@@ -17,8 +17,10 @@ that note was hit (the direct measure), else the best title hit, and for a menti
 the cosine of its ``MENTION_MIN_HITS``-th mentioning hit. It is then ranked on all of its
 facts in KO-DB, so its source count does not depend on how many of its notes were hit.
 
-Degraded mode (no graph): subjects whose names hold the question's words at word
-boundaries (``words``), the number of distinct words matched being how well they match.
+Degraded mode (no graph): the hits come from KO-DB's full-text index (BM25) and go through
+the same bridge, each candidate carrying its hit's word score instead of a cosine; subjects
+whose names hold the question's words at word boundaries (``words``) are a second source,
+the number of distinct words matched being how well they match.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Protocol
 
-from pipeline.model import Candidate, Hit, Note, normalize_text
+from pipeline.model import Candidate, Evidence, Hit, Note, normalize_text
 
 MIN_TERM_CHARS: Final = 3  # shorter words are mostly noise, and trigram search needs 3
 #: A subject the hits only mention is a candidate when this many of the best hits link to
@@ -111,8 +113,13 @@ def own_subject(note: Note) -> str:
 
 
 def live_hits(hits: Sequence[Hit], floor_cosine: float | None) -> list[Hit]:
-    """The hits above the no_match floor: the only ones that make anything relevant."""
-    return [h for h in hits if floor_cosine is None or h.cosine > floor_cosine]
+    """The hits above the no_match floor: the only ones that make anything relevant (a
+    words-only hit of degraded mode has no cosine to judge by)."""
+    return [h for h in hits if floor_cosine is None or h.cosine is None or h.cosine > floor_cosine]
+
+
+def _candidate(subject: str, evidence: Evidence, h: Hit) -> Candidate:
+    return Candidate(subject, evidence, h.cosine, h.path, bm25=h.bm25)
 
 
 def semantic_candidates(
@@ -136,14 +143,14 @@ def semantic_candidates(
     for h in live:
         subject = own_of.get(h.path)
         if subject is not None and subject not in found:  # hits come best first
-            found[subject] = Candidate(subject, "own", h.cosine, h.path)
+            found[subject] = _candidate(subject, "own", h)
 
     titles = sorted({h.title for h in live if h.title.strip()})
     matched = kodb.search_subjects_many(titles) if titles else {}
     for h in live:
         for subject in matched.get(h.title, ()):
             if subject not in found:
-                found[subject] = Candidate(subject, "title", h.cosine, h.path)
+                found[subject] = _candidate(subject, "title", h)
 
     pool = live[:MENTION_POOL]
     by_file = kodb.subjects_by_source_file([h.path for h in pool])
@@ -155,7 +162,7 @@ def semantic_candidates(
     for subject, mentioning in sorted(mentions.items()):
         if subject not in found and len(mentioning) >= MENTION_MIN_HITS:
             h = mentioning[MENTION_MIN_HITS - 1]
-            found[subject] = Candidate(subject, "mentioned", h.cosine, h.path)
+            found[subject] = _candidate(subject, "mentioned", h)
     return found
 
 

@@ -54,6 +54,7 @@ class Settings:
     query_hits: int = 20
     query_facts_per_subject: int = 3
     query_facts_per_predicate_cap: int = 3
+    query_retrieval: str = "dense"  # dense | hybrid (dense and full-text hits fused)
     calibration_max_drift: float = 0.10  # share of notes added/removed since calibration
     calibration_max_age_days: float = 90.0
     calibration_max_pairs: int = 20_000  # note pairs sampled for μ, σ on large vaults

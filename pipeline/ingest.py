@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
-from pipeline.model import SOURCE_TYPES, Fact, Note
+from pipeline.model import SOURCE_TYPES, Fact, Note, NoteText
 from pipeline.vault.extract import EXTRACTOR, EXTRACTOR_VERSION, extract_facts, link_key
 from pipeline.vault.parse import ParsedNote, content_hash, parse_note, read_note_bytes
 from pipeline.vault.scan import ScannedFile, scan_vault
@@ -224,8 +224,9 @@ def ingest_vault(
         (replace(note.note, extractor_version=EXTRACTOR_VERSION), extract_facts(note, resolver))
         for note in [*parsed.values(), *relinked.values()]
     ]
+    texts = [note_text(note) for note in [*parsed.values(), *relinked.values()]]
     if upserts or removed:
-        kodb.apply_ingest(upserts, removed, extractor=EXTRACTOR)
+        kodb.apply_ingest(upserts, removed, extractor=EXTRACTOR, texts=texts)
 
     notes = kodb.notes()
     by_type = Counter(n.source_type for n in notes.values())
@@ -246,6 +247,11 @@ def ingest_vault(
         facts_written=sum(len(fs) for _, fs in upserts),
         relinked=len(relinked),
     )
+
+
+def note_text(note: ParsedNote) -> NoteText:
+    """What the full-text index holds of a note: its title and aliases, and its body."""
+    return NoteText(note.path, " ".join([note.title, *note.aliases]), note.body)
 
 
 def _read_if_changed(

@@ -74,20 +74,34 @@ class Note:
 
 
 @dataclass(frozen=True)
+class NoteText:
+    """What the full-text index holds of a note: its names (title, aliases) and its body."""
+
+    path: str
+    title: str
+    body: str
+
+
+@dataclass(frozen=True)
 class Hit:
+    """A note that answers a search: by meaning (``cosine``), by words (``bm25``, larger is
+    better; degraded mode and hybrid retrieval), or both."""
+
     path: str
     title: str
     source_type: SourceType
-    cosine: float
+    cosine: float | None
     excerpt: str | None = None  # the note's summary from the registry, for people to read
+    bm25: float | None = None
 
 
 @dataclass(frozen=True)
 class Candidate:
     """A subject the bridge nominates, and the evidence that makes it relevant.
 
-    ``cosine`` is that of the hit that makes it relevant (None in degraded mode), ``path``
-    that hit's note; ``words`` counts the question words its name matches (degraded mode).
+    ``cosine`` is that of the hit that makes it relevant (None in degraded mode, where
+    ``bm25`` is that hit's word score), ``path`` that hit's note; ``words`` counts the
+    question words its name matches (degraded mode's second source of candidates).
     """
 
     subject_norm: str
@@ -95,6 +109,7 @@ class Candidate:
     cosine: float | None = None
     path: str | None = None
     words: int = 0
+    bm25: float | None = None  # that hit's word score (degraded mode), larger is better
 
 
 @dataclass(frozen=True)
@@ -121,6 +136,7 @@ class SubjectRank:
     facts: tuple[FactView, ...]
     band: Band | None = None  # z-band of best_cosine (None in degraded mode)
     evidence: Evidence | None = None
+    best_bm25: float | None = None  # degraded mode: the word score of that hit
 
 
 @dataclass(frozen=True)

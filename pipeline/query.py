@@ -23,6 +23,7 @@ from pipeline.calibrate import Basis, assess, band_of, choose_basis
 from pipeline.config import Settings
 from pipeline.errors import ConfigError, GraphError, GraphQueryError, GraphUnavailable
 from pipeline.fallback_log import record_fallback
+from pipeline.fusion import rrf
 from pipeline.model import Answer, Candidate, Hit, Relevance, SubjectRank
 from pipeline.rank import DEFAULT_ORDER, OrderRule, rank_subjects
 
@@ -48,6 +49,7 @@ class QueryOptions:
     subjects: bool = True  # routing returns notes only
     session_notes_only: bool = False  # episodic recall
     per_token: bool = False  # wiki-gap: every query word searched on its own
+    retrieval: str = "dense"  # dense | hybrid (RETRIEVALS)
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> QueryOptions:
@@ -56,6 +58,7 @@ class QueryOptions:
             hits=settings.query_hits,
             facts_per_subject=settings.query_facts_per_subject,
             facts_per_predicate_cap=settings.query_facts_per_predicate_cap,
+            retrieval=settings.query_retrieval,
         )
         preset = overrides.get("preset")
         if preset:
@@ -68,7 +71,13 @@ class QueryOptions:
         for name, value in explicit.items():
             if name in ("top_k", "hits", "facts_per_subject") and value < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must not be negative")
-        return replace(base, **explicit)
+        chosen = replace(base, **explicit)
+        if chosen.retrieval not in RETRIEVALS:
+            raise ConfigError(
+                f"unknown retrieval {chosen.retrieval!r} (setting query_retrieval); "
+                f"choose {' or '.join(RETRIEVALS)}"
+            )
+        return chosen
 
 
 #: The seed's table of Top-K strategies (DESIGN §6).
@@ -82,6 +91,9 @@ PRESETS: Final[dict[str, dict[str, Any]]] = {
 
 #: How many notes episodic recall looks through to find three session notes.
 EPISODIC_SCAN: Final = 100
+#: dense: the graph's vector search; hybrid: it and KO-DB's full-text search, fused by
+#: reciprocal rank (fusion.py).
+RETRIEVALS: Final = ("dense", "hybrid")
 
 #: batch_search(vectors, k) -> each question's hits, best first, in order (load-context's
 #: exact search); an iterator, so the hits found before the graph fails are still answered.
@@ -98,6 +110,16 @@ class BatchPrefetch(Protocol):
     def words(self, questions: Sequence[str]) -> None:
         """Before degraded answers: the questions answered by word search."""
         ...
+
+
+def cosine_of(vector: Any, embedding: Sequence[float]) -> float:
+    """The exact cosine of a query vector and a stored embedding (float64, 0 for a zero)."""
+    import numpy as np
+
+    q = np.asarray(vector, dtype=np.float64)
+    e = np.asarray(embedding, dtype=np.float64)
+    norms = float(np.linalg.norm(q) * np.linalg.norm(e))
+    return float(np.dot(q, e) / norms) if norms > 0 and q.shape == e.shape else 0.0
 
 
 def degraded_reason(exc: GraphError) -> str:
@@ -286,7 +308,39 @@ class Pipeline:
                     found.append(list(hits))
             except (GraphUnavailable, GraphQueryError) as exc:
                 return found, exc
+        if opts.retrieval == "hybrid":
+            try:
+                found = [
+                    self._fuse(q, v, dense, k, shared)
+                    for q, v, dense in zip(questions, vectors, found, strict=False)
+                ]
+            except (GraphUnavailable, GraphQueryError) as exc:
+                return [], exc
         return found, None
+
+    def _fuse(
+        self, question: str, vector: Any, dense: list[Hit], k: int, shared: Timer
+    ) -> list[Hit]:
+        """Hybrid retrieval: the dense hits and the full-text hits fused by reciprocal
+        rank; every fused hit gets its exact cosine (a words-only one against its stored
+        embedding), so labels and tiers stay cosine."""
+        with shared.stage("fulltext_ms"):
+            words = self.kodb.search_notes(bridge.query_terms(question), k)
+        order = rrf([[h.path for h in dense], [p for p, _ in words]])[:k]
+        by_path = {h.path: h for h in dense}
+        bm25 = dict(words)
+        missing = [p for p in order if p not in by_path]
+        if missing:
+            with shared.stage("graph_ms"):
+                stored = self.graph.note_vectors(missing)
+            registry = self.kodb.notes_at(missing)
+            for path in missing:
+                note = registry.get(path)
+                if path in stored and note is not None:
+                    by_path[path] = Hit(
+                        path, note.title, note.source_type, cosine_of(vector, stored[path])
+                    )
+        return [replace(by_path[p], bm25=bm25.get(p)) for p in order if p in by_path]
 
     def index_search(self, vector: Any, k: int) -> list[Hit]:
         """The graph's vector search (over-fetch + exact re-score) as pipeline Hits."""
@@ -300,7 +354,9 @@ class Pipeline:
     ) -> Answer:
         """The stages after the search: relevance, bridge, KO-DB facts, rank."""
         with timer.stage("label_ms"):
-            relevance = assess(hits[0].cosine if hits else None, self.basis())
+            # The best cosine (hybrid hits are in fused order; the label stays a cosine one).
+            cosines = [h.cosine for h in hits if h.cosine is not None]
+            relevance = assess(max(cosines) if cosines else None, self.basis())
         shown = list(hits)
         notice = None
         if opts.session_notes_only:
@@ -324,7 +380,7 @@ class Pipeline:
                     candidates.setdefault(s, c)
         with timer.stage("kodb_ms"):
             facts = self.kodb.facts_for_subjects(candidates)
-        evidence = {h.path: h.cosine for h in shown}
+        evidence = {h.path: h.cosine or 0.0 for h in shown}
         if opts.session_notes_only:
             facts = [f for f in facts if f.source_file in evidence]
         subjects = self._rank(facts, opts, candidates, timer, relevance, evidence)
@@ -340,12 +396,22 @@ class Pipeline:
         notice = None
         if not bridge.content_words(text):
             return self._no_content(text, reason)
+        with timer.stage("fulltext_ms"):
+            hits = self.word_hits(text, opts)
+        if opts.session_notes_only and not hits:
+            notice = self._no_session_notes(opts.hits)
         if opts.subjects and opts.top_k:
             with timer.stage("bridge_ms"):
-                candidates = bridge.term_candidates(text, self.kodb)
+                candidates = bridge.semantic_candidates(hits, None, self.kodb)
+                for s, c in bridge.term_candidates(text, self.kodb).items():
+                    candidates.setdefault(s, c)
             with timer.stage("kodb_ms"):
                 facts = self.kodb.facts_for_subjects(candidates)
-            subjects = self._rank(facts, opts, candidates, timer, None, None)
+            evidence = {h.path: h.bm25 or 0.0 for h in hits}
+            if opts.session_notes_only:
+                facts = [f for f in facts if f.source_file in evidence]
+            best = max((h.bm25 for h in hits if h.bm25 is not None), default=None)
+            subjects = self._rank(facts, opts, candidates, timer, None, evidence, top_bm25=best)
             if opts.crystal_only and not subjects and candidates:
                 notice = "no crystal-ready subject among the relevant ones"
         record_fallback(self.settings.state_dir, reason)
@@ -359,9 +425,24 @@ class Pipeline:
             "none",
             False,
             None,
-            "degraded mode: subjects found by word search on KO-DB, not by meaning",
+            "degraded mode: notes and subjects found by words (KO-DB full text), not by meaning",
         )
-        return Answer(text, "fallback", reason, relevance, (), subjects, notice=notice)
+        return Answer(text, "fallback", reason, relevance, tuple(hits), subjects, notice=notice)
+
+    def word_hits(self, text: str, opts: QueryOptions) -> list[Hit]:
+        """Degraded mode's note hits: KO-DB's full-text search on the question's words,
+        best first, with ``bm25`` (larger is better) and no cosine."""
+        k = max(opts.hits, EPISODIC_SCAN) if opts.session_notes_only else opts.hits
+        found = self.kodb.search_notes(bridge.query_terms(text), k)
+        registry = self.kodb.notes_at(p for p, _ in found)
+        hits = [
+            Hit(p, n.title, n.source_type, None, n.summary, score)
+            for p, score in found
+            if (n := registry.get(p)) is not None
+        ]
+        if opts.session_notes_only:
+            hits = [h for h in hits if h.source_type == "session"]
+        return hits[: opts.hits]
 
     def _no_content(self, text: str, reason: str | None) -> Answer:
         """The answer to a question without content words: no_match, nothing searched."""
@@ -393,6 +474,8 @@ class Pipeline:
         timer: Timer,
         relevance: Relevance | None,
         evidence: dict[str, float] | None,
+        *,
+        top_bm25: float | None = None,
     ) -> tuple[SubjectRank, ...]:
         basis = self.basis() if relevance is not None else None
         with timer.stage("rank_ms"):
@@ -406,6 +489,7 @@ class Pipeline:
                     band_of=(lambda cos: band_of(cos, basis)) if basis is not None else None,
                     top_cosine=relevance.top_cosine if relevance is not None else None,
                     sigma=relevance.sigma if relevance is not None else None,
+                    top_bm25=top_bm25,
                     order=self.order,
                     evidence_files=evidence,
                     crystal_only=opts.crystal_only,

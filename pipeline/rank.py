@@ -68,6 +68,8 @@ class OrderRule:
     tiers: Literal["band", "margin", "cosine"] = "margin"
     margin_sigmas: float = 0.25
     mentions: Literal["tier", "band", "last"] = "last"
+    #: Degraded mode: a step of this share of the best hit's word score is one tier.
+    bm25_step: float = 0.1
 
     def tier(self, cosine: float, band: Band | None, top: float, sigma: float | None) -> float:
         """The tier of a candidate's cosine (smaller = more relevant)."""
@@ -87,6 +89,13 @@ class OrderRule:
         if self.mentions == "band":
             return (BAND_TIER.get(band or "", len(BAND_TIER)), group, tier)
         return (tier, group)
+
+    def bm25_key(self, score: float, best: float, group: int) -> tuple[float, ...]:
+        """Relevance part of a degraded candidate's key: its word score's tier below the
+        best hit's (no z-bands without a cosine, so ``band`` places mentions last too)."""
+        share = 1.0 - score / best if best > 0 else 1.0
+        tier = math.floor(max(share, 0.0) / self.bm25_step + 1e-9)
+        return (tier, group) if self.mentions == "tier" else (group, tier)
 
 
 DEFAULT_ORDER: Final = OrderRule()
@@ -188,6 +197,7 @@ def rank_subject(
         raw_facts=len(facts),
         max_confidence=max_conf,
         best_cosine=candidate.cosine if candidate else None,
+        best_bm25=candidate.bm25 if candidate else None,
         crystal_ready=is_crystal_ready(types, source_count, max_conf),
         predicates=predicates,
         facts=representative_facts(facts, facts_per_subject, evidence_files),
@@ -224,6 +234,7 @@ def rank_subjects(
     band_of: BandOf | None = None,
     top_cosine: float | None = None,
     sigma: float | None = None,
+    top_bm25: float | None = None,
     order: OrderRule = DEFAULT_ORDER,
     evidence_files: Mapping[str, float] | None = None,
     crystal_only: bool = False,
@@ -233,7 +244,8 @@ def rank_subjects(
     ``candidates`` (subject_norm → Candidate) say why each subject is relevant; facts of
     other subjects are ranked after them all. ``band_of`` gives a semantic candidate's
     band, ``top_cosine`` and ``sigma`` (the answer's best hit and the vault's σ) place it in
-    ``order``'s tiers; ``evidence_files`` (hit path → cosine) picks the facts shown.
+    ``order``'s tiers, ``top_bm25`` (the best word score) a degraded one;
+    ``evidence_files`` (hit path → its score) picks the facts shown.
     """
     groups: dict[str, list[Fact]] = defaultdict(list)
     for f in facts:
@@ -258,6 +270,9 @@ def rank_subjects(
         if cosine is not None:
             top = top_cosine if top_cosine is not None else cosine
             relevance: tuple[float, ...] = (0, *order.key(cosine, band, top, sigma, group))
+        elif candidate is not None and candidate.bm25 is not None:
+            best = top_bm25 if top_bm25 is not None else candidate.bm25
+            relevance = (0, *order.bm25_key(candidate.bm25, best, group))
         elif candidate is not None and candidate.evidence == "words":
             relevance = (1, -candidate.words, group)  # degraded: more question words first
         else:

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pipeline.calibrate import Basis, is_trusted
-from pipeline.model import Answer, Calibration, SubjectRank
+from pipeline.model import Answer, Calibration, Hit, SubjectRank
 from pipeline.noisefloor import is_tight_vault
 
 _FLOAT_DIGITS = 4
@@ -33,6 +33,7 @@ def subject_to_dict(s: SubjectRank) -> dict[str, Any]:
         "raw_facts": s.raw_facts,
         "max_confidence": _num(s.max_confidence),
         "best_cosine": _num(s.best_cosine),
+        "best_bm25": _num(s.best_bm25),
         "band": s.band,
         "evidence": s.evidence,
         "crystal_ready": s.crystal_ready,
@@ -66,6 +67,7 @@ def answer_to_dict(answer: Answer) -> dict[str, Any]:
                 "title": h.title,
                 "source_type": h.source_type,
                 "cosine": _num(h.cosine),
+                "bm25": _num(h.bm25),
                 "excerpt": h.excerpt,
             }
             for h in answer.hits
@@ -125,6 +127,12 @@ def _one_line(text: str | None, width: int) -> str:
     return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
 
 
+def _score_words(h: Hit) -> str:
+    if h.cosine is not None:
+        return f"cosine {h.cosine:.3f}"
+    return f"bm25 {h.bm25:.2f}" if h.bm25 is not None else h.source_type
+
+
 def _why(s: SubjectRank) -> str:
     parts = [p for p in (s.band, EVIDENCE_WORDS.get(s.evidence or "", s.evidence)) if p]
     return " · ".join(parts)
@@ -151,7 +159,7 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
     if answer.hits:
         lines += ["", "### Notes"]
         for i, h in enumerate(answer.hits[:NOTES_SHOWN], start=1):
-            score = f"cosine {h.cosine:.3f}" if h.cosine is not None else h.source_type
+            score = _score_words(h)
             line = f"{i}. **{h.title}** (`{h.path}`, {score})"
             if h.excerpt:
                 line += f" — {_one_line(h.excerpt, MD_EXCERPT_CHARS)}"
@@ -191,15 +199,16 @@ def to_rich(answer: Answer) -> RenderableType:
             parts.append(Text(f"note: {note}", style="italic"))
     if answer.hits:
         notes = Table(title="notes", title_justify="left", expand=True, show_edge=False)
-        notes.add_column("cos", justify="right", width=5, no_wrap=True)
+        words_only = all(h.cosine is None for h in answer.hits)
+        notes.add_column("bm25" if words_only else "cos", justify="right", width=5, no_wrap=True)
         notes.add_column("note", ratio=3, no_wrap=True, overflow="ellipsis")
         notes.add_column("path", ratio=2, no_wrap=True, overflow="ellipsis")
         for h in answer.hits[:NOTES_SHOWN]:
             title = Text(h.title, style="bold")
             if h.excerpt:
                 title.append("\n" + " ".join(h.excerpt.split()), style="dim")
-            cos = f"{h.cosine:.3f}" if h.cosine is not None else ""
-            notes.add_row(cos, title, short_path(h.path))
+            score = f"{h.cosine:.3f}" if h.cosine is not None else f"{h.bm25 or 0:.2f}"
+            notes.add_row(score, title, short_path(h.path))
         parts.append(notes)
     if answer.subjects:
         table = Table(title="subjects", title_justify="left", expand=True, show_edge=False)
@@ -216,6 +225,7 @@ def to_rich(answer: Answer) -> RenderableType:
                     s.band,
                     EVIDENCE_WORDS.get(s.evidence or "", s.evidence),
                     None if s.best_cosine is None else f"{s.best_cosine:.3f}",
+                    None if s.best_bm25 is None else f"bm25 {s.best_bm25:.2f}",
                 )
                 if p
             )

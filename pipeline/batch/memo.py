@@ -33,6 +33,7 @@ class CachedKodb:
         self._notes: Mapping[str, Note] | None = None
         self._rows: dict[str, Note | None] = {}
         self._counts: dict[str | None, int] = {}
+        self._searches: dict[tuple[tuple[str, ...], int], tuple[tuple[str, float], ...]] = {}
         self.statements = 0
 
     def __getattr__(self, name: str) -> Any:
@@ -48,6 +49,15 @@ class CachedKodb:
             for path in missing:
                 self._rows[path] = found.get(path)
         return {p: row for p in wanted if (row := self._rows[p]) is not None}
+
+    def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        """Full-text note search; a repeated question (same words, same limit) is served
+        from memory."""
+        key = (tuple(terms), limit)
+        if key not in self._searches:
+            self.statements += 1
+            self._searches[key] = tuple(self._kodb.search_notes(terms, limit))
+        return list(self._searches[key])
 
     def count_notes(self, source_type: str | None = None) -> int:
         """Registered notes (of one source type), counted once per batch."""
@@ -109,6 +119,7 @@ class CachedKodb:
             len(self._by_file)
             + len(self._by_term)
             + len(self._rows)
+            + len(self._searches)
             + sum(map(len, self._facts.values()))
         )
 
@@ -118,6 +129,7 @@ class CachedKodb:
             self._by_file.clear()
             self._by_term.clear()
             self._rows.clear()
+            self._searches.clear()
             self._facts.clear()
 
     def close(self) -> None:

@@ -224,6 +224,7 @@ def open_sink(out_dir: Path, fmt: Format, opts: QueryOptions, *, resume: bool) -
         "facts_per_subject": opts.facts_per_subject,
         "facts_per_predicate_cap": opts.facts_per_predicate_cap,
         "semantic": opts.semantic,
+        "retrieval": opts.retrieval,
     }
     if fmt == "jsonl":
         return JsonlSink(out_dir, header, resume=resume)

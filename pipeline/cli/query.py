@@ -9,7 +9,7 @@ import click
 
 from pipeline.cli._common import AppContext, emit_json, out, pass_app
 from pipeline.errors import EXIT_FAILURE
-from pipeline.query import PRESETS, Pipeline, QueryOptions
+from pipeline.query import PRESETS, RETRIEVALS, Pipeline, QueryOptions
 from pipeline.render import answer_to_dict, to_markdown, to_rich
 
 
@@ -28,6 +28,12 @@ def query_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "--semantic/--no-semantic",
             default=True,
             help="Graph search by meaning (default), or word search on KO-DB only.",
+        ),
+        click.option(
+            "--retrieval",
+            type=click.Choice(RETRIEVALS),
+            help="How notes are found: dense (the graph's vectors) or hybrid (vectors and "
+            "KO-DB's full text, fused by rank) [the query.retrieval setting: dense].",
         ),
         click.option(
             "--preset",
@@ -61,6 +67,7 @@ def run_query(app: AppContext, vault: str | None, text: tuple[str, ...], **kw: A
         facts_per_subject=kw["facts_per_subject"],
         semantic=kw["semantic"],
         preset=kw["preset"],
+        retrieval=kw["retrieval"],
     )
     with Pipeline(settings) as pipeline:
         answer = pipeline.ask(" ".join(text), opts)

@@ -60,6 +60,11 @@ if TYPE_CHECKING:
     "per prompt; auto: exact for batches large enough to pay for reading the vectors.",
 )
 @click.option(
+    "--retrieval",
+    type=click.Choice(["dense", "hybrid"]),
+    help="How notes are found, as for `vault-ko query` [the query.retrieval setting].",
+)
+@click.option(
     "--chunk-size",
     type=click.IntRange(min=1),
     default=256,
@@ -79,6 +84,7 @@ def load_context_cmd(
     fmt: str,
     resume: bool,
     search: str,
+    retrieval: str | None,
     chunk_size: int,
     as_json: bool,
 ) -> None:
@@ -95,7 +101,9 @@ def load_context_cmd(
     from pipeline.session import load_context
 
     settings = app.settings()
-    opts = QueryOptions.from_settings(settings, top_k=top_k, facts_per_subject=facts_per_subject)
+    opts = QueryOptions.from_settings(
+        settings, top_k=top_k, facts_per_subject=facts_per_subject, retrieval=retrieval
+    )
     with (
         _input(input_path) as (stream, total),
         Pipeline(settings) as pipeline,

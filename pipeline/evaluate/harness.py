@@ -29,7 +29,7 @@ import re
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,8 +49,6 @@ if TYPE_CHECKING:
 #: Notes asked of the graph per query: recall@100 needs a hundred. The subject answer is
 #: made from the first ``query_hits`` of them, as a user's query would be.
 HITS = 100
-#: Subjects asked of degraded mode per query, so it too can reach a hundred notes.
-FALLBACK_SUBJECTS = 100
 NOTES_FOLDER = "wiki"
 SAFE_ID_MAX = 80
 
@@ -64,6 +62,11 @@ FIXED_THRESHOLDS: tuple[tuple[str, float], ...] = (
 
 #: The labels a semantic answer can carry, in report order.
 LABELS = (nf.STRONG, nf.MODERATE, nf.WEAK, nf.NO_MATCH, nf.UNSCORED)
+#: Retrieval modes measured on every question: the graph's vectors, vectors fused with
+#: KO-DB's full text, and degraded mode (full text only, what a user gets with the graph
+#: down). The report's ``semantic`` is the default retrieval (setting query_retrieval).
+RANKED_MODES = ("dense", "hybrid", "fallback")
+#: The modes the answers table shows: the default retrieval, then degraded mode.
 MODES = ("semantic", "fallback")
 
 Progress = Callable[[str], None]
@@ -144,8 +147,9 @@ def build_vault(collection: Collection, vault: Path) -> dict[str, str]:
 class QueryOutcome:
     """One query's label and, for judged on-topic queries, its rankings.
 
-    Rankings are ids, best first: documents (BEIR) or case-folded subjects (judged vault).
-    ``semantic`` / ``fallback`` rank the note hits, ``*_subjects`` the answer's subjects.
+    Rankings are ids, best first: documents (BEIR) or case-folded subjects (judged vault),
+    per retrieval mode (``RANKED_MODES``): ``notes`` rank the note hits, ``subjects`` the
+    answer's subjects; ``baseline`` in ``notes`` is the plain BM25 library's ranking.
     """
 
     query_id: str
@@ -153,10 +157,8 @@ class QueryOutcome:
     label: str
     top_cosine: float | None
     z: float | None
-    semantic: tuple[str, ...] = ()
-    fallback: tuple[str, ...] = ()
-    semantic_subjects: tuple[str, ...] = ()
-    fallback_subjects: tuple[str, ...] = ()
+    notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # mode -> ranking
+    subjects: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # mode -> ranking
     split: str | None = None
     text: str = ""
 
@@ -221,6 +223,7 @@ class EvalReport:
     kind: str = "beir"  # beir | vault
     subject_qrels: Mapping[str, Mapping[str, int]] | None = None
     answer_grade: int = 1  # the grade a subject needs to count as answering
+    default_retrieval: str = "dense"  # what "semantic" means: dense or hybrid
 
     # -- derived figures ------------------------------------------------------------------
     def on_topic(self, split: str | None = None) -> list[QueryOutcome]:
@@ -242,19 +245,25 @@ class EvalReport:
         present = {o.split for o in self.on_topic()}
         return [s for s in SPLITS if s in present]
 
+    def _mode(self, mode: str) -> str:
+        return self.default_retrieval if mode == "semantic" else mode
+
     def retrieval(self, mode: str) -> dict[str, float]:
-        """nDCG@10, recall@10, recall@100, MRR@10 of the note hits of ``mode``."""
-        runs = {o.query_id: getattr(o, mode) for o in self.on_topic()}
+        """nDCG@10, recall@10, recall@100, MRR@10 of the note hits of ``mode`` (a
+        ``RANKED_MODES`` name, ``semantic`` for the default, or ``baseline``)."""
+        key = self._mode(mode)
+        runs = {o.query_id: o.notes.get(key, ()) for o in self.on_topic()}
         return mean_scores(runs, {q: self.qrels[q] for q in runs})
 
     def answers(self, mode: str, split: str | None = None) -> dict[str, float]:
         """Answer quality of ``mode``: subject nDCG@10 and P@5, the share of questions whose
         top 3 subjects hold an answering one, and the note hits' nDCG@10 beside them."""
+        key = self._mode(mode)
         subject_qrels = self.subject_qrels if self.subject_qrels is not None else self.qrels
         outcomes = self.on_topic(split)
         return answer_scores(
-            [getattr(o, f"{mode}_subjects") for o in outcomes],
-            [getattr(o, mode) for o in outcomes],
+            [o.subjects.get(key, ()) for o in outcomes],
+            [o.notes.get(key, ()) for o in outcomes],
             [subject_qrels[o.query_id] for o in outcomes],
             [self.qrels[o.query_id] for o in outcomes],
             answer_grade=self.answer_grade,
@@ -289,7 +298,7 @@ class EvalReport:
             "splits": {s: len(self.on_topic(s)) for s in self.splits()},
             "answer_grade": self.answer_grade,
         }
-        for mode in MODES:
+        for mode in (*MODES, "dense", "hybrid"):
             data[mode] = {
                 **self.answers(mode),
                 "by_split": {s: self.answers(mode, s) for s in self.splits()},
@@ -315,6 +324,10 @@ class EvalReport:
             "calibration": self.calibration.to_dict(),
             "semantic": self.retrieval("semantic"),
             "fallback": self.retrieval("fallback"),
+            "dense": self.retrieval("dense"),
+            "hybrid": self.retrieval("hybrid"),
+            "bm25_baseline": self.retrieval("baseline"),
+            "default_retrieval": self.default_retrieval,
             "answers": self.answers_dict(),
             "labels": {
                 "on_topic": self.label_counts(on),
@@ -347,10 +360,11 @@ class EvalReport:
                     "label": o.label,
                     "top_cosine": o.top_cosine,
                     "z": o.z,
-                    "semantic_top10": list(o.semantic[:10]),
-                    "fallback_top10": list(o.fallback[:10]),
-                    "semantic_subjects_top10": list(o.semantic_subjects[:10]),
-                    "fallback_subjects_top10": list(o.fallback_subjects[:10]),
+                    **{f"{m}_top10": list(o.notes.get(m, ())[:10]) for m in RANKED_MODES},
+                    **{
+                        f"{m}_subjects_top10": list(o.subjects.get(m, ())[:10])
+                        for m in RANKED_MODES
+                    },
                 }
                 for o in self.outcomes
             ]
@@ -358,9 +372,9 @@ class EvalReport:
 
 
 _FALLBACK_REACH = {
-    "beir": "finds a document only through the words of its title (each document's note "
-    "has the title as its subject)",
-    "vault": "finds subjects through the words of their names",
+    "beir": "finds documents with KO-DB's full-text index (BM25 on SQLite)",
+    "vault": "finds notes with KO-DB's full-text index and subjects through them and the "
+    "words of their names",
 }
 
 
@@ -458,7 +472,6 @@ def run_eval(
                 subject=lambda s: subject_to_doc.get(normalize_text(s)),
                 note_qrels=qrels,
                 subject_qrels=qrels,
-                reach=lambda answer: _fallback_reach(p, answer, path_to_doc),
             )
 
         return _run(
@@ -516,7 +529,6 @@ def run_vault_eval(
                 for q, rel in subject_qrels.items()
             },
             subject_qrels=subject_qrels,
-            reach=lambda answer: tuple(h.path for h in answer.hits),
             known=set(p.kodb.subject_norms()),
             names={s: j.names[s] for j in judged for s in j.relevant},
         )
@@ -546,7 +558,6 @@ class _Mapper:
     subject: Callable[[str], str | None]  # subject display name -> id
     note_qrels: Mapping[str, Mapping[str, int]]
     subject_qrels: Mapping[str, Mapping[str, int]]
-    reach: Callable[[Answer], Iterable[str]]  # degraded answer -> note paths, best first
     known: set[str] | None = None  # ids a judgement may name (None: any)
     names: Mapping[str, str] = field(default_factory=dict)
 
@@ -625,31 +636,13 @@ def _measure(
                     "it can never be ranked"
                 )
 
-        answer_opts = QueryOptions.from_settings(settings)
-        degraded_opts = replace(answer_opts, semantic=False)
-        reach_opts = QueryOptions.from_settings(
-            settings, top_k=FALLBACK_SUBJECTS, facts_per_subject=1, semantic=False
-        )
         texts = [q.text for q in plan.questions]
-        # ask_many searches only questions with content words (the others are no_match):
-        # the same ones, in the same order, receive the 100 hits the metrics read.
-        searched = [i for i, t in enumerate(texts) if bridge.content_words(t)]
-        found: dict[int, list[Hit]] = {}
-
-        def search(vectors: Any, k: int) -> list[list[Hit]]:
-            out = []
-            for i, vector in zip(searched, vectors, strict=True):
-                found[i] = p.index_search(vector, max(HITS, k))
-                out.append(found[i][:k])
-            return out
-
-        t0 = time.perf_counter()
-        answers = p.ask_many(texts, answer_opts, search=search)
-        say(f"answered {len(texts)} queries ({len(judged_ids)} on-topic)")
         on = [i for i, q in enumerate(plan.questions) if q.group == "on_topic"]
-        on_texts = [texts[i] for i in on]
-        degraded = dict(zip(on, p.ask_many(on_texts, degraded_opts), strict=True))
-        reach = dict(zip(on, p.ask_many(on_texts, reach_opts), strict=True))
+        t0 = time.perf_counter()
+        default = QueryOptions.from_settings(settings)
+        by_mode, subjects, answers = _run_modes(p, texts, on, default)
+        baseline = _bm25_baseline(p, [texts[i] for i in on])
+        say(f"answered {len(texts)} queries ({len(judged_ids)} on-topic) in every mode")
         outcomes = []
         for i, (q, answer) in enumerate(zip(plan.questions, answers, strict=True)):
             outcome = QueryOutcome(
@@ -662,12 +655,12 @@ def _measure(
                 text=q.text,
             )
             if q.group == "on_topic":
+                ranked = {m: ids.notes(by_mode[m][i]) for m in RANKED_MODES}
+                ranked["baseline"] = ids.notes(baseline[on.index(i)])
                 outcome = replace(
                     outcome,
-                    semantic=ids.notes(h.path for h in found.get(i, ())),
-                    fallback=ids.notes(ids.reach(reach[i])),
-                    semantic_subjects=ids.subjects(answer),
-                    fallback_subjects=ids.subjects(degraded[i]),
+                    notes=ranked,
+                    subjects={m: ids.subjects(subjects[m][i]) for m in RANKED_MODES},
                 )
             outcomes.append(outcome)
         seconds["queries"] = time.perf_counter() - t0
@@ -687,23 +680,71 @@ def _measure(
             kind=plan.kind,
             subject_qrels={q: dict(ids.subject_qrels[q]) for q in judged_ids},
             answer_grade=plan.answer_grade,
+            default_retrieval=default.retrieval,
         )
 
 
-def _fallback_reach(p: Pipeline, answer: Answer, path_to_doc: Mapping[str, str]) -> tuple[str, ...]:
-    """Note paths (of documents) reachable from a degraded answer: its subjects' source
-    files, by subject rank; within one subject, files of its more confident facts first,
-    then by path."""
-    norms = [normalize_text(s.subject) for s in answer.subjects]
-    by_subject: dict[str, list[tuple[float, str]]] = {}
-    for fact in p.kodb.facts_for_subjects(norms):
-        by_subject.setdefault(fact.subject_norm, []).append((-fact.confidence, fact.source_file))
-    seen: dict[str, None] = {}
-    for norm in norms:
-        for _, path in sorted(by_subject.get(norm, ())):
-            if path in path_to_doc:
-                seen.setdefault(path, None)
-    return tuple(seen)
+def _run_modes(
+    p: Pipeline, texts: Sequence[str], on: Sequence[int], default: Any
+) -> tuple[dict[str, dict[int, list[str]]], dict[str, dict[int, Answer]], list[Answer]]:
+    """Every question answered as a user's query would be, in each retrieval mode; the
+    judged ones also searched for ``HITS`` notes (recall@100). Returns the note paths per
+    mode and question, the answers per mode and question, and the default answers."""
+    deep = {
+        "dense": replace(default, retrieval="dense", hits=HITS, subjects=False),
+        "hybrid": replace(default, retrieval="hybrid", hits=HITS, subjects=False),
+        "fallback": replace(default, semantic=False, hits=HITS, subjects=False),
+    }
+    shown = {
+        "dense": replace(default, retrieval="dense"),
+        "hybrid": replace(default, retrieval="hybrid"),
+        "fallback": replace(default, semantic=False),
+    }
+    cache: dict[bytes, list[Hit]] = {}
+
+    def search(vectors: Any, k: int) -> Iterator[list[Hit]]:
+        # One index search of HITS notes per question, shared by every run.
+        for vector in vectors:
+            key = vector.tobytes()
+            if key not in cache:
+                cache[key] = p.index_search(vector, max(HITS, k))
+            yield cache[key][:k]
+
+    judged = [texts[i] for i in on]
+    notes: dict[str, dict[int, list[str]]] = {}
+    subjects: dict[str, dict[int, Answer]] = {}
+    for mode in RANKED_MODES:
+        deep_answers = p.ask_many(judged, deep[mode], search=search)
+        notes[mode] = {i: [h.path for h in a.hits] for i, a in zip(on, deep_answers, strict=True)}
+        subjects[mode] = dict(zip(on, p.ask_many(judged, shown[mode], search=search), strict=True))
+    answers = p.ask_many(texts, default, search=search)
+    return notes, subjects, answers
+
+
+def _bm25_baseline(p: Pipeline, questions: Sequence[str]) -> list[list[str]]:
+    """The note paths a plain BM25 (the bm25s library, k1 1.5, b 0.75: title and body as one
+    text, the same words and stop words as degraded mode) ranks first for each question:
+    the yardstick of KO-DB's full-text ranking."""
+    import bm25s
+
+    from pipeline.kodb import text as kodb_text
+
+    indexed = p.kodb.note_texts()  # path -> (title words, body words), as KO-DB holds them
+    paths = sorted(indexed)
+    corpus = [f"{indexed[path][0]} {indexed[path][1]}".split() for path in paths]
+    retriever = bm25s.BM25()
+    retriever.index(corpus, show_progress=False)
+    out: list[list[str]] = []
+    for question in questions:
+        words = kodb_text.query_words(bridge.query_terms(question))
+        known = [w for w in words if w in retriever.vocab_dict]
+        if not known or not paths:
+            out.append([])
+            continue
+        k = min(HITS, len(paths))
+        docs, scores = retriever.retrieve([known], k=k, show_progress=False)
+        out.append([paths[d] for d, sc in zip(docs[0], scores[0], strict=True) if sc > 0])
+    return out
 
 
 def _calibration_used(basis: Basis, measured: Calibration | None) -> CalibrationUsed:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.evaluate.harness import LABELS, MODES, EvalReport
+from pipeline.evaluate.harness import LABELS, EvalReport
 from pipeline.evaluate.metrics import ANSWER_METRICS, METRICS
 
 
@@ -22,10 +22,27 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
+_RETRIEVAL_NAMES = {
+    "dense": "dense (graph vectors)",
+    "hybrid": "hybrid (vectors + full text, RRF)",
+    "fallback": "fallback (full text only)",
+    "bm25_baseline": "plain BM25 (bm25s), the yardstick",
+}
+
+
+def _retrieval_name(mode: str, data: dict[str, Any]) -> str:
+    name = _RETRIEVAL_NAMES[mode]
+    return f"{name} ← default" if mode == data["default_retrieval"] else name
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "–" if not a or not b else f"{a / b:.2f}"
+
+
 def _answer_rows(data: dict[str, Any]) -> list[list[str]]:
     answers = data["answers"]
     rows = []
-    for mode in MODES:
+    for mode in ("dense", "hybrid", "fallback"):
         groups = [("all", answers[mode], answers["questions"])]
         groups += [
             (name, answers[mode]["by_split"][name], count)
@@ -69,9 +86,16 @@ def to_markdown(report: EvalReport) -> str:
         "## Retrieval",
         "",
         *_table(
-            ["mode", *METRICS],
-            [[mode, *(_num(data[mode][m]) for m in METRICS)] for mode in ("semantic", "fallback")],
+            ["retrieval", *METRICS],
+            [
+                [_retrieval_name(mode, data), *(_num(data[mode][m]) for m in METRICS)]
+                for mode in ("dense", "hybrid", "fallback", "bm25_baseline")
+            ],
         ),
+        "",
+        f"The default retrieval (setting query_retrieval, the JSON's `semantic`) is "
+        f"{data['default_retrieval']}; fallback/BM25 nDCG@10: "
+        f"{_ratio(data['fallback']['ndcg@10'], data['bm25_baseline']['ndcg@10'])}.",
         "",
         f"Fallback (degraded mode) {data['fallback_reach']}.",
         "",

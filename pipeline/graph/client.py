@@ -449,6 +449,13 @@ class GraphClient:
             return []
         return self._ready().vector_search(self, vector, k, self.settings.graph_candidates)
 
+    def note_vectors(self, paths: Sequence[str]) -> dict[str, tuple[float, ...]]:
+        """The stored embeddings of these notes (notes without one are left out); hybrid
+        retrieval scores the notes found only by words against them."""
+        if not paths:
+            return {}
+        return self._ready().note_vectors(self, paths)
+
     def all_vectors(self) -> tuple[list[NoteState], np.ndarray]:
         """Every embedded note's state and its embedding (float32 rows aligned with the
         states, sorted by path). Notes without an embedding are left out."""

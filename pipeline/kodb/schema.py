@@ -15,6 +15,10 @@ Search support:
   ``subjects.subject_norm`` (external content, kept in sync by triggers on ``subjects``).
 - PostgreSQL: ``pg_trgm`` and a GIN ``gin_trgm_ops`` index on ``subjects.subject_norm``, which
   the planner uses for ``LIKE '%…%'`` patterns.
+- Notes' full text (migration 5): ``note_texts`` holds each note's folded words (title and
+  aliases apart from the body), indexed by SQLite FTS5 (``note_texts_fts``, BM25) or by a
+  PostgreSQL tsvector with a GIN index (``ts_rank_cd``); ingest keeps it in the same
+  transaction as the note's facts.
 """
 
 from __future__ import annotations
@@ -124,6 +128,23 @@ subjects = sa.Table(
 #: metadata): a lightweight construct so queries on it are still built with Core.
 subjects_fts = sa.table("subjects_fts", sa.column("rowid"), sa.column("subject_norm"))
 
+note_texts = sa.Table(
+    "note_texts",
+    metadata,
+    # Integer id: the SQLite FTS5 table uses it as its rowid.
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("path", sa.Text, nullable=False),
+    # Folded, space-separated words (kodb/text.py): the title and aliases, and the body.
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.UniqueConstraint("path", name="uq_note_texts_path"),
+)
+
+#: The SQLite FTS5 table over note_texts (external content, kept in sync by triggers).
+note_texts_fts = sa.table("note_texts_fts", sa.column("rowid"), sa.column("note_texts_fts"))
+#: PostgreSQL: the weighted tsvector column of note_texts (generated, GIN-indexed).
+NOTE_TSV = "tsv"
+
 #: FTS5's trigram tokenizer indexes 3-character sequences; shorter terms cannot use it.
 TRIGRAM = 3
 
@@ -193,6 +214,52 @@ def _m004_note_summary_and_extractor_version(conn: Connection, dialect: str) -> 
             conn.exec_driver_sql(f"ALTER TABLE notes ADD COLUMN {name} {kind}")
 
 
+def _m005_note_full_text(conn: Connection, dialect: str) -> None:
+    """The full-text index of the notes (degraded mode and hybrid retrieval read it).
+
+    SQLite: FTS5 over ``note_texts`` with the ``unicode61`` tokenizer (diacritics already
+    removed by kodb/text.py, so it must not fold further: ``remove_diacritics 0``), ranked
+    with ``bm25()``. PostgreSQL: a generated ``tsv`` column, the title weighted ``A`` and
+    the body ``B`` under the ``simple`` configuration (no stemming, like unicode61), with a
+    GIN index, ranked with ``ts_rank_cd``. Existing notes get their text at the next ingest
+    (the extractor version moved with this migration).
+    """
+    note_texts.create(conn, checkfirst=True)
+    if dialect == "sqlite":
+        conn.exec_driver_sql(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS note_texts_fts USING fts5("
+            "title, body, content='note_texts', content_rowid='id', "
+            "tokenize='unicode61 remove_diacritics 0')"
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER IF NOT EXISTS note_texts_ai AFTER INSERT ON note_texts BEGIN "
+            "INSERT INTO note_texts_fts(rowid, title, body) "
+            "VALUES (new.id, new.title, new.body); END"
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER IF NOT EXISTS note_texts_ad AFTER DELETE ON note_texts BEGIN "
+            "INSERT INTO note_texts_fts(note_texts_fts, rowid, title, body) "
+            "VALUES ('delete', old.id, old.title, old.body); END"
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER IF NOT EXISTS note_texts_au AFTER UPDATE ON note_texts BEGIN "
+            "INSERT INTO note_texts_fts(note_texts_fts, rowid, title, body) "
+            "VALUES ('delete', old.id, old.title, old.body); "
+            "INSERT INTO note_texts_fts(rowid, title, body) "
+            "VALUES (new.id, new.title, new.body); END"
+        )
+    elif dialect == "postgresql":
+        conn.exec_driver_sql(
+            f"ALTER TABLE note_texts ADD COLUMN IF NOT EXISTS {NOTE_TSV} tsvector "
+            "GENERATED ALWAYS AS ("
+            "setweight(to_tsvector('simple'::regconfig, title), 'A') || "
+            "setweight(to_tsvector('simple'::regconfig, body), 'B')) STORED"
+        )
+        conn.exec_driver_sql(
+            f"CREATE INDEX IF NOT EXISTS ix_note_texts_tsv ON note_texts USING gin ({NOTE_TSV})"
+        )
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema change: ``apply(conn, dialect)`` runs once, recorded under ``version``."""
@@ -208,6 +275,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "subject_trigram_index", _m002_subject_trigram_index),
     Migration(3, "note_subject", _m003_note_subject),
     Migration(4, "note_summary_and_extractor_version", _m004_note_summary_and_extractor_version),
+    Migration(5, "note_full_text", _m005_note_full_text),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -36,9 +36,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from pipeline.config import mask_url
 from pipeline.errors import KodbError
-from pipeline.kodb import schema
+from pipeline.kodb import schema, text
 from pipeline.kodb.match import LIKE_ESCAPE, contains_pattern, normalize_term, word_boundary_match
-from pipeline.model import Calibration, Fact, Note
+from pipeline.model import Calibration, Fact, Note, NoteText
 
 #: Values per IN list / rows per executemany batch: far below SQLite's 32766 bound
 #: parameters and small enough for PostgreSQL's planner to treat as a short list.
@@ -47,6 +47,12 @@ CHUNK = 500
 PG_ROWS_PER_STATEMENT = 5000
 #: Terms per UNION ALL statement in search_subjects_many (one round trip each).
 TERMS_PER_STATEMENT = 100
+#: How much more a word in a note's title (or alias) counts than one in its body, in
+#: SQLite's bm25() column weights (chosen on the eval collections, see README "Degraded
+#: mode"); PostgreSQL's ts_rank_cd weighs the title class A over the body class B the same.
+TITLE_WEIGHT = 3.0
+#: ts_rank_cd's normalisation flag (0: none; 1: divide by 1 + log(length); 32: r/(r+1)).
+PG_RANK_NORMALIZATION = 0
 #: PostgreSQL advisory lock key serialising schema migrations ("vkokodb" in ASCII).
 _PG_MIGRATE_LOCK = 0x766B6F6B6F6462
 _SUPPORTED = ("sqlite", "postgresql")
@@ -226,6 +232,7 @@ class KoDB:
         upserts: Sequence[tuple[Note, Sequence[Fact]]],
         removed: Sequence[str],
         extractor: str = "ingest",
+        texts: Sequence[NoteText] = (),
     ) -> None:
         """Record one ingest run in ONE transaction.
 
@@ -233,6 +240,7 @@ class KoDB:
         ``extractor`` with the given ones (stored with this extractor; duplicates by
         fact_key are ignored); for each removed path deletes its notes row and this
         extractor's facts of that file. Facts of other extractors are never touched.
+        ``texts`` replace those notes' full text; a removed note's text goes with it.
         """
         now = time.time()
         note_rows = [asdict(note) | {"ingested_at": now} for note, _ in upserts]
@@ -253,6 +261,93 @@ class KoDB:
                 conn.execute(schema.notes.delete().where(schema.notes.c.path.in_(chunk)))
             self._insert_facts(conn, new_facts, now, extractor=extractor)
             self._prune_subjects(conn, touched)
+            self._replace_texts(conn, texts, removed_list)
+
+    def _replace_texts(
+        self, conn: Connection, texts: Sequence[NoteText], removed: Sequence[str]
+    ) -> None:
+        """Delete the full text of changed and removed notes, insert the new text (the
+        SQLite triggers and PostgreSQL's generated column keep the indexes in step)."""
+        t = schema.note_texts
+        gone = list(dict.fromkeys([x.path for x in texts] + list(removed)))
+        for chunk in _chunks(gone):
+            conn.execute(t.delete().where(t.c.path.in_(chunk)))
+        rows = [
+            {"path": x.path, "title": text.index_text(x.title), "body": text.index_text(x.body)}
+            for x in {x.path: x for x in texts}.values()
+        ]
+        for chunk in _chunks(rows):
+            conn.execute(t.insert(), list(chunk))
+
+    def search_notes(
+        self,
+        terms: Sequence[str],
+        limit: int,
+        *,
+        title_weight: float = TITLE_WEIGHT,
+        pg_normalization: int = PG_RANK_NORMALIZATION,
+    ) -> list[tuple[str, float]]:
+        """Notes matching any of these words, best first: (path, score), larger is better.
+
+        SQLite ranks with FTS5's ``bm25()`` (negative-is-better, so negated here), a title
+        word counting ``title_weight`` times a body word; PostgreSQL with ``ts_rank_cd`` on
+        the weighted tsvector (not BM25: a cover-density rank; ``pg_normalization`` is its
+        length normalisation flag). The defaults are the measured choices
+        (bench/retrieval_rules.py). Ties go to the path. The words are folded like the index
+        (kodb/text.py) and passed as one parameter, so no question can be read as FTS or
+        tsquery syntax.
+        """
+        wanted = text.query_words(terms)
+        if not wanted or limit <= 0:
+            return []
+        t = schema.note_texts
+        with self._tx() as conn:
+            if self._dialect == "sqlite":
+                f = schema.note_texts_fts
+                rank = sa.func.bm25(f.c.note_texts_fts, float(title_weight), 1.0)
+                match = " OR ".join(f'"{w}"' for w in wanted)
+                stmt = (
+                    sa.select(t.c.path, (-rank).label("score"))
+                    .select_from(f.join(t, t.c.id == f.c.rowid))
+                    .where(f.c.note_texts_fts.match(match))
+                    .order_by(rank.asc(), t.c.path.asc())
+                    .limit(limit)
+                )
+            else:
+                tsv = sa.literal_column(f"note_texts.{schema.NOTE_TSV}")
+                query = sa.func.to_tsquery(
+                    sa.literal_column("'simple'::regconfig"), " | ".join(wanted)
+                )
+                # Weights per class {D, C, B, A}: the body is B, the title A.
+                weights = sa.bindparam(
+                    "weights",
+                    [0.0, 0.0, 1.0 / float(title_weight), 1.0],
+                    type_=pg_dialect.ARRAY(sa.Float),
+                )
+                rank = sa.func.ts_rank_cd(
+                    sa.cast(weights, pg_dialect.ARRAY(sa.REAL)), tsv, query, int(pg_normalization)
+                )
+                stmt = (
+                    sa.select(t.c.path, rank.label("score"))
+                    .where(tsv.op("@@")(query))
+                    .order_by(rank.desc(), t.c.path.asc())
+                    .limit(limit)
+                )
+            return [(path, float(score)) for path, score in conn.execute(stmt)]
+
+    def note_texts(self) -> dict[str, tuple[str, str]]:
+        """Every indexed note: path -> (title words, body words), folded and space-separated
+        as the index holds them (the eval's BM25 baseline ranks the same words)."""
+        t = schema.note_texts
+        with self._tx() as conn:
+            rows = conn.execute(sa.select(t.c.path, t.c.title, t.c.body)).all()
+        return {path: (title, body) for path, title, body in rows}
+
+    def note_text_count(self) -> int:
+        """Notes in the full-text index."""
+        with self._tx() as conn:
+            stmt = sa.select(sa.func.count()).select_from(schema.note_texts)
+            return int(conn.execute(stmt).scalar_one())
 
     # --- facts --------------------------------------------------------------------------
 

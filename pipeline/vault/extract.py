@@ -89,7 +89,8 @@ from pipeline.vault.parse import (
 EXTRACTOR = "ingest"
 #: Bump when the rules change: ingest then re-extracts notes extracted under another one.
 #: 2: title, summary, section, file-name date, references; markdown links to notes.
-EXTRACTOR_VERSION = 2
+#: 3: each note's full text goes to KO-DB's index too (KO-DB migration 5).
+EXTRACTOR_VERSION = 3
 
 #: resolve(link target as written) -> the subject of the note it names, or None.
 Resolver = Callable[[str], str | None]

@@ -10,12 +10,10 @@ from pipeline.calibrate import Basis, assess
 from pipeline.config import load_settings
 from pipeline.evaluate.beir import Collection, Doc, Query
 from pipeline.evaluate.harness import (
-    FALLBACK_SUBJECTS,
     CalibrationUsed,
     EvalReport,
     QueryOutcome,
     _calibration_used,
-    _fallback_reach,
     build_vault,
     doc_subjects,
     eval_settings,
@@ -25,7 +23,7 @@ from pipeline.evaluate.harness import (
 from pipeline.evaluate.report import to_markdown
 from pipeline.ingest import ingest_vault
 from pipeline.kodb import KoDB
-from pipeline.query import Pipeline, QueryOptions, Timer
+from pipeline.query import Pipeline, QueryOptions
 from pipeline.vault.extract import extract_facts
 from pipeline.vault.parse import read_note
 
@@ -101,13 +99,11 @@ def test_eval_settings_never_use_the_users_stores(
     assert s.embed_batch_size == 7
 
 
-def test_degraded_mode_reaches_docs_through_title_words_in_subject_rank_order(
-    tmp_path: Path,
-) -> None:
+def test_degraded_mode_reaches_docs_through_their_words(tmp_path: Path) -> None:
     docs = [
         Doc("d1", "Pruning roses", "Cut in late winter."),
-        Doc("d2", "Black spot on roses", "A fungus."),
-        Doc("d3", "Sowing carrots", "Sow thinly."),
+        Doc("d2", "Black spot on roses", "A fungus of roses."),
+        Doc("d3", "Sowing carrots", "Sow thinly in rows."),
         Doc("d4", "Pruning apple trees", "Winter and summer pruning."),
     ]
     vault = tmp_path / "vault"
@@ -116,14 +112,15 @@ def test_degraded_mode_reaches_docs_through_title_words_in_subject_rank_order(
     with KoDB.open(settings.effective_kodb_url) as kodb:
         ingest_vault(settings, kodb)
         with Pipeline(settings, kodb=kodb) as p:
-            opts = QueryOptions.from_settings(settings, top_k=FALLBACK_SUBJECTS)
-            answer = p.fallback_answer("when to prune roses", opts, Timer(), "test")
-            reached = _fallback_reach(p, answer, path_to_doc)
+            opts = QueryOptions.from_settings(settings, semantic=False)
+            answer = p.ask("when to cut roses in winter", opts)
+            reached = [path_to_doc[h.path] for h in answer.hits]
             assert answer.mode == "fallback"
-            # "roses" matches two titles; "prune" is not "pruning", so d4 is not reached.
-            assert tuple(path_to_doc[path] for path in reached) == ("d2", "d1")
-            carrots = p.fallback_answer("carrot seedlings", opts, Timer(), "test")
-            assert _fallback_reach(p, carrots, path_to_doc) == ()
+            # The body's words count too ("cut", "winter"), the title's words more.
+            assert reached[0] == "d1"
+            assert set(reached) == {"d1", "d2", "d4"}
+            assert all(h.cosine is None and h.bm25 and h.bm25 > 0 for h in answer.hits)
+            assert p.ask("carrot seedlings", opts).hits == ()  # "carrot" is not "carrots"
             p._kodb = None  # the test owns the KoDB; keep Pipeline.close from closing it
 
 
@@ -145,8 +142,12 @@ def _report(outcomes: list[QueryOutcome]) -> EvalReport:
 def test_report_rates_labels_and_fixed_thresholds_from_outcomes() -> None:
     report = _report(
         [
-            QueryOutcome("q1", "on_topic", "strong", 0.7, 4.0, ("a", "b"), ("b",)),
-            QueryOutcome("q2", "on_topic", "no_match", 0.15, -1.5, ("a", "c"), ()),
+            QueryOutcome(
+                "q1", "on_topic", "strong", 0.7, 4.0, {"dense": ("a", "b"), "fallback": ("b",)}
+            ),
+            QueryOutcome(
+                "q2", "on_topic", "no_match", 0.15, -1.5, {"dense": ("a", "c"), "fallback": ()}
+            ),
             QueryOutcome("o1", "other", "no_match", 0.05, -2.5),
             QueryOutcome("o2", "other", "weak", 0.35, 0.5),
             QueryOutcome("o3", "other", "moderate", 0.5, 2.0),
@@ -182,10 +183,12 @@ def test_report_rates_labels_and_fixed_thresholds_from_outcomes() -> None:
 
 
 def test_markdown_report_has_the_tables_and_the_calibration() -> None:
-    report = _report([QueryOutcome("q1", "on_topic", "weak", 0.4, 1.0, ("a",), ())])
+    report = _report(
+        [QueryOutcome("q1", "on_topic", "weak", 0.4, 1.0, {"dense": ("a",), "fallback": ()})]
+    )
     text = to_markdown(report)
     # nDCG@10 = 2 / (2 + 1/log2(3)) = 0.760: grade 2 at rank 1, grade 1 never retrieved.
-    assert "| semantic | 0.760 | 0.500 | 0.500 | 1.000 |" in text
+    assert "| dense (graph vectors) ← default | 0.760 | 0.500 | 0.500 | 1.000 |" in text
     assert "| on-topic | 0 | 0 | 1 | 0 | 0 |" in text
     assert "| vault | 0.300 | 0.100 | 0.200 | no | 0.300 |" in text
     assert "Basic Memory" in text

@@ -14,6 +14,7 @@ import pytest
 from pipeline.config import load_settings
 from pipeline.errors import GraphQueryError, GraphUnavailable
 from pipeline.graph.cypher import CypherLoadError
+from pipeline.kodb import text
 from pipeline.kodb.match import reference_search
 from pipeline.model import Calibration, Fact, Note, normalize_text
 from pipeline.query import Pipeline, QueryOptions
@@ -82,6 +83,17 @@ class FakeKodb:
 
     def count_notes(self, source_type: str | None = None) -> int:
         return sum(1 for n in self.registry.values() if source_type in (None, n.source_type))
+
+    def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        """A plain word search: 3 points a word in the title, 1 in the summary."""
+        wanted = set(text.query_words(terms))
+        found = []
+        for n in self.registry.values():
+            score = 3 * len(wanted & set(text.words(n.title)))
+            score += len(wanted & set(text.words(n.summary or "")))
+            if score:
+                found.append((n.path, float(score)))
+        return sorted(found, key=lambda ps: (-ps[1], ps[0]))[:limit]
 
     def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
         return {p: {f.subject_norm for f in self.facts if f.source_file == p} for p in paths}
@@ -273,9 +285,13 @@ def test_fallback_when_graph_down_never_loads_the_model(tmp_path: Path) -> None:
     assert a.mode == "fallback"
     assert "graph unavailable" in (a.degraded_reason or "")
     assert a.relevance.label == "unscored"
-    assert names(a)[0] == "Warm cache"  # both words
+    assert names(a)[0] == "Warm cache"  # both words, in the title of its note
     assert "2026-02-12 Warmstart scripts" not in names(a)  # "warm" is not "warmstart"
-    assert all(s.band is None and s.evidence == "words" for s in a.subjects)
+    assert all(s.band is None and s.best_cosine is None for s in a.subjects)
+    # The notes come from the full-text index, with a word score and no cosine.
+    assert a.hits[0].path == "adr/0007-use-redis.md"  # warm, cache in the title; cache after
+    assert "wiki/warm-cache.md" in [h.path for h in a.hits]
+    assert a.hits[0].cosine is None and a.hits[0].bm25 == 7.0
     assert emb.calls == 0 and graph.searches == 0
     assert (tmp_path / ".vault-ko" / "fallback.log").read_text().count("\n") == 1
 

@@ -63,6 +63,7 @@ def test_json_contract_keys_and_non_finite_numbers_as_null() -> None:
         "title": "Redis",
         "source_type": "wiki",
         "cosine": 0.1235,
+        "bm25": None,
         "excerpt": "Redis is our in-memory store.",
     }
     s = d["subjects"][0]

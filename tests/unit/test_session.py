@@ -21,6 +21,7 @@ from pipeline.errors import ConfigError, GraphUnavailable
 from pipeline.graph.backends import score_scale
 from pipeline.graph.records import Candidate, NoteState
 from pipeline.graph.scoring import exact_rescore
+from pipeline.kodb import text as kodb_text
 from pipeline.kodb.match import reference_search
 from pipeline.model import Calibration, Fact, Note
 from pipeline.query import Pipeline, QueryOptions
@@ -144,6 +145,16 @@ class FakeKodb:
     def count_notes(self, source_type: str | None = None) -> int:
         self.calls += 1
         return sum(1 for n in self.notes().values() if source_type in (None, n.source_type))
+
+    def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        self.calls += 1
+        wanted = set(kodb_text.query_words(terms))
+        found = [
+            (p, float(len(wanted & set(kodb_text.words(title)))))
+            for p, (title, _) in NOTES.items()
+            if wanted & set(kodb_text.words(title))
+        ]
+        return sorted(found, key=lambda ps: (-ps[1], ps[0]))[:limit]
 
     def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
         self.calls += 1

@@ -47,6 +47,7 @@ DATA_QUERIES = frozenset(
         "link_notes",
         "note_states",
         "all_vectors",
+        "note_vectors",
         "vector_search",
         "neighbors",
     }
@@ -289,6 +290,14 @@ class Backend:
                 f"has {dims}: the vault was embedded with another model; run `vault-ko sync` "
                 "to re-embed it, or set embed_model to the model it was embedded with"
             )
+
+    def note_vectors(self, runner: Runner, paths: Sequence[str]) -> dict[str, tuple[float, ...]]:
+        rows = runner.auto("note_vectors", {"paths": sorted(set(paths))})
+        return {
+            str(row["path"]): embedding
+            for row in rows
+            if row.get("path") is not None and (embedding := records.embedding_of(row))
+        }
 
     def all_vectors(self, runner: Runner) -> tuple[list[NoteState], np.ndarray]:
         rows = runner.auto("all_vectors")

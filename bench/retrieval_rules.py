@@ -1,0 +1,242 @@
+"""How degraded mode and hybrid retrieval should rank notes: variants side by side.
+
+Self-contained: for each collection it makes a temporary vault (a BEIR collection's
+documents as wiki notes, as `vault-ko eval` writes them; a judged vault is read as it is),
+its own SQLite KO-DB, a scratch PostgreSQL database (when the server answers: set
+VAULT_KO_TEST_PG_URL, default postgres@127.0.0.1) and its own local ArcadeDB on free ports;
+syncs once; searches every judged question once densely (100 notes); then ranks the notes
+under every variant and reports nDCG@10 of the notes:
+
+* full text (degraded mode): SQLite FTS5 ``bm25()`` with a title word worth 1, 2, 3 or 5
+  body words; PostgreSQL ``ts_rank_cd`` with the chosen title weight and length
+  normalisations 0 (none), 1 (log length) and 32 (r/(r+1)); the bm25s library over the same
+  words as the yardstick;
+* hybrid: reciprocal rank fusion of the dense and the full-text ranking with k = 10, 30, 60
+  or 100, the full-text ranking weighted 1 or ½; against dense alone.
+
+Collections: tests/data/eval/gardening and astronomy (BEIR layout), examples/vault and
+tests/data/vaults/library with their judged questions (a note's grade is its own subject's);
+``--collection DIR`` adds BEIR collections (e.g. ../shared/data/ir/cranfield by hand; not in
+CI). ``--quick`` runs the two small BEIR collections only. The last line is ``RESULT …``
+with the chosen variants' figures.
+
+Run: ``.venv/bin/python bench/retrieval_rules.py`` (about two minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipeline import bridge  # noqa: E402
+from pipeline.config import load_settings  # noqa: E402
+from pipeline.errors import KodbError  # noqa: E402
+from pipeline.evaluate.beir import read_collection  # noqa: E402
+from pipeline.evaluate.harness import build_vault  # noqa: E402
+from pipeline.evaluate.judged import read_judged  # noqa: E402
+from pipeline.evaluate.metrics import first_occurrences, ndcg_at_k  # noqa: E402
+from pipeline.fusion import RRF_K, rrf  # noqa: E402
+from pipeline.graph.local import LocalGraph  # noqa: E402
+from pipeline.ingest import ingest_vault  # noqa: E402
+from pipeline.kodb import KoDB, scratch_database  # noqa: E402
+from pipeline.kodb.store import PG_RANK_NORMALIZATION, TITLE_WEIGHT  # noqa: E402
+from pipeline.model import normalize_text  # noqa: E402
+from pipeline.query import Pipeline  # noqa: E402
+from pipeline.sync import sync_vault  # noqa: E402
+
+PG_ADMIN = os.environ.get(
+    "VAULT_KO_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+DEPTH = 100
+TITLE_WEIGHTS = (1.0, 2.0, 3.0, 5.0)
+PG_NORMALIZATIONS = (0, 1, 32)
+FUSIONS = ((10, 1.0), (30, 1.0), (60, 1.0), (100, 1.0), (60, 0.5))
+
+
+@dataclass
+class Question:
+    text: str
+    judged: dict[str, int]  # id -> grade
+    dense: list[str]  # note paths, best first
+
+
+@dataclass
+class Collection:
+    name: str
+    vault: Path
+    to_id: dict[str, str]  # note path -> judged id (doc id, or own subject)
+    questions: list[Question]
+
+
+def _ids(col: Collection, paths: list[str]) -> tuple[str, ...]:
+    return first_occurrences(col.to_id[p] for p in paths if p in col.to_id)
+
+
+def _ndcg(col: Collection, rankings: list[list[str]]) -> float:
+    scores = [
+        ndcg_at_k(_ids(col, r), q.judged, 10) for q, r in zip(col.questions, rankings, strict=True)
+    ]
+    return sum(scores) / len(scores)
+
+
+def _prepare(
+    source: Path, judged: Path | None, work: Path
+) -> Iterator[tuple[Collection, Pipeline]]:
+    """Build and sync one collection; yields it with its warm Pipeline (graph running)."""
+    from pipeline.embed import get_embedder
+
+    state = work / "state"
+    if judged is None:
+        beir = read_collection(source)
+        vault = work / "vault"
+        path_to_doc = build_vault(beir, vault)
+        name = beir.name
+    else:
+        vault, name, path_to_doc = source, source.name, {}
+    base = load_settings(vault).replace(state_dir=state, kodb_url=None, graph_url=None)
+    embedder = get_embedder(base)
+    local = LocalGraph(state)
+    local.up(dims=embedder.dims, settings=base)
+    try:
+        settings = local.settings_for(base)
+        with Pipeline(settings, embedder=embedder) as p:
+            sync_vault(settings, p.kodb, p.graph, embedder, force_calibration=True)
+            if judged is None:
+                to_id = path_to_doc
+                items = [(q.text, dict(beir.qrels[q.id])) for q in beir.judged_queries()]
+            else:
+                to_id = {
+                    path: normalize_text(n.subject or n.title) for path, n in p.kodb.notes().items()
+                }
+                items = [(j.question, dict(j.relevant)) for j in read_judged(judged)]
+            vectors = embedder.embed([t for t, _ in items])
+            questions = [
+                Question(t, g, [h.path for h in p.index_search(v, DEPTH)])
+                for (t, g), v in zip(items, vectors, strict=True)
+            ]
+            yield Collection(name, vault, to_id, questions), p
+    finally:
+        local.down()
+
+
+def _bm25s(col: Collection, kodb: KoDB) -> list[list[str]]:
+    import bm25s
+
+    from pipeline.kodb import text as kodb_text
+
+    indexed = kodb.note_texts()
+    paths = sorted(indexed)
+    retriever = bm25s.BM25()
+    retriever.index(
+        [f"{a} {b}".split() for a, b in (indexed[p] for p in paths)], show_progress=False
+    )
+    out = []
+    for q in col.questions:
+        words = [
+            w
+            for w in kodb_text.query_words(bridge.query_terms(q.text))
+            if w in retriever.vocab_dict
+        ]
+        if not words:
+            out.append([])
+            continue
+        docs, scores = retriever.retrieve([words], k=min(DEPTH, len(paths)), show_progress=False)
+        out.append([paths[d] for d, s in zip(docs[0], scores[0], strict=True) if s > 0])
+    return out
+
+
+def _words(kodb: KoDB, col: Collection, **kw: float) -> list[list[str]]:
+    return [
+        [p for p, _ in kodb.search_notes(bridge.query_terms(q.text), DEPTH, **kw)]
+        for q in col.questions
+    ]
+
+
+def measure(col: Collection, p: Pipeline, pg: KoDB | None) -> dict[str, float]:
+    row: dict[str, float] = {"dense": _ndcg(col, [q.dense for q in col.questions])}
+    for w in TITLE_WEIGHTS:
+        row[f"sqlite title×{w:g}"] = _ndcg(col, _words(p.kodb, col, title_weight=w))
+    if pg is not None:
+        for n in PG_NORMALIZATIONS:
+            ranked = _words(pg, col, pg_normalization=n)
+            row[f"postgres norm {n}"] = _ndcg(col, ranked)
+    row["bm25s"] = _ndcg(col, _bm25s(col, p.kodb))
+    words = _words(p.kodb, col)
+    for k, weight in FUSIONS:
+        fused = [
+            rrf([q.dense, w], k=k, weights=[1.0, weight])[:DEPTH]
+            for q, w in zip(col.questions, words, strict=True)
+        ]
+        row[f"rrf k={k} words×{weight:g}"] = _ndcg(col, fused)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--collection", action="append", default=[], type=Path)
+    parser.add_argument("--quick", action="store_true", help="the two small BEIR collections")
+    args = parser.parse_args(argv)
+    sources: list[tuple[Path, Path | None]] = [
+        (ROOT / "tests/data/eval/gardening", None),
+        (ROOT / "tests/data/eval/astronomy", None),
+    ]
+    if not args.quick:
+        sources += [
+            (ROOT / "examples/vault", ROOT / "tests/data/judged/examples-vault.jsonl"),
+            (ROOT / "tests/data/vaults/library", ROOT / "tests/data/judged/library.jsonl"),
+        ]
+    sources += [(c, None) for c in args.collection]
+    table: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="vault-ko-bench-retrieval-") as tmp:
+        for i, (source, judged) in enumerate(sources):
+            work = Path(tmp) / str(i)
+            with ExitStack() as stack:
+                for col, p in _prepare(source, judged, work):
+                    pg = None
+                    try:
+                        url = stack.enter_context(scratch_database(PG_ADMIN, "vaultko_bench"))
+                        pg = stack.enter_context(KoDB.open(url))
+                        ingest_vault(p.settings.replace(kodb_url=url), pg)
+                    except KodbError as exc:
+                        print(f"PostgreSQL left out: {exc}", file=sys.stderr)
+                    table[col.name] = measure(col, p, pg)
+                    print(f"measured {col.name}: {len(col.questions)} questions", file=sys.stderr)
+            shutil.rmtree(work, ignore_errors=True)
+    names = list(table)
+    variants = list(next(iter(table.values())))
+    print("| ranking (nDCG@10 of the notes) | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for v in variants:
+        print(
+            f"| {v} | " + " | ".join(f"{table[n].get(v, float('nan')):.3f}" for n in names) + " |"
+        )
+    chosen_words = f"sqlite title×{TITLE_WEIGHT:g}"
+    chosen_fusion = f"rrf k={RRF_K} words×1"
+    worst = min(table[n][chosen_fusion] - table[n]["dense"] for n in names)
+    better = sum(table[n][chosen_fusion] > table[n]["dense"] for n in names)
+    ratio = min(table[n][chosen_words] / table[n]["bm25s"] for n in names if table[n]["bm25s"])
+    pg_key = f"postgres norm {PG_RANK_NORMALIZATION}"
+    pg_gap = max(
+        (abs(table[n][pg_key] - table[n][chosen_words]) for n in names if pg_key in table[n]),
+        default=float("nan"),
+    )
+    print(
+        f"\nRESULT collections={len(names)} fallback_over_bm25s_min={ratio:.3f} "
+        f"hybrid_better_on={better}/{len(names)} hybrid_minus_dense_worst={worst:+.3f} "
+        f"postgres_minus_sqlite_max={pg_gap:.3f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

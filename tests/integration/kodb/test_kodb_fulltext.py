@@ -1,0 +1,137 @@
+"""KO-DB's full-text index of the notes, on a real SQLite file and a real PostgreSQL database:
+kept by ingest, ranked title first, diacritics folded, and no question read as syntax."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline import ingest as ingest_module
+from pipeline.config import load_settings
+from pipeline.ingest import ingest_vault
+from pipeline.kodb import KoDB
+from pipeline.kodb import schema as kodb_schema
+from pipeline.model import Note, NoteText
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def note(path: str) -> Note:
+    return Note(path, Path(path).stem, "wiki", "h", 1.0, 10)
+
+
+def found(db: KoDB, *terms: str) -> list[str]:
+    return [p for p, _ in db.search_notes(list(terms), 20)]
+
+
+@pytest.fixture
+def db(kodb_url: str):  # type: ignore[no-untyped-def]
+    with KoDB.open(kodb_url) as store:
+        yield store
+
+
+def test_a_title_word_counts_more_than_a_body_word(db: KoDB) -> None:
+    db.apply_ingest(
+        [(note("wiki/a.md"), []), (note("wiki/b.md"), [])],
+        [],
+        texts=[
+            NoteText("wiki/a.md", "Kafka consumers", "Lag of the consumers was high."),
+            NoteText("wiki/b.md", "Billing", "The billing events go through Kafka."),
+        ],
+    )
+    ranked = db.search_notes(["kafka"], 10)
+    assert [p for p, _ in ranked] == ["wiki/a.md", "wiki/b.md"]
+    assert ranked[0][1] > ranked[1][1] > 0  # larger is better, on both databases
+    assert found(db, "nothing-like-it") == []
+
+
+def test_diacritics_and_case_are_folded_on_both_sides(db: KoDB) -> None:
+    db.apply_ingest(
+        [(note("wiki/hu.md"), [])],
+        [],
+        texts=[NoteText("wiki/hu.md", "Gyorsítótár-invalidálás", "A RÉGI bejegyzések törlése.")],
+    )
+    for query in ("gyorsitotar", "Gyorsítótár", "GYORSÍTÓTÁR", "invalidalas", "regi", "Régi"):
+        assert found(db, query) == ["wiki/hu.md"], query
+
+
+def test_an_edited_note_is_reindexed_a_deleted_one_removed_in_the_same_transaction(
+    db: KoDB,
+) -> None:
+    db.apply_ingest([(note("wiki/a.md"), [])], [], texts=[NoteText("wiki/a.md", "A", "zebra")])
+    assert found(db, "zebra") == ["wiki/a.md"]
+    db.apply_ingest([(note("wiki/a.md"), [])], [], texts=[NoteText("wiki/a.md", "A", "okapi")])
+    assert found(db, "zebra") == [] and found(db, "okapi") == ["wiki/a.md"]
+    assert db.note_text_count() == 1
+    db.apply_ingest([], ["wiki/a.md"])
+    assert found(db, "okapi") == [] and db.note_text_count() == 0
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        '"',
+        '"unclosed',
+        "*",
+        "redis*",
+        "NEAR(redis cache)",
+        "redis NEAR cache",
+        "-redis",
+        "title:redis",
+        "^redis",
+        "a & b | !c",
+        "(redis",
+        "redis'); DROP TABLE notes; --",
+        "AND OR NOT",
+        "\\",
+        "%_",
+    ],
+)
+def test_fts_and_tsquery_syntax_in_a_question_never_raises(db: KoDB, hostile: str) -> None:
+    db.apply_ingest(
+        [(note("wiki/r.md"), [])], [], texts=[NoteText("wiki/r.md", "Redis", "cache near title")]
+    )
+    got = found(db, hostile)
+    assert got in ([], ["wiki/r.md"])
+    assert db.count_notes() == 1  # nothing was dropped
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.text(min_size=1, max_size=40))
+def test_any_string_is_searched_as_words(db: KoDB, query: str) -> None:
+    db.search_notes([query], 5)  # never raises, whatever the characters
+
+
+def test_ingest_keeps_the_index_and_an_old_kodb_gets_it_at_the_next_ingest(
+    kodb_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vault = tmp_path / "vault"
+    shutil.copytree(REPO / "examples" / "vault", vault, ignore=shutil.ignore_patterns(".vault-ko"))
+    settings_ = load_settings(vault, env={}).replace(kodb_url=kodb_url)
+    # A KO-DB an older vault-ko made (schema 4, extractor version 2, no full text).
+    with monkeypatch.context() as patch:
+        patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:4])
+        patch.setattr(ingest_module, "EXTRACTOR_VERSION", 2)
+        patch.setattr(KoDB, "_replace_texts", lambda self, conn, texts, removed: None)
+        with KoDB.open(kodb_url) as old:
+            ingest_vault(settings_, old)
+    with KoDB.open(kodb_url) as db:
+        assert db.note_text_count() == 0  # migrated, but nothing indexed yet
+        report = ingest_vault(settings_, db)
+        assert report.updated == report.notes_total == db.note_text_count() == 68
+        assert found(db, "gyorsitotar")[0].startswith(("adr/0018", "wiki/gyors"))
+        # An edit is reindexed, a deletion removed, by the next incremental ingest.
+        (vault / "wiki" / "redis.md").write_text("# Redis\n\nNow about okapis only.\n", "utf-8")
+        (vault / "wiki" / "kafka.md").unlink()
+        ingest_vault(settings_, db)
+        assert found(db, "okapis") == ["wiki/redis.md"]
+        assert "wiki/kafka.md" not in found(db, "kafka")
+        assert db.note_text_count() == 67
