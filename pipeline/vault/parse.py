@@ -17,8 +17,10 @@ Every block keeps a plain-text rendering (markdown stripped, links shown by thei
 name) that the extractor quotes as context and as ADR decisions.
 
 Bad input raises ``InputError`` naming the file (and line when known): invalid YAML, a
-frontmatter that is not a mapping, bytes that are not UTF-8, binary content (NUL bytes), or
-a file bigger than the configured limit (checked from the file size before reading).
+frontmatter that is not a mapping or whose aliases or nesting exceed the bounds below (an
+alias bomb, a list nested a thousand levels deep), bytes that are not UTF-8, binary content
+(NUL bytes), or a file bigger than the configured limit (checked from the file size before
+reading).
 """
 
 from __future__ import annotations
@@ -72,6 +74,14 @@ _WHITESPACE = re.compile(r"\s+")
 _FM_CLOSE = ("---", "...")
 # libyaml's safe loader when PyYAML was built with it (several times faster); same semantics.
 _YAML_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+#: Bounds on a frontmatter's YAML, checked on the composed node graph before any Python
+#: value is built. Aliases share nodes, so nine short lines can stand for 9**9 values (an
+#: "alias bomb") that walking the properties would never finish; deep nesting makes every
+#: recursive walk of the values raise RecursionError. Real notes' properties hold tens of
+#: values a few levels deep, so these bounds refuse only hostile or broken frontmatter.
+MAX_YAML_VALUES = 100_000  # scalars, lists and mappings once aliases are expanded
+MAX_YAML_DEPTH = 64  # the frontmatter mapping is level 1
 
 #: Frontmatter keys that describe the note itself: their values are never links to notes.
 NOTE_META_KEYS = frozenset({"title", "aliases", "alias", "tags", "tag", "cssclasses", "cssclass"})
@@ -282,7 +292,7 @@ def split_frontmatter(text: str, rel_path: str) -> tuple[dict[str, Any], str, in
     yaml_text = "\n".join(lines[1:close])
     body = "\n".join(lines[close + 1 :])
     try:
-        data = yaml.load(yaml_text, Loader=_YAML_LOADER) if yaml_text.strip() else None
+        data = _load_yaml(yaml_text) if yaml_text.strip() else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         # The YAML starts on the file's line 2 (after "---"); marks are 0-based.
@@ -304,6 +314,86 @@ def split_frontmatter(text: str, rel_path: str) -> tuple[dict[str, Any], str, in
             line=2,
         )
     return {str(k).strip(): v for k, v in data.items()}, body, close + 1
+
+
+class _YamlTooComplex(yaml.MarkedYAMLError):
+    """The frontmatter's node graph exceeds a bound (reported like a YAML syntax error)."""
+
+
+def _load_yaml(text: str) -> Any:
+    """``yaml.load`` with the bounds above: compose the node graph (libyaml when present),
+    measure it, and only then construct Python values from it."""
+    loader = _YAML_LOADER(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_yaml_graph(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_yaml_graph(root: yaml.Node) -> None:
+    """Refuse a node graph that expands to more than MAX_YAML_VALUES values, nests deeper
+    than MAX_YAML_DEPTH or refers to itself.
+
+    Each node is measured once (a node reached again through an alias reuses its size and
+    height), so the check costs as little as the YAML text is long; the recursion stops at
+    MAX_YAML_DEPTH, far below Python's limit. Measured on the sample vault's frontmatters:
+    43 µs to load one with the check against 36 µs without (libyaml; 300 µs in pure Python).
+    """
+    measured: dict[int, tuple[int, int]] = {}  # id(node) -> (values expanded, height)
+    path: set[int] = set()  # the nodes being measured: the path from the root
+
+    def measure(node: yaml.Node, depth: int) -> tuple[int, int]:
+        if depth > MAX_YAML_DEPTH:
+            raise _YamlTooComplex(
+                problem=f"values nest too deep (more than {MAX_YAML_DEPTH} levels)",
+                problem_mark=node.start_mark,
+            )
+        if isinstance(node, yaml.ScalarNode):
+            return 1, 1
+        key = id(node)
+        known = measured.get(key)
+        if known is not None:  # an alias of a node measured already
+            return measure_alias(node, depth, known)
+        if key in path:
+            raise _YamlTooComplex(
+                problem="an alias refers to itself (a recursive value)",
+                problem_mark=node.start_mark,
+            )
+        path.add(key)
+        children = (
+            [child for pair in node.value for child in pair]
+            if isinstance(node, yaml.MappingNode)
+            else node.value
+        )
+        size, height = 1, 0
+        for child in children:
+            child_size, child_height = measure(child, depth + 1)
+            size += child_size
+            height = max(height, child_height)
+        path.discard(key)
+        if size > MAX_YAML_VALUES:
+            raise _YamlTooComplex(
+                problem=f"this value expands to more than {MAX_YAML_VALUES} values "
+                "(a YAML alias bomb?)",
+                problem_mark=node.start_mark,
+            )
+        measured[key] = (size, height + 1)
+        return measured[key]
+
+    def measure_alias(node: yaml.Node, depth: int, known: tuple[int, int]) -> tuple[int, int]:
+        if depth + known[1] - 1 > MAX_YAML_DEPTH:
+            raise _YamlTooComplex(
+                problem=f"values nest too deep (more than {MAX_YAML_DEPTH} levels) "
+                "through an alias",
+                problem_mark=node.start_mark,
+            )
+        return known
+
+    measure(root, 1)
 
 
 def _yaml_kind(data: Any) -> str:

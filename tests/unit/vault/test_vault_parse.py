@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 
 from pipeline.errors import InputError
 from pipeline.model import SourceType
-from pipeline.vault.parse import ParsedNote, clip_text, lone_link, parse_note, read_note
+from pipeline.vault.parse import (
+    MAX_YAML_DEPTH,
+    ParsedNote,
+    clip_text,
+    lone_link,
+    parse_note,
+    read_note,
+)
 
 
 def parse(text: str, path: str = "wiki/note.md", stype: SourceType = "wiki") -> ParsedNote:
@@ -222,6 +232,58 @@ def test_invalid_yaml_names_file_and_line() -> None:
     assert info.value.file == "wiki/bad.md"
     assert info.value.line == 4
     assert "started at line 3" in info.value.reason
+
+
+def alias_bomb(levels: int = 9, width: int = 9) -> str:
+    """A frontmatter whose anchors expand to width**levels values ("billion laughs")."""
+    names = [chr(ord("a") + i) for i in range(levels)]
+    lines = [f"{names[0]}: &{names[0]} [{', '.join(['lol'] * width)}]"]
+    for prev, name in itertools.pairwise(names):
+        lines.append(f"{name}: &{name} [{', '.join([f'*{prev}'] * width)}]")
+    return "---\n" + "\n".join(lines) + "\n---\nBody with [[Link]].\n"
+
+
+def test_yaml_alias_bomb_is_refused_quickly_with_its_line(
+    deadline: Callable[[float], AbstractContextManager[None]],
+) -> None:
+    with deadline(10), pytest.raises(InputError) as info:
+        parse(alias_bomb(), path="wiki/bomb.md")
+    assert info.value.file == "wiki/bomb.md"
+    # The line of an anchor whose expansion is too big (the YAML spans lines 2-10).
+    assert info.value.line is not None and 2 <= info.value.line <= 10
+    assert "alias" in info.value.reason
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["[" * 990 + "]" * 990, "{a: " * 990 + "1" + "}" * 990],
+    ids=["flow-list", "flow-mapping"],
+)
+def test_frontmatter_nested_990_deep_is_refused_with_its_line(value: str) -> None:
+    with pytest.raises(InputError) as info:
+        parse(f"---\ntitle: Deep\nx: {value}\n---\nBody\n", path="wiki/deep.md")
+    assert info.value.line == 3
+    assert "deep" in info.value.reason
+
+
+def test_block_nesting_too_deep_names_the_line_where_it_crosses_the_bound() -> None:
+    nested = "".join("  " * i + "a:\n" for i in range(200)) + "  " * 200 + "leaf\n"
+    with pytest.raises(InputError) as info:
+        parse("---\n" + nested + "---\nBody\n")
+    # Depth 1 is the frontmatter mapping itself, on line 2.
+    assert info.value.line == MAX_YAML_DEPTH + 1
+
+
+def test_recursive_yaml_alias_is_refused() -> None:
+    with pytest.raises(InputError, match="refers to itself") as info:
+        parse("---\ntitle: T\nloop: &loop [a, *loop]\n---\nBody\n")
+    assert info.value.line == 3
+
+
+def test_shared_anchors_within_the_bounds_are_loaded() -> None:
+    note = parse("---\nbase: &b {owner: '[[Ops]]'}\nprod: *b\nstaging: *b\n---\nBody\n")
+    assert note.frontmatter["prod"] == {"owner": "[[Ops]]"}
+    assert targets(note) == ["Ops"]
 
 
 def test_frontmatter_that_is_not_a_mapping_is_an_error() -> None:
