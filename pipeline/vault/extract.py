@@ -54,6 +54,7 @@ then links in order of first mention).
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import PurePosixPath
@@ -307,8 +308,10 @@ def _superseded_by(
     """'Superseded by [[X]]' anywhere; in the Status section also 'Superseded by <text>'."""
     first_status = status_blocks[0] if status_blocks else None
     for block in note.blocks:
+        starts = [s.start for s in block.spans]  # in text order: bisect, not a scan per match
         for m in _SUPERSEDED_BY.finditer(block.text):
-            span = next((s.subject for s in block.spans if s.start >= m.end()), None)
+            k = bisect.bisect_left(starts, m.end())
+            span = block.spans[k].subject if k < len(starts) else None
             target = links.span_subject(span) if span else None
             if target is None and block is first_status:
                 # A markdown link or plain title: "Superseded by [20. User models](0020-….md)".

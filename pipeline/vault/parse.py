@@ -25,8 +25,10 @@ reading).
 
 from __future__ import annotations
 
+import bisect
 import datetime as _dt
 import hashlib
+import itertools
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,14 +64,21 @@ _WHOLE_WIKILINK = re.compile(r"\s*!?\[\[(?P<inner>[^\[\]\n]+?)\]\]\s*\Z")
 _TAG = re.compile(r"(?:(?<=^)|(?<=[\s(\[{,;]))#(?P<tag>[\w\-/]+)")
 _TAG_HAS_NON_DIGIT = re.compile(r"[^\d/\-]")
 _FIELD_KEY = r"[^\W\d][\w\- ]{0,60}?"
-_LINE_FIELD = re.compile(rf"\s*(?P<key>{_FIELD_KEY})\s*::\s*(?P<value>.*?)\s*\Z")
+# The patterns below never backtrack over a run of text: a lazy value followed by "\s*"
+# rescans every whitespace run once per character (quadratic on a long run), so values are
+# matched greedily and trailing whitespace is trimmed by the caller or by "(?:.*\S)?".
+_LINE_FIELD = re.compile(rf"\s*(?P<key>{_FIELD_KEY})\s*+::\s*+(?P<value>(?:.*\S)?)\s*\Z")
 _VALUE_ATOM = r"(?:\[\[[^\[\]\n]*\]\]|[^\[\]\(\)\n])"
+# The value (group "value" or "pvalue") keeps its trailing whitespace: see _field_value.
 _BRACKET_FIELD = re.compile(
-    rf"\[(?P<key>{_FIELD_KEY})\s*::\s*(?P<value>{_VALUE_ATOM}*?)\s*\]"
-    rf"|\((?P<pkey>{_FIELD_KEY})\s*::\s*(?P<pvalue>{_VALUE_ATOM}*?)\s*\)"
+    rf"\[(?P<key>{_FIELD_KEY})\s*+::\s*+(?P<value>(?>{_VALUE_ATOM}*))\]"
+    rf"|\((?P<pkey>{_FIELD_KEY})\s*+::\s*+(?P<pvalue>(?>{_VALUE_ATOM}*))\)"
 )
 _CALLOUT_MARK = re.compile(r"\s*\[![\w\-]+\][+\-]?\s*")
-_SENTENCE_END = re.compile(r"[.!?…]+[\"'”’)\]]*\s+(?=\S)")
+# Only at the start of a run of end marks, and possessive: a match starting inside a run
+# exists only if one starts at the run's start, and retrying every position of a long run
+# of dots would be quadratic.
+_SENTENCE_END = re.compile(r"(?<![.!?…])[.!?…]++[\"'”’)\]]*+\s++(?=\S)")
 _WHITESPACE = re.compile(r"\s+")
 _FM_CLOSE = ("---", "...")
 # libyaml's safe loader when PyYAML was built with it (several times faster); same semantics.
@@ -583,6 +592,7 @@ class _BodyWalker:
         self.first_h1: str | None = None
         self._section: str | None = None
         self._section_level = 0
+        self._with_context: set[str] = set()  # case-folded targets with a context already
 
     def walk(self, tokens: Sequence[Token]) -> None:
         containers: list[str] = []
@@ -654,9 +664,20 @@ class _BodyWalker:
             self._section = _WHITESPACE.sub(" ", text).strip()
             self._section_level = level
         ranges = _sentence_ranges(texts, line_kinds, whole=kind in ("heading", "item"))
+        starts = [a for a, _ in ranges]
+        collapsed = _Collapsed(text) if mentions else None
         for target, subject, embed, pos, file_line in mentions:
-            context = next((_clip(text, a, b, pos) for a, b in ranges if a <= pos < b), None)
-            self.links.append(Link(target, subject, embed, context or None, file_line))
+            key = target.casefold()
+            if key in self._with_context:
+                continue  # _merge_links keeps a target's first mention that has a context
+            k = bisect.bisect_right(starts, pos) - 1
+            context = None
+            if collapsed is not None and k >= 0 and pos < ranges[k][1]:
+                a, b = ranges[k]
+                context = collapsed.clip(a, b, pos, CONTEXT_MAX_CHARS) or None
+            if context is not None:
+                self._with_context.add(key)
+            self.links.append(Link(target, subject, embed, context, file_line))
 
     def _fields(self, ln: _Line, file_line: int) -> bool:
         """Record the inline fields of one line; True when the whole line is a field."""
@@ -665,10 +686,15 @@ class _BodyWalker:
             value, _ = _render(ln.scan, ln.opaque, m.start("value"), m.end("value"))
             self._add_field(m["key"], ln.scan[m.start("value") : m.end("value")], value, file_line)
             return True
+        opaque_at = [i for i, ch in enumerate(ln.scan) if ch == _OPAQUE] if ln.opaque else []
         for m in _BRACKET_FIELD.finditer(ln.scan):
             group = "value" if m["key"] is not None else "pvalue"
             key = m["key"] if m["key"] is not None else m["pkey"]
-            value, _ = _render(ln.scan, ln.opaque, m.start(group), m.end(group))
+            # The value may end in whitespace (the pattern does not backtrack to leave it
+            # out); _add_field strips it from the plain and the raw value alike.
+            start, end = m.start(group), m.end(group)
+            index = bisect.bisect_left(opaque_at, start)
+            value, _ = _render(ln.scan, ln.opaque, start, end, index=index)
             self._add_field(key, m[group], value, file_line)
         return False
 
@@ -681,32 +707,44 @@ class _BodyWalker:
 
 def _split_lines(children: Sequence[Token]) -> list[_Line]:
     """The inline children as lines of scannable text (code, escapes, alt text opaque)."""
-    lines = [_Line("", [])]
+    # Pieces are joined once per line: appending to a string attribute copies the line
+    # so far each time, quadratic on a long line of many tokens.
+    lines: list[_Line] = []
+    pieces: list[str] = []
+    opaque: list[str] = []
     for tok in children:
-        cur = lines[-1]
         if tok.type == "text":
-            cur.scan += tok.content
+            pieces.append(tok.content)
         elif tok.type in ("code_inline", "text_special", "image"):
-            cur.scan += _OPAQUE
-            cur.opaque.append(tok.content)
+            pieces.append(_OPAQUE)
+            opaque.append(tok.content)
         elif tok.type in ("softbreak", "hardbreak"):
-            lines.append(_Line("", []))
-        elif tok.type == "html_inline":
-            continue  # raw HTML tags are markup, not text
+            lines.append(_Line("".join(pieces), opaque))
+            pieces, opaque = [], []
+        # html_inline: raw HTML tags are markup, not text
+    lines.append(_Line("".join(pieces), opaque))
     return lines
 
 
 def _render(
-    scan: str, opaque: Sequence[str], start: int, end: int
+    scan: str, opaque: Sequence[str], start: int, end: int, *, index: int | None = None
 ) -> tuple[str, list[tuple[str, str, bool, int, int]]]:
-    """Plain text of ``scan[start:end]`` and where each note link's display text landed."""
-    index = scan.count(_OPAQUE, 0, start)
+    """Plain text of ``scan[start:end]`` and where each note link's display text landed.
+
+    ``index``: how many opaque stand-ins precede ``start`` (counted when not given).
+    """
+    if index is None:
+        index = scan.count(_OPAQUE, 0, start)
     out: list[str] = []
     pos = 0
     spans: list[tuple[str, str, bool, int, int]] = []
 
     def emit(piece: str) -> None:
         nonlocal index, pos
+        if _OPAQUE not in piece:
+            out.append(piece)
+            pos += len(piece)
+            return
         parts = piece.split(_OPAQUE)
         for n, part in enumerate(parts):
             if n:  # an opaque stand-in sat before this part: put its text back
@@ -719,17 +757,26 @@ def _render(
 
     cursor = start
     for m in _WIKILINK.finditer(scan, start, end):
-        emit(scan[cursor : m.start()])
-        target, _alias = split_link(m["inner"])
-        shown = _display(m["inner"])
+        if cursor < m.start():
+            emit(scan[cursor : m.start()])
+        target, shown, subject = _link_parts(m["inner"])
         begin = pos
         out.append(shown)
         pos += len(shown)
-        if target and not is_attachment(target):
-            spans.append((target, link_subject(target), bool(m["embed"]), begin, pos))
+        if subject is not None:
+            spans.append((target, subject, bool(m["embed"]), begin, pos))
         cursor = m.end()
     emit(scan[cursor:end])
     return "".join(out), spans
+
+
+@lru_cache(maxsize=4096)
+def _link_parts(inner: str) -> tuple[str, str, str | None]:
+    """(target, display text, subject or None for an attachment/empty target) of a
+    wikilink's inside; memoised, since a long note repeats the same links many times."""
+    target, _alias = split_link(inner)
+    subject = link_subject(target) if target and not is_attachment(target) else None
+    return target, _display(inner), subject
 
 
 def _tags(scan: str) -> list[str]:
@@ -781,34 +828,105 @@ def _sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return out
 
 
-def _clip(text: str, start: int, end: int, focus: int) -> str:
-    """``text[start:end]`` with whitespace collapsed, cut to CONTEXT_MAX_CHARS round ``focus``."""
-    return clip_text(text[start:end], CONTEXT_MAX_CHARS, focus - start)
-
-
 def clip_text(text: str, limit: int, focus: int = 0) -> str:
     """Collapse whitespace and cut to ``limit`` characters at word boundaries, keeping the
-    character at ``focus`` (an index into ``text``) inside the result; cuts are marked "…"."""
-    # Collapse whitespace while tracking where the focus lands.
-    head = _WHITESPACE.sub(" ", text[:focus]).lstrip()
-    tail = _WHITESPACE.sub(" ", text[focus:]).rstrip()
-    if not head:
-        tail = tail.lstrip()
-    full = head + tail
-    if len(full) <= limit:
-        return full
-    f = len(head)
-    begin = 0
-    if f > limit // 3:
-        begin = f - limit // 3
-        space = full.rfind(" ", 0, begin + 1)
-        begin = space + 1 if space > 0 and begin - space < 40 else begin
-    prefix = "…" if begin > 0 else ""
-    room = limit - len(prefix) - 1  # leave one character for a trailing ellipsis
-    piece = full[begin : begin + room]
-    if begin + room < len(full):
-        space = piece.rfind(" ")
-        if space > len(piece) // 2:
-            piece = piece[:space]
-        return prefix + piece.rstrip() + "…"
-    return prefix + full[begin:]
+    character at ``focus`` (an index into ``text``) inside the result; cuts are marked "…".
+
+    ``limit`` is at least 3 (room for a character between the two marks).
+    """
+    return _Collapsed(text).clip(0, len(text), min(max(focus, 0), len(text)), limit)
+
+
+class _Collapsed:
+    """A text with every whitespace run collapsed to one space, and where each offset of the
+    text lands in it.
+
+    Built in one pass; then ``clip`` of any range costs O(limit + log runs) instead of
+    collapsing the range again, so the contexts of all link mentions of a block cost no
+    more than the block is long (clipping each mention's sentence anew was quadratic: 10,000
+    links in one paragraph took 13 s).
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = _WHITESPACE.sub(" ", text)
+        self._length = len(text)
+        runs = [m.span() for m in _WHITESPACE.finditer(text)]
+        # Each run's start and end in the original text, and the characters the runs
+        # before it dropped.
+        self._starts = [a for a, _ in runs]
+        self._ends = [b for _, b in runs]
+        self._dropped = list(itertools.accumulate((b - a - 1 for a, b in runs), initial=0))
+
+    def offset(self, i: int) -> int:
+        """``len(collapse(text[:i]))``: where original offset ``i`` lands."""
+        k = bisect.bisect_right(self._starts, i) - 1
+        if k < 0:
+            return i
+        # A run cut at i still leaves its one space.
+        return i - self._dropped[k] - max(0, min(i, self._ends[k]) - self._starts[k] - 1)
+
+    def _inside_run(self, i: int) -> bool:
+        """Whether original offset ``i`` is inside a whitespace run, not at its start."""
+        k = bisect.bisect_left(self._starts, i) - 1
+        return k >= 0 and i < self._ends[k]
+
+    def clip(self, start: int, end: int, focus: int, limit: int) -> str:
+        """``clip_text(original[start:end], limit, focus - start)``, for start <= focus <= end.
+
+        The head (before the focus, left-stripped) and the tail (from it, right-stripped)
+        are ranges of the collapsed text; only the part that can reach the result is
+        sliced out of them.
+        """
+        c = self.text
+        end = min(end, self._length)  # sentence ranges may run one past the text
+        h0, f0, t1 = self.offset(start), self.offset(focus), self.offset(end)
+        if h0 < f0 and c[h0] == " ":
+            h0 += 1  # the head is left-stripped
+        head_len = f0 - h0
+        # Inside a run, the collapsed text has put the run's space before the focus; the
+        # tail, collapsed on its own, starts with a space of its own.
+        lead = focus < end and self._inside_run(focus)
+        t0 = f0
+        if t0 < t1 and c[t1 - 1] == " ":
+            t1 -= 1  # the tail is right-stripped
+        if t0 == t1:
+            lead = False  # the tail was only that space
+        if head_len == 0:  # no head: the tail is left-stripped too
+            if lead:
+                lead = False
+            elif t0 < t1 and c[t0] == " ":
+                t0 += 1
+        gap = 1 if lead else 0
+        full_len = head_len + gap + t1 - t0
+
+        def part(i: int, j: int) -> str:
+            """``full[i:j]`` where full = head + (" " if lead) + tail."""
+            out = []
+            if i < head_len:
+                out.append(c[h0 + i : h0 + min(j, head_len)])
+            if gap and i <= head_len < j:
+                out.append(" ")
+            body = head_len + gap
+            if j > body:
+                out.append(c[t0 + max(i - body, 0) : t0 + j - body])
+            return "".join(out)
+
+        if full_len <= limit:
+            return part(0, full_len)
+        begin = 0
+        if head_len > limit // 3:
+            begin = head_len - limit // 3
+            # Start after a space at most 39 characters before, so the first word is whole.
+            low = max(0, begin - 39)
+            space = part(low, begin + 1).rfind(" ")
+            if space != -1 and low + space > 0:
+                begin = low + space + 1
+        prefix = "…" if begin > 0 else ""
+        room = limit - len(prefix) - 1  # leave one character for a trailing ellipsis
+        if begin + room < full_len:
+            piece = part(begin, begin + room)
+            space = piece.rfind(" ")
+            if space > len(piece) // 2:
+                piece = piece[:space]
+            return prefix + piece.rstrip() + "…"
+        return prefix + part(begin, full_len)

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pipeline.errors import InputError
 from pipeline.model import SourceType
 from pipeline.vault.parse import (
     MAX_YAML_DEPTH,
     ParsedNote,
+    _Collapsed,
     clip_text,
     lone_link,
     parse_note,
@@ -323,3 +327,46 @@ def test_clip_text_collapses_whitespace() -> None:
     assert clip_text("  a \n\t b  ", 240) == "a b"
     clipped = clip_text("word " * 100, 50)
     assert len(clipped) <= 50 and clipped.endswith("…")
+
+
+def reference_clip(text: str, limit: int, focus: int = 0) -> str:
+    """The former clip_text, kept as the specification: collapse the whole text, then cut
+    (quadratic when called for every link of a long paragraph, hence _Collapsed)."""
+    head = re.sub(r"\s+", " ", text[:focus]).lstrip()
+    tail = re.sub(r"\s+", " ", text[focus:]).rstrip()
+    if not head:
+        tail = tail.lstrip()
+    full = head + tail
+    if len(full) <= limit:
+        return full
+    f = len(head)
+    begin = 0
+    if f > limit // 3:
+        begin = f - limit // 3
+        space = full.rfind(" ", 0, begin + 1)
+        begin = space + 1 if space > 0 and begin - space < 40 else begin
+    prefix = "…" if begin > 0 else ""
+    room = limit - len(prefix) - 1
+    piece = full[begin : begin + room]
+    if begin + room < len(full):
+        space = piece.rfind(" ")
+        if space > len(piece) // 2:
+            piece = piece[:space]
+        return prefix + piece.rstrip() + "…"
+    return prefix + full[begin:]
+
+
+@given(
+    text=st.text(alphabet="ab .\t\n\u00a0…", max_size=700),
+    limit=st.integers(min_value=3, max_value=300),
+    data=st.data(),
+)
+def test_clipping_a_range_of_the_collapsed_text_equals_clipping_the_slice(
+    text: str, limit: int, data: st.DataObject
+) -> None:
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text) + 1))  # sentence ranges may run one past
+    focus = data.draw(st.integers(start, min(end, len(text))))
+    expected = reference_clip(text[start:end], limit, focus - start)
+    assert _Collapsed(text).clip(start, end, focus, limit) == expected
+    assert clip_text(text[start:end], limit, focus - start) == expected
