@@ -7,7 +7,9 @@ Every row is checked before anything is written (the KO-DB side is ``KoDB.import
 - ``confidence``: a finite number in [0, 1] (JSON: a number, not a string or a boolean;
   CSV: a plain decimal such as ``0.8`` or ``8e-1``; NaN and infinities are refused);
 - ``source_type``: one of ``session``, ``wiki``, ``adr``;
-- ``extractor`` (optional): a non-empty string; absent or empty means ``"import"``.
+- ``extractor`` (optional): a non-empty string; absent or empty means ``"import"``. The
+  name ``ingest`` (in any case) is refused: it names the facts ingest extracts from notes,
+  which the next ingest of a note replaces, so an imported row under it would be lost.
 
 Line numbers are physical lines of the file, counted from 1. A JSONL line that is blank is
 skipped; one that is not UTF-8, not JSON, or not an object is a bad row, and so is one that
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import FactRowsError, InputError, RowProblem
-from pipeline.model import SOURCE_TYPES, Fact
+from pipeline.model import INGEST_EXTRACTOR, SOURCE_TYPES, Fact
 
 FORMATS = ("jsonl", "csv")
 REQUIRED_FIELDS = ("subject", "predicate", "object", "confidence", "source_type", "source_file")
@@ -129,6 +131,11 @@ def validate_row(row: Mapping[str, Any], *, from_csv: bool = False) -> Fact:
     confidence = _confidence(row, reasons, from_csv)
     source_type = _source_type(row, reasons)
     extractor = _text_field(row, "extractor", reasons, required=False) or DEFAULT_EXTRACTOR
+    if extractor.casefold() == INGEST_EXTRACTOR:
+        reasons.append(
+            f"extractor {INGEST_EXTRACTOR!r} is reserved for the facts vault-ko extracts from "
+            "notes (ingest replaces them); give your extractor another name"
+        )
     if reasons:
         raise RowInvalid("; ".join(reasons))
     assert confidence is not None and source_type is not None

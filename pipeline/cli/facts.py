@@ -57,9 +57,10 @@ def facts_import(
 
     Each row needs subject, predicate, object (non-empty strings), confidence (a number
     from 0 to 1), source_type (session, wiki or adr) and source_file; extractor is
-    optional (default "import"). Any invalid row is reported as FILE:LINE: reason and
-    nothing is written (exit 3), unless --skip-invalid is given. Importing the same
-    file again adds nothing: facts are identified by subject, predicate, object and file.
+    optional (default "import"; "ingest" is reserved for the facts ingest extracts). Any
+    invalid row is reported as FILE:LINE: reason and nothing is written (exit 3), unless
+    --skip-invalid is given. Importing the same file again adds nothing: facts are
+    identified by subject, predicate, object, file and extractor.
     """
     # Imported here so `vault-ko --help` does not load SQLAlchemy.
     from pipeline.kodb import KoDB

@@ -60,7 +60,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from pipeline.model import Fact, fact_key, normalize_text
+from pipeline.model import INGEST_EXTRACTOR, Fact, fact_key, normalize_text
 from pipeline.vault.parse import (
     NOTE_META_KEYS,
     Block,
@@ -74,7 +74,7 @@ from pipeline.vault.parse import (
     wikilink_subjects,
 )
 
-EXTRACTOR = "ingest"
+EXTRACTOR = INGEST_EXTRACTOR
 
 #: resolve(link target as written) -> the subject of the note it names, or None.
 Resolver = Callable[[str], str | None]
@@ -340,7 +340,7 @@ def _finalise(raw: list[tuple[str, str, str, float]], note: ParsedNote) -> tuple
         triple = (subject.strip(), predicate.strip(), obj.strip())
         if not all(triple):
             continue
-        key = fact_key(*triple, note.path)
+        key = fact_key(*triple, note.path, EXTRACTOR)
         if key not in best or conf > best[key][1]:
             best[key] = (best[key][0] if key in best else triple, conf)
     return tuple(

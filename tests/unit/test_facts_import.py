@@ -255,3 +255,9 @@ def test_long_numbers_are_shown_by_their_digit_count_not_their_digits() -> None:
         "field 'subject' must be a string, got a 401-digit number; "
         "confidence must be in [0, 1], got a 51-digit number"
     )
+
+
+@pytest.mark.parametrize("name", ["ingest", " Ingest "])
+def test_the_reserved_extractor_name_ingest_is_refused(name: str) -> None:
+    with pytest.raises(RowInvalid, match="extractor 'ingest' is reserved"):
+        validate_row({**GOOD, "extractor": name})

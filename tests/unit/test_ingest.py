@@ -217,6 +217,39 @@ def test_imported_facts_are_left_alone(vault: Path, kodb: KoDB) -> None:
     assert ("wiki/Redis.md", "Redis", "runs_on", "k8s") in stored(kodb, extractor="import")
 
 
+def test_imported_fact_identical_to_an_extracted_one_survives_the_next_ingest(
+    vault: Path, kodb: KoDB
+) -> None:
+    run(vault, kodb)
+    extracted = next(
+        f for f in kodb.facts_for_subjects(["redis"]) if f.source_file == "wiki/Redis.md"
+    )
+    same = replace(extracted, extractor="import")
+    assert kodb.import_facts([same]).inserted == 1  # its own row, owned by "import"
+    redis = vault / "wiki/Redis.md"
+    redis.write_text(redis.read_text(encoding="utf-8") + "\nEdited.\n", encoding="utf-8")
+    bump_mtime(redis)
+    assert run(vault, kodb).updated == 1
+    redis.unlink()
+    assert run(vault, kodb).removed == 1
+    assert stored(kodb, extractor="import") == {
+        (same.source_file, same.subject, same.predicate, same.object)
+    }
+
+
+def test_ingest_stores_its_fact_beside_an_identical_imported_one(vault: Path, kodb: KoDB) -> None:
+    first = run(vault, kodb)
+    extracted = kodb.facts_for_subjects(kodb.subject_norms())
+    kodb.close()
+    for path in (vault / ".vault-ko").glob("ko.db*"):
+        path.unlink()
+    with KoDB.open(settings_for(vault).effective_kodb_url) as fresh:
+        fresh.import_facts([replace(f, extractor="import") for f in extracted])
+        second = run(vault, fresh)
+        assert second.facts_total == 2 * first.facts_total
+        assert stored(fresh) == stored(fresh, extractor="import")
+
+
 def test_force_reextracts_every_good_note(vault: Path, kodb: KoDB) -> None:
     run(vault, kodb)
     report = ingest_vault(settings_for(vault), kodb, force=True)

@@ -251,3 +251,14 @@ def test_hostile_numbers_and_nesting_are_file_line_reasons_exit_3_and_nothing_wr
     assert f"{path}:{line}: {reason}" in err
     assert "Traceback" not in err and len(err) < 2000  # one line per problem, not the row
     assert kodb_count(vault) == 0
+
+
+def test_rows_claiming_the_ingest_extractor_are_refused_with_their_line(
+    vault: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "claims.jsonl"
+    rows = [GOOD_ROW, {**GOOD_ROW, "object": "sessions", "extractor": "ingest"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert run(["--vault", str(vault), "facts", "import", str(path)]) == EXIT_INPUT
+    assert f"{path}:2: extractor 'ingest' is reserved" in capsys.readouterr().err
+    assert kodb_count(vault) == 0
