@@ -89,7 +89,8 @@ def _short(exc: BaseException) -> str:
     """The first line of the driver's message (SQLAlchemy adds SQL and links after it)."""
     orig = getattr(exc, "orig", None)
     text = str(orig if orig is not None else exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    # A driver may quote the URL it was given, password included.
+    return mask_url(text.splitlines()[0]) if text else type(exc).__name__
 
 
 def _fts_phrase(term_norm: str) -> str:
