@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pipeline.config import load_settings
 from pipeline.errors import ConfigError, GraphUnavailable
@@ -461,6 +464,93 @@ def test_safe_file_names_are_distinct_for_distinct_ids() -> None:
     for name in names:
         assert name.endswith(".md") and len(name) < 100
         assert not name.startswith(".") and "/" not in name and "\\" not in name
+
+
+#: Lower-case, portable, and never starting with "." (hidden) or "-" (read as an option).
+SAFE_PACK_NAME = re.compile(r"[a-z0-9_][a-z0-9._-]{0,98}\.md")
+
+
+def hashed_stem(session_id: str) -> str:
+    """The stem safe_file_name gives an id that is not plain (e.g. "X" -> "x-c032adc1")."""
+    slug = re.sub(r"[^a-z0-9._-]+", "-", session_id.lower()).strip("-.")[:60] or "session"
+    return f"{slug}-{hashlib.sha1(session_id.encode()).hexdigest()[:8]}"
+
+
+def test_an_id_that_spells_another_ids_hashed_name_gets_a_name_of_its_own() -> None:
+    assert hashed_stem("X") == "x-c032adc1"
+    assert safe_file_name("X") != safe_file_name("x-c032adc1")
+    assert safe_file_name("x-c032adc1") != "x-c032adc1.md"  # the suffix is reserved
+
+
+@given(st.lists(st.text(max_size=90), min_size=1, max_size=20, unique=True), st.data())
+def test_distinct_ids_get_distinct_safe_file_names(ids: list[str], data: st.DataObject) -> None:
+    # Adversarial ids too: the hashed names of the others, in either case.
+    spelled = [hashed_stem(i) for i in ids] + [hashed_stem(i).upper() for i in ids]
+    extra = data.draw(st.lists(st.sampled_from(spelled), max_size=10))
+    every = list(dict.fromkeys(ids + extra))
+    names = [safe_file_name(i) for i in every]
+    assert len(set(names)) == len(every)
+    assert len({n.casefold() for n in names}) == len(every)  # case-insensitive disks too
+    for name in names:
+        assert SAFE_PACK_NAME.fullmatch(name), name
+
+
+def md_packs(out: Path) -> dict[str, str]:
+    """File name -> the session id its heading names."""
+    found = {}
+    for path in out.glob("*.md"):
+        heading = path.read_text("utf-8").splitlines()[0]
+        found[path.name] = heading.removeprefix("## Context for ").split(":", 1)[0]
+    return found
+
+
+def test_markdown_packs_of_colliding_ids_are_both_kept_and_resume_rewrites_either(
+    tmp_path: Path,
+) -> None:
+    p, *_ = make(tmp_path)
+    out = tmp_path / "out"
+    lines = [
+        '{"id": "X", "prompt": "redis why did we pick it"}',
+        '{"id": "x-c032adc1", "prompt": "cache warming"}',
+    ]
+    assert load_context(p, lines, out, fmt="md").written == 2
+    assert sorted(md_packs(out).values()) == ["X", "x-c032adc1"]
+    for name, session in md_packs(out).items():
+        (out / name).unlink()
+        report = load_context(p, lines, out, fmt="md", resume=True)
+        assert (report.written, report.skipped_done) == (1, 1)
+        assert sorted(md_packs(out).values()) == ["X", "x-c032adc1"], session
+
+
+def test_markdown_sink_never_overwrites_another_sessions_pack_or_a_foreign_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pipeline.session as session_module
+
+    p, *_ = make(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.md").write_text("my own notes\n", encoding="utf-8")
+    # Force the improbable: two ids whose names collide (an 8-hex-digit digest clash).
+    real = session_module.safe_file_name
+    monkeypatch.setattr(
+        session_module, "safe_file_name", lambda i: "same.md" if i in ("a", "b") else real(i)
+    )
+    lines = [
+        '{"id": "a", "prompt": "redis why did we pick it"}',
+        '{"id": "b", "prompt": "cache warming"}',
+        '{"id": "notes", "prompt": "spike in the cache"}',
+    ]
+    assert load_context(p, lines, out, fmt="md").written == 3
+    assert (out / "notes.md").read_text("utf-8") == "my own notes\n"
+    packs = md_packs(out)
+    assert sorted(v for k, v in packs.items() if k != "notes.md") == ["a", "b", "notes"]
+    again = load_context(p, lines, out, fmt="md", resume=True)
+    assert (again.written, again.skipped_done) == (0, 3)
+    assert md_packs(out) == packs
+    # A rerun without --resume rewrites each session's own files, no new ones.
+    assert load_context(p, lines, out, fmt="md").written == 3
+    assert md_packs(out) == packs
 
 
 def test_markdown_shortens_a_long_note_prompt_in_the_heading(tmp_path: Path) -> None:
