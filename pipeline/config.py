@@ -102,12 +102,25 @@ class Settings:
         return out
 
 
-_URL_PASSWORD = re.compile(r"(?P<head>://[^:/@]+:)(?P<pw>[^@]+)(?P<tail>@)")
+# The password of a URL's userinfo: after "scheme://user:" up to the LAST "@" of the same
+# whitespace-delimited token, so raw "@" and ":" inside a password (which users do write,
+# though RFC 3986 wants them percent-encoded) are hidden too; a token holding a second URL
+# or an "@" in its path is masked a bit too far, never too little.
+_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/?#@:]*:)\S*(?=@)")
+# libpq and others also take the password as a query parameter.
+_QUERY_PASSWORD = re.compile(r"(?P<head>[?&;](?:password|passwd|pwd)=)[^&;#\s]*", re.IGNORECASE)
+MASK = "***"
 
 
-def mask_url(url: str) -> str:
-    """Hide the password part of a URL such as postgresql://user:pw@host/db."""
-    return _URL_PASSWORD.sub(lambda m: f"{m['head']}***{m['tail']}", url)
+def mask_url(text: str) -> str:
+    """Hide the passwords of every URL in ``text``: a URL (``postgresql://user:pw@host/db``)
+    or a longer message that carries URLs (a driver's error text, a log line).
+
+    The one masking function: every message, JSON field and log line that may carry a URL
+    goes through it before it is shown.
+    """
+    masked = _URL_PASSWORD.sub(lambda m: m["head"] + MASK, text)
+    return _QUERY_PASSWORD.sub(lambda m: m["head"] + MASK, masked)
 
 
 _FIELDS = {f.name: f for f in fields(Settings) if f.name not in ("vault", "state_dir", "extra")}

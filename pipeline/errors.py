@@ -9,7 +9,8 @@
     │   ├── GraphUnavailable        unreachable / transient / circuit open: fall back
     │   └── GraphQueryError         the query or credentials are wrong: do not retry
     ├── LocalGraphError             the embedded ArcadeDB could not be started or stopped
-    └── EmbedderError               the embedding model could not be loaded or run
+    ├── EmbedderError               the embedding model could not be loaded or run
+    └── VaultBusy                   another run writes to this vault (``--no-wait``)
 
 Foreign exceptions are translated in one place each: neo4j's in ``graph/client.py``,
 SQLAlchemy's in ``kodb/store.py``.
@@ -112,4 +113,10 @@ class LocalGraphError(VaultKoError):
 
 
 class EmbedderError(VaultKoError):
+    exit_code = EXIT_UNAVAILABLE
+
+
+class VaultBusy(VaultKoError):
+    """Another vault-ko run holds this vault's writer lock (and the caller would not wait)."""
+
     exit_code = EXIT_UNAVAILABLE

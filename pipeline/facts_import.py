@@ -7,10 +7,14 @@ Every row is checked before anything is written (the KO-DB side is ``KoDB.import
 - ``confidence``: a finite number in [0, 1] (JSON: a number, not a string or a boolean;
   CSV: a plain decimal such as ``0.8`` or ``8e-1``; NaN and infinities are refused);
 - ``source_type``: one of ``session``, ``wiki``, ``adr``;
-- ``extractor`` (optional): a non-empty string; absent or empty means ``"import"``.
+- ``extractor`` (optional): a non-empty string; absent or empty means ``"import"``. The
+  name ``ingest`` (in any case) is refused: it names the facts ingest extracts from notes,
+  which the next ingest of a note replaces, so an imported row under it would be lost.
 
 Line numbers are physical lines of the file, counted from 1. A JSONL line that is blank is
-skipped; one that is not UTF-8, not JSON, or not an object is a bad row. A CSV file needs a
+skipped; one that is not UTF-8, not JSON, or not an object is a bad row, and so is one that
+Python's JSON reader cannot hold (an integer longer than 4,300 digits, arrays or objects
+nested about a thousand deep): hostile rows are reasons, never tracebacks. A CSV file needs a
 header naming at least the required columns (in any order); a missing column is reported
 at the header's line and stops the import whatever the options, since no row can be valid.
 """
@@ -28,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import FactRowsError, InputError, RowProblem
-from pipeline.model import SOURCE_TYPES, Fact
+from pipeline.model import INGEST_EXTRACTOR, SOURCE_TYPES, Fact
 
 FORMATS = ("jsonl", "csv")
 REQUIRED_FIELDS = ("subject", "predicate", "object", "confidence", "source_type", "source_file")
@@ -40,6 +44,8 @@ EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
 # "nan", "infinity" and "1_0", which a confidence must not be.
 _DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _BOM = "\ufeff"
+#: Numbers longer than this are shown by their digit count, not their digits.
+SHOWN_DIGITS = 30
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,11 @@ def validate_row(row: Mapping[str, Any], *, from_csv: bool = False) -> Fact:
     confidence = _confidence(row, reasons, from_csv)
     source_type = _source_type(row, reasons)
     extractor = _text_field(row, "extractor", reasons, required=False) or DEFAULT_EXTRACTOR
+    if extractor.casefold() == INGEST_EXTRACTOR:
+        reasons.append(
+            f"extractor {INGEST_EXTRACTOR!r} is reserved for the facts vault-ko extracts from "
+            "notes (ingest replaces them); give your extractor another name"
+        )
     if reasons:
         raise RowInvalid("; ".join(reasons))
     assert confidence is not None and source_type is not None
@@ -171,12 +182,20 @@ def _confidence(row: Mapping[str, Any], reasons: list[str], from_csv: bool) -> f
         reasons.append("missing field 'confidence'")
         return None
     if from_csv and isinstance(value, str):
-        if not _DECIMAL.fullmatch(value.strip()):
-            reasons.append(f"confidence must be a number in [0, 1], got {value!r}")
+        text = value.strip()
+        if not _DECIMAL.fullmatch(text):
+            reasons.append(f"confidence must be a number in [0, 1], got {_shorten(value)!r}")
             return None
-        number = float(value.strip())
+        number = float(text)
+        if not math.isfinite(number):  # a plain decimal too big for a float
+            reasons.append(f"confidence must be in [0, 1], got {_number_text(text)}")
+            return None
     elif isinstance(value, bool) or not isinstance(value, int | float):
         reasons.append(f"confidence must be a number in [0, 1], got {_kind(value)}")
+        return None
+    elif isinstance(value, int) and not 0 <= value <= 1:
+        # Compared as an integer: float() of one longer than 308 digits overflows.
+        reasons.append(f"confidence must be in [0, 1], got {_number_text(str(value))}")
         return None
     else:
         number = float(value)
@@ -210,13 +229,52 @@ def _kind(value: Any) -> str:
     if isinstance(value, str):
         return f"string {value!r}"
     if isinstance(value, int | float):
-        return f"number {value}"
+        shown = _number_text(str(value))
+        return shown if shown.startswith("a ") else f"number {shown}"
     if isinstance(value, list):
         return "an array"
     return "an object"
 
 
+def _number_text(text: str) -> str:
+    """A number as a message shows it: its digits, or its digit count when it is long."""
+    digits = sum(ch.isdigit() for ch in text)
+    return text if len(text) <= SHOWN_DIGITS else f"a {digits}-digit number"
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= SHOWN_DIGITS else text[: SHOWN_DIGITS - 1] + "…"
+
+
 # --- readers: yield (line, original text, row or RowInvalid) ----------------------------
+
+
+class _IntegerTooLong(ValueError):
+    """A JSON integer longer than Python converts (``sys.get_int_max_str_digits``)."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+        super().__init__(f"a {digits}-digit integer is too long to read")
+
+
+def _json_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError as exc:  # json's own int() raises a bare ValueError past the limit
+        raise _IntegerTooLong(len(text.lstrip("-"))) from exc
+
+
+def _parse_json_row(text: str) -> Any:
+    """``json.loads`` whose failures on hostile input are RowInvalid reasons."""
+    try:
+        return json.loads(text, parse_int=_json_int)
+    except json.JSONDecodeError as exc:
+        raise RowInvalid(f"invalid JSON: {exc.msg} (column {exc.colno})") from exc
+    except _IntegerTooLong as exc:
+        raise RowInvalid(f"invalid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise RowInvalid("invalid JSON: arrays or objects nested too deep") from exc
+
 
 Row = Mapping[str, Any] | RowInvalid
 
@@ -235,9 +293,9 @@ def _read_jsonl(name: str, data: bytes) -> Iterator[tuple[int, str, Row]]:
         if not text.strip():
             continue
         try:
-            row = json.loads(text)
-        except json.JSONDecodeError as exc:
-            yield number, shown, RowInvalid(f"invalid JSON: {exc.msg} (column {exc.colno})")
+            row = _parse_json_row(text)
+        except RowInvalid as exc:
+            yield number, shown, exc
             continue
         if not isinstance(row, dict):
             yield number, shown, RowInvalid(f"expected a JSON object, got {_kind(row)}")

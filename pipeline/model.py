@@ -7,6 +7,7 @@ objects are trusted and immutable.
 from __future__ import annotations
 
 import hashlib
+import json
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Literal
@@ -23,6 +24,10 @@ CalibrationSource = Literal["vault", "embedder-default", "none"]
 #: or (degraded mode) its name holds words of the question.
 Evidence = Literal["own", "title", "mentioned", "words"]
 
+#: The extractor name of the facts ingest derives from notes. Ingest replaces and deletes
+#: the facts of this extractor only, so no other source may use it (facts import refuses it).
+INGEST_EXTRACTOR = "ingest"
+
 
 def normalize_text(text: str) -> str:
     """NFC + Unicode case folding: the form every subject comparison uses.
@@ -33,10 +38,18 @@ def normalize_text(text: str) -> str:
     return unicodedata.normalize("NFC", text).casefold()
 
 
-def fact_key(subject: str, predicate: str, obj: str, source_file: str) -> str:
-    """Stable identity of a fact, so re-ingesting or re-importing is idempotent."""
-    parts = (unicodedata.normalize("NFC", p) for p in (subject, predicate, obj, source_file))
-    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+def fact_key(subject: str, predicate: str, obj: str, source_file: str, extractor: str) -> str:
+    """Stable identity of a fact, so re-ingesting or re-importing is idempotent.
+
+    The extractor is part of it: a fact belongs to whoever stated it, so ingest replacing
+    its own facts of a note never deletes an imported fact that says the same thing.
+    The parts are JSON-encoded (unambiguous, unlike joining them with a separator that a
+    part may contain) and never equal the keys KO-DB schema 3 stored, which the
+    migration that re-keys existing rows relies on.
+    """
+    parts = [unicodedata.normalize("NFC", p) for p in (subject, predicate, obj, source_file)]
+    parts.append(unicodedata.normalize("NFC", extractor))
+    return hashlib.sha256(json.dumps(parts).encode("ascii")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -51,7 +64,7 @@ class Fact:
 
     @property
     def key(self) -> str:
-        return fact_key(self.subject, self.predicate, self.object, self.source_file)
+        return fact_key(self.subject, self.predicate, self.object, self.source_file, self.extractor)
 
     @property
     def subject_norm(self) -> str:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -99,3 +101,24 @@ def kodb_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'ko.db'}"
     return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def deadline() -> Callable[[float], AbstractContextManager[None]]:
+    """``with deadline(s): …`` fails the test with TimeoutError after ``s`` seconds of
+    Python code (SIGALRM), so a hang or a super-linear blow-up fails instead of blocking."""
+
+    @contextmanager
+    def within(seconds: float) -> Iterator[None]:
+        def expire(_signum: int, _frame: object) -> None:
+            raise TimeoutError(f"did not finish within {seconds} s")
+
+        previous = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+    return within

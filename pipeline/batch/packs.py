@@ -60,14 +60,27 @@ _SAFE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,79}")
 _UNSAFE_CHARS = re.compile(r"[^a-z0-9._-]+")
 
 
+#: The suffixes of hashed names (8 hex digits; 40 for MarkdownSink's fallback). An id that
+#: ends like one is hashed too, so a plain name never equals a hashed one: "X" is hashed to
+#: "x-c032adc1.md", which the id "x-c032adc1" used to be given as well.
+_HASHED_SUFFIX = re.compile(r"-(?:[0-9a-f]{8}|[0-9a-f]{40})\Z")
+
+
 def safe_file_name(session_id: str) -> str:
-    """A portable file name for a session id: the id itself when it is short, lower-case
-    and plain; else a slug plus 8 hex digits of its hash, so two ids never share a file."""
-    if _SAFE_NAME.fullmatch(session_id) and not session_id.endswith("."):
+    """A portable file name for a session id: the id itself when it is short, lower-case,
+    plain and does not end like a hashed name; else a slug plus 8 hex digits of the id's
+    SHA-1. Plain names are the ids themselves and hashed names never look plain, so two
+    ids share a name only if their digests do (MarkdownSink then uses all 40 digits)."""
+    plain = _SAFE_NAME.fullmatch(session_id) and not session_id.endswith(".")
+    if plain and not _HASHED_SUFFIX.search(session_id):
         return f"{session_id}.md"
+    return _hashed_file_name(session_id, 8)
+
+
+def _hashed_file_name(session_id: str, digits: int) -> str:
     slug = _UNSAFE_CHARS.sub("-", session_id.lower()).strip("-.")[:60] or "session"
-    digest = hashlib.sha1(session_id.encode("utf-8"), usedforsecurity=False).hexdigest()[:8]
-    return f"{slug}-{digest}.md"
+    digest = hashlib.sha1(session_id.encode("utf-8", "surrogatepass"), usedforsecurity=False)
+    return f"{slug}-{digest.hexdigest()[:digits]}.md"
 
 
 class PackSink(Protocol):
@@ -186,20 +199,59 @@ class JsonlSink:
 
 
 class MarkdownSink:
-    """One ``<out>/<safe id>.md`` per session, each written atomically (temp file + rename)."""
+    """One ``<out>/<safe id>.md`` per session, each written atomically (temp file + rename).
+
+    A pack never replaces another session's pack nor a file that is not a pack of its
+    session (the user's own notes in the out dir): a name claimed by another id of this
+    run (or of the run being resumed), or an existing file whose heading names another
+    session, sends the pack to its 40-digit name instead. Claims are made in write order
+    and replayed in the same order from the resume log, so --resume finds every pack.
+    """
 
     def __init__(self, out_dir: Path, header: dict[str, Any], *, resume: bool) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
         self.out_dir = out_dir
         self._state = _StateLog(out_dir, {"format": "md", **header}, resume)
         self._pending: list[str] = []
+        self._owner: dict[str, str] = {}  # file name -> the session id it belongs to
+        self._name: dict[str, str] = {}  # session id -> its file name
+        for session_id in self._state.done:
+            self._claim(session_id)
+
+    def _claim(self, session_id: str) -> Path:
+        """The file of a session's pack: its safe name unless another session holds it."""
+        if session_id in self._name:
+            return self.out_dir / self._name[session_id]
+        for name in (safe_file_name(session_id), _hashed_file_name(session_id, 40)):
+            if self._owner.get(name, session_id) != session_id:
+                continue  # another session of this run has it
+            path = self.out_dir / name
+            if path.exists() and not self._is_pack_of(path, session_id):
+                continue  # a file that is not this session's pack
+            self._owner[name] = session_id
+            self._name[session_id] = name
+            return path
+        raise ConfigError(
+            f"{self.out_dir}: no free file name for the pack of session {session_id!r}; "
+            "use an empty --out folder"
+        )
+
+    @staticmethod
+    def _is_pack_of(path: Path, session_id: str) -> bool:
+        """Whether the file at ``path`` is a pack written for ``session_id``."""
+        head = f"## Context for {session_id}: ".encode()
+        try:
+            with path.open("rb") as fh:
+                return fh.read(len(head)) == head
+        except OSError:
+            return False
 
     def done_ids(self) -> set[str]:
         # A pack file deleted since is written again.
-        return {s for s in self._state.done if (self.out_dir / safe_file_name(s)).is_file()}
+        return {s for s in self._state.done if self._claim(s).is_file()}
 
     def write(self, pack: Pack) -> None:
-        path = self.out_dir / safe_file_name(pack.id)
+        path = self._claim(pack.id)
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(pack_to_markdown(pack), encoding="utf-8")
         tmp.replace(path)

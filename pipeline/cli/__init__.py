@@ -15,7 +15,16 @@ from rich.text import Text
 
 from pipeline import __version__
 from pipeline.cli._common import AppContext, err
+from pipeline.config import mask_url
 from pipeline.errors import VaultKoError
+
+
+class _MaskingFormatter(logging.Formatter):
+    """Log lines with every URL's password masked: at -vv the drivers and our modules log
+    addresses and error texts that may quote a URL as the user configured it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask_url(super().format(record))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -37,9 +46,9 @@ def cli(ctx: click.Context, vault: str | None, verbose: int) -> None:
     VAULT_KO_* environment < flags; `vault-ko config show` prints them.
     """
     level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_MaskingFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     ctx.obj = AppContext(vault=vault)
 
 
@@ -80,10 +89,12 @@ def _run(command: click.Command, args: list[str] | None = None) -> None:
         err.print("Aborted.")
         sys.exit(1)
     except click.ClickException as exc:
+        exc.message = mask_url(exc.message)
         exc.show()
         sys.exit(exc.exit_code)
     except VaultKoError as exc:
-        err.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
+        # The errors' own messages are masked where they are made; this is the last guard.
+        err.print(Text.assemble(("error: ", "bold red"), mask_url(str(exc))), soft_wrap=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -14,6 +14,7 @@ import click
 from rich.console import Console
 
 from pipeline.config import Settings, load_settings
+from pipeline.lock import Holder, vault_lock
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -61,6 +62,32 @@ def _default(value: Any) -> Any:
     if isinstance(value, set | frozenset | tuple):
         return list(value)
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def no_wait_option(func: F) -> F:
+    return click.option(
+        "--no-wait",
+        is_flag=True,
+        help="Exit 2 at once when another vault-ko run is writing to this vault, "
+        "instead of waiting for it.",
+    )(func)
+
+
+@contextmanager
+def writer_lock(settings: Settings, command: str, *, no_wait: bool) -> Iterator[None]:
+    """The vault's writer lock for a command that writes (see ``pipeline.lock``); while
+    another run holds it, say so on stderr and wait, or with ``--no-wait`` fail (exit 2)."""
+
+    def waiting(holder: Holder) -> None:
+        err.print(
+            f"waiting for another vault-ko run ({holder.describe()}) to finish…",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    with vault_lock(settings.state_dir, command, wait=not no_wait, on_wait=waiting):
+        yield
 
 
 #: Called as update(done, total) by long jobs (ingest, embed, load-context).

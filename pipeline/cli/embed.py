@@ -11,9 +11,11 @@ from pipeline.cli._common import (
     emit_json,
     err,
     json_option,
+    no_wait_option,
     out,
     pass_app,
     progress_bar,
+    writer_lock,
 )
 
 if TYPE_CHECKING:
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 @click.option("--full", is_flag=True, help="Re-embed every note, not only new and changed ones.")
 @click.option("--model", help="Embedding model name or folder [setting embed_model].")
 @click.option("--batch-size", type=click.IntRange(min=1), help="Notes per batch and commit [32].")
+@no_wait_option
 @json_option
 @pass_app
 def embed_command(
@@ -33,13 +36,15 @@ def embed_command(
     full: bool,
     model: str | None,
     batch_size: int | None,
+    no_wait: bool,
     as_json: bool,
 ) -> None:
     """Embed new and changed notes into the graph, delete removed ones, and set links.
 
     Compares the registry filled by `vault-ko ingest` with the graph (content hash, model,
     dimensions). Each batch is committed on its own, so an interrupted run resumes where it
-    stopped. Exit 2 when the graph cannot be reached or the model cannot be loaded.
+    stopped. Exit 2 when the graph cannot be reached or the model cannot be loaded. One run
+    writes to a vault at a time: a second one waits (or exits 2 with --no-wait).
     """
     # Imported here so `vault-ko --help` loads neither the graph driver nor the sync code.
     from pipeline.embed import LazyEmbedder
@@ -48,19 +53,20 @@ def embed_command(
     from pipeline.kodb import KoDB
 
     settings = app.settings(vault, embed_model=model, embed_batch_size=batch_size)
-    graph = open_graph(settings)
-    try:
-        # Reach the graph before opening KO-DB and loading the model (seconds), so a dead
-        # graph fails within the retry deadline.
-        graph.ping()
-        with KoDB.open(settings.effective_kodb_url) as kodb:
-            embedder = LazyEmbedder(settings)  # loaded only if a note needs embedding
-            with progress_bar("embedding notes", enabled=not as_json) as progress:
-                report = sync_embeddings(
-                    settings, kodb, graph, embedder, full=full, progress=progress
-                )
-    finally:
-        graph.close()
+    with writer_lock(settings, "vault-ko embed", no_wait=no_wait):
+        graph = open_graph(settings)
+        try:
+            # Reach the graph before opening KO-DB and loading the model (seconds), so a
+            # dead graph fails within the retry deadline.
+            graph.ping()
+            with KoDB.open(settings.effective_kodb_url) as kodb:
+                embedder = LazyEmbedder(settings)  # loaded only if a note needs embedding
+                with progress_bar("embedding notes", enabled=not as_json) as progress:
+                    report = sync_embeddings(
+                        settings, kodb, graph, embedder, full=full, progress=progress
+                    )
+        finally:
+            graph.close()
 
     if as_json:
         emit_json(report.as_dict())

@@ -8,7 +8,16 @@ from typing import Any
 import click
 from rich.table import Table
 
-from pipeline.cli._common import AppContext, emit_json, err, json_option, out, pass_app
+from pipeline.cli._common import (
+    AppContext,
+    emit_json,
+    err,
+    json_option,
+    no_wait_option,
+    out,
+    pass_app,
+    writer_lock,
+)
 from pipeline.errors import FactRowsError
 from pipeline.facts_import import EXTENSIONS, FORMATS, read_fact_file, write_rejects
 from pipeline.model import Fact
@@ -43,6 +52,7 @@ def facts_group() -> None:
     help="With --skip-invalid: where to write the invalid rows, as JSONL "
     '{"line", "reason", "text"} (the row\'s original text).',
 )
+@no_wait_option
 @json_option
 @pass_app
 def facts_import(
@@ -51,15 +61,17 @@ def facts_import(
     fmt: str | None,
     skip_invalid: bool,
     rejects: str | None,
+    no_wait: bool,
     as_json: bool,
 ) -> None:
     """Import facts from FILE (JSONL, one object per line, or CSV with a header).
 
     Each row needs subject, predicate, object (non-empty strings), confidence (a number
     from 0 to 1), source_type (session, wiki or adr) and source_file; extractor is
-    optional (default "import"). Any invalid row is reported as FILE:LINE: reason and
-    nothing is written (exit 3), unless --skip-invalid is given. Importing the same
-    file again adds nothing: facts are identified by subject, predicate, object and file.
+    optional (default "import"; "ingest" is reserved for the facts ingest extracts). Any
+    invalid row is reported as FILE:LINE: reason and nothing is written (exit 3), unless
+    --skip-invalid is given. Importing the same file again adds nothing: facts are
+    identified by subject, predicate, object, file and extractor.
     """
     # Imported here so `vault-ko --help` does not load SQLAlchemy.
     from pipeline.kodb import KoDB
@@ -79,7 +91,10 @@ def facts_import(
     if rejects:
         write_rejects(rejects, fact_file)
     settings = app.settings()
-    with KoDB.open(settings.effective_kodb_url) as db:
+    with (
+        writer_lock(settings, "vault-ko facts import", no_wait=no_wait),
+        KoDB.open(settings.effective_kodb_url) as db,
+    ):
         result = db.import_facts(fact_file.facts)
         if result.inserted >= 1000:
             db.analyze()  # large loads shift the planner's statistics

@@ -8,6 +8,7 @@ import click
 from rich.table import Table
 
 from pipeline.cli._common import AppContext, emit_json, err, json_option, out, pass_app
+from pipeline.config import mask_url
 from pipeline.errors import EXIT_UNAVAILABLE
 from pipeline.graph.breaker import CLOSED
 from pipeline.graph.local import DEFAULT_DIMS, DEFAULT_HEAP, DEFAULT_START_TIMEOUT, LocalGraph
@@ -72,7 +73,9 @@ def graph_up(app: AppContext, dims: int | None, timeout: float, heap: str, as_js
         f"data in {local.dir})"
     )
     if settings.graph_url and settings.graph_url != record.url:
-        err.print(f"note: graph_url is set to {settings.graph_url}; queries use that graph")
+        err.print(
+            f"note: graph_url is set to {mask_url(settings.graph_url)}; queries use that graph"
+        )
 
 
 @graph_group.command("down")

@@ -12,9 +12,11 @@ from pipeline.cli._common import (
     AppContext,
     emit_json,
     json_option,
+    no_wait_option,
     out,
     pass_app,
     progress_bar,
+    writer_lock,
 )
 
 if TYPE_CHECKING:
@@ -28,14 +30,18 @@ TOP_PREDICATES = 12
 @click.command("ingest")
 @click.argument("vault", required=False, type=click.Path(file_okay=False, path_type=str))
 @click.option("--force", is_flag=True, help="Re-read and re-extract every note, changed or not.")
+@no_wait_option
 @json_option
 @pass_app
-def ingest_command(app: AppContext, vault: str | None, force: bool, as_json: bool) -> None:
+def ingest_command(
+    app: AppContext, vault: str | None, force: bool, no_wait: bool, as_json: bool
+) -> None:
     """Scan the vault and extract facts from new and changed notes into KO-DB.
 
     VAULT is the same as --vault. Notes that cannot be read (invalid YAML frontmatter, not
     UTF-8, binary, bigger than vault_max_note_bytes) are listed as skipped and keep the facts
     of their last good version; the exit code is still 0. Removed notes lose their facts.
+    One run writes to a vault at a time: a second one waits (or exits 2 with --no-wait).
     """
     # Imported here so `vault-ko --help` does not load SQLAlchemy or markdown-it.
     from pipeline.ingest import ingest_vault
@@ -43,6 +49,7 @@ def ingest_command(app: AppContext, vault: str | None, force: bool, as_json: boo
 
     settings = app.settings(vault)
     with (
+        writer_lock(settings, "vault-ko ingest", no_wait=no_wait),
         KoDB.open(settings.effective_kodb_url) as kodb,
         progress_bar("reading notes", enabled=not as_json, min_total=PROGRESS_MIN_NOTES) as bar,
     ):

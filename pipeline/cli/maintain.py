@@ -14,20 +14,23 @@ from pipeline.cli._common import (
     emit_json,
     err,
     json_option,
+    no_wait_option,
     out,
     pass_app,
     progress_bar,
+    writer_lock,
 )
 from pipeline.render import calibration_to_dict
 
 if TYPE_CHECKING:
+    from pipeline.config import Settings
     from pipeline.query import Pipeline
 
 
-def _open(app: AppContext, vault: str | None = None) -> Pipeline:
+def _open(settings: Settings) -> Pipeline:
     from pipeline.query import Pipeline
 
-    return Pipeline(app.settings(vault))
+    return Pipeline(settings)
 
 
 def _print_calibration(data: dict) -> None:
@@ -51,9 +54,10 @@ def _print_calibration(data: dict) -> None:
 
 
 @click.command("calibrate")
+@no_wait_option
 @json_option
 @pass_app
-def calibrate_cmd(app: AppContext, as_json: bool) -> None:
+def calibrate_cmd(app: AppContext, no_wait: bool, as_json: bool) -> None:
     """Measure the vault's noise floor N, note spread σ and mean μ, and store them.
 
     N comes from off-topic probe questions scored against every embedded note (the probe
@@ -63,7 +67,8 @@ def calibrate_cmd(app: AppContext, as_json: bool) -> None:
     """
     from pipeline.calibrate import calibrate_vault, choose_basis
 
-    with _open(app) as p:
+    settings = app.settings()
+    with writer_lock(settings, "vault-ko calibrate", no_wait=no_wait), _open(settings) as p:
         p.graph.ping()  # a dead graph fails here, before the model loads
         cal = calibrate_vault(
             p.kodb, p.graph, p.embedder, max_pairs=p.settings.calibration_max_pairs
@@ -79,9 +84,12 @@ def calibrate_cmd(app: AppContext, as_json: bool) -> None:
 @click.argument("vault", required=False, type=click.Path(file_okay=False))
 @click.option("--full", is_flag=True, help="Re-embed every note, not only changed ones.")
 @click.option("--calibrate", "force", is_flag=True, help="Recalibrate even when not outdated.")
+@no_wait_option
 @json_option
 @pass_app
-def sync_cmd(app: AppContext, vault: str | None, full: bool, force: bool, as_json: bool) -> None:
+def sync_cmd(
+    app: AppContext, vault: str | None, full: bool, force: bool, no_wait: bool, as_json: bool
+) -> None:
     """Ingest, embed changed notes, and recalibrate when needed: run it after editing notes.
 
     Recalibrates when no calibration is stored, the model or probe set changed, the note
@@ -91,8 +99,10 @@ def sync_cmd(app: AppContext, vault: str | None, full: bool, force: bool, as_jso
     from pipeline.sync import sync_vault
 
     t0 = time.perf_counter()
+    settings = app.settings(vault)
     with (
-        _open(app, vault) as p,
+        writer_lock(settings, "vault-ko sync", no_wait=no_wait),
+        _open(settings) as p,
         progress_bar("embedding notes", enabled=not as_json) as progress,
     ):
         p.graph.ping()  # a dead graph fails here, before the model loads

@@ -32,7 +32,7 @@ import numpy as np
 import tenacity
 
 from pipeline import __version__
-from pipeline.config import Settings
+from pipeline.config import Settings, mask_url
 from pipeline.errors import GraphError, GraphQueryError, GraphUnavailable, VaultKoError
 from pipeline.graph import records
 from pipeline.graph.arcadedb_http import ArcadeHttpError
@@ -115,7 +115,8 @@ def retry_policy(
 
 def _short(exc: BaseException) -> str:
     text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    text = " ".join(str(text).split())
+    # Driver texts may quote the URI they were given, password included.
+    text = mask_url(" ".join(str(text).split()))
     return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 1] + "…"
 
 
@@ -195,7 +196,9 @@ class GraphClient:
     ) -> None:
         self.settings = settings
         self.target = resolve_target(settings)
-        self.url = self.target.url
+        self.url = self.target.url  # for connecting only
+        # For every message, status and state file: the URL with its password masked.
+        self.shown_url = self.target.shown_url
         self.agent: str | None = None
         self._backend: Backend | None = None
         self._server_checked = False
@@ -203,7 +206,7 @@ class GraphClient:
         self._driver: neo4j.Driver | None = None
         self._sleep = sleep
         self.breaker = Breaker(
-            settings.state_dir, self.url, settings.graph_breaker_cooldown, clock=clock
+            settings.state_dir, self.shown_url, settings.graph_breaker_cooldown, clock=clock
         )
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -220,7 +223,7 @@ class GraphClient:
             try:
                 driver.close()
             except Exception as exc:  # closing a broken pool must not mask the real error
-                log.debug("closing the graph driver failed: %s", exc)
+                log.debug("closing the graph driver failed: %s", mask_url(str(exc)))
 
     def password(self) -> str | None:
         """The configured password, else the local graph's generated one."""
@@ -270,7 +273,7 @@ class GraphClient:
         try:
             result = policy(fn)
         except Exception as exc:
-            error = translate(exc, self.url, self.target.user)
+            error = translate(exc, self.shown_url, self.target.user)
             if isinstance(error, GraphUnavailable):
                 self.breaker.record_failure(str(error))
             else:
@@ -362,7 +365,7 @@ class GraphClient:
         """One attempt, no retry, no breaker: is the graph up (and a version we support),
         what is it, how fast. Never raises."""
         if self.target.not_started:
-            return GraphStatus(False, self.url, None, None, None, self.target.not_started)
+            return GraphStatus(False, self.shown_url, None, None, None, self.target.not_started)
         started = time.perf_counter()
         dialect: str | None = None
         self._probing = True
@@ -372,12 +375,12 @@ class GraphClient:
             self._ready()
             backend.ping(self)
         except Exception as exc:
-            reason = str(translate(exc, self.url, self.target.user))
-            return GraphStatus(False, self.url, dialect, self.agent, None, reason)
+            reason = str(translate(exc, self.shown_url, self.target.user))
+            return GraphStatus(False, self.shown_url, dialect, self.agent, None, reason)
         finally:
             self._probing = False
         latency = round((time.perf_counter() - started) * 1000.0, 2)
-        return GraphStatus(True, self.url, dialect, self.agent, latency, None)
+        return GraphStatus(True, self.shown_url, dialect, self.agent, latency, None)
 
     def ping(self) -> float:
         """One trivial round trip through the breaker and the retry policy; its latency in

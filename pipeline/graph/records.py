@@ -29,6 +29,13 @@ class GraphTarget:
     http_url: str | None  # ArcadeDB's HTTP API, when known (settings or the local record)
     not_started: str | None  # why there is no graph to talk to (no local record yet)
 
+    @property
+    def shown_url(self) -> str:
+        """The URL for messages: any password masked (``url`` is for connecting only)."""
+        from pipeline.config import mask_url
+
+        return mask_url(self.url)
+
 
 @dataclass(frozen=True)
 class GraphStatus:

@@ -23,7 +23,10 @@ Search support:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -260,6 +263,60 @@ def _m005_note_full_text(conn: Connection, dialect: str) -> None:
         )
 
 
+def _m006_fact_key_owner(conn: Connection, dialect: str) -> None:
+    """``facts.fact_key`` covers the extractor (``model.fact_key``): a fact is owned by the
+    extractor that stated it, so an imported fact identical to one ingest extracted is a row
+    of its own instead of being merged into ingest's (and deleted with it).
+
+    Every row keeps its data and gets its key recomputed in Python (the NFC and JSON
+    encoding of ``model.fact_key``), in id order, a page at a time; no row is merged or
+    dropped, since distinct old keys give distinct new ones. A new key never equals an old
+    one (old keys hash text with three raw U+001F separators, new ones JSON text, which has
+    none), so updating row by row cannot trip the unique constraint. Facts that an earlier
+    import lost to an identical ingest fact cannot be told apart and are not restored.
+    """
+
+    def fact_key(*parts: str) -> str:
+        # model.fact_key as of this migration, frozen here: a later change of the key needs
+        # a migration of its own, and must not change what this one computes.
+        text = json.dumps([unicodedata.normalize("NFC", p) for p in parts])
+        return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+    t = sa.table(
+        "facts",
+        sa.column("id", sa.Integer),
+        sa.column("subject", sa.Text),
+        sa.column("predicate", sa.Text),
+        sa.column("object", sa.Text),
+        sa.column("source_file", sa.Text),
+        sa.column("extractor", sa.String),
+        sa.column("fact_key", sa.String),
+    )
+    page = 5000
+    update = (
+        sa.update(t)
+        .where(t.c.id == sa.bindparam("row_id"))
+        .values(fact_key=sa.bindparam("new_key"))
+    )
+    last = -1
+    while True:
+        rows = conn.execute(
+            sa.select(
+                t.c.id, t.c.subject, t.c.predicate, t.c.object, t.c.source_file, t.c.extractor
+            )
+            .where(t.c.id > last)
+            .order_by(t.c.id)
+            .limit(page)
+        ).all()
+        if not rows:
+            return
+        conn.execute(
+            update,
+            [{"row_id": r.id, "new_key": fact_key(*r[1:])} for r in rows],
+        )
+        last = rows[-1].id
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema change: ``apply(conn, dialect)`` runs once, recorded under ``version``."""
@@ -276,6 +333,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "note_subject", _m003_note_subject),
     Migration(4, "note_summary_and_extractor_version", _m004_note_summary_and_extractor_version),
     Migration(5, "note_full_text", _m005_note_full_text),
+    Migration(6, "fact_key_owner", _m006_fact_key_owner),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -24,7 +24,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -95,7 +95,8 @@ def _short(exc: BaseException) -> str:
     """The first line of the driver's message (SQLAlchemy adds SQL and links after it)."""
     orig = getattr(exc, "orig", None)
     text = str(orig if orig is not None else exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    # A driver may quote the URL it was given, password included.
+    return mask_url(text.splitlines()[0]) if text else type(exc).__name__
 
 
 def _fts_phrase(term_norm: str) -> str:
@@ -355,7 +356,8 @@ class KoDB:
         """Insert facts (keeping each one's extractor) in one transaction; idempotent.
 
         ``existing`` counts the given facts whose fact_key was already stored, or repeated
-        earlier in ``facts``.
+        earlier in ``facts``. The key covers the extractor, so a fact that another extractor
+        (ingest) states as well is stored as a row of its own and outlives that one.
         """
         with self._tx(write=True) as conn:
             inserted = self._insert_facts(conn, facts, time.time())
@@ -368,7 +370,15 @@ class KoDB:
         now: float,
         extractor: str | None = None,
     ) -> int:
-        """Insert facts not yet stored (by fact_key) and their subjects; return the count."""
+        """Insert facts not yet stored (by fact_key) and their subjects; return the count.
+
+        ``extractor`` stores every fact under that extractor (ingest's own); the key is taken
+        after it, since the extractor is part of a fact's identity.
+        """
+        if extractor is not None:
+            facts = [
+                f if f.extractor == extractor else replace(f, extractor=extractor) for f in facts
+            ]
         by_key: dict[str, Fact] = {}
         for fact in facts:
             by_key.setdefault(fact.key, fact)
@@ -395,7 +405,7 @@ class KoDB:
                     "confidence": float(fact.confidence),
                     "source_type": fact.source_type,
                     "source_file": fact.source_file,
-                    "extractor": extractor or fact.extractor,
+                    "extractor": fact.extractor,
                     "fact_key": key,
                     "created_at": now,
                 }

@@ -67,12 +67,13 @@ then links in order of first mention).
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from pipeline.model import Fact, fact_key, normalize_text
+from pipeline.model import INGEST_EXTRACTOR, Fact, fact_key, normalize_text
 from pipeline.vault.parse import (
     NOTE_META_KEYS,
     Block,
@@ -86,7 +87,7 @@ from pipeline.vault.parse import (
     wikilink_subjects,
 )
 
-EXTRACTOR = "ingest"
+EXTRACTOR = INGEST_EXTRACTOR
 #: Bump when the rules change: ingest then re-extracts notes extracted under another one.
 #: 2: title, summary, section, file-name date, references; markdown links to notes.
 #: 3: each note's full text goes to KO-DB's index too (KO-DB migration 5).
@@ -371,8 +372,10 @@ def _superseded_by(
     """'Superseded by [[X]]' anywhere; in the Status section also 'Superseded by <text>'."""
     first_status = status_blocks[0] if status_blocks else None
     for block in note.blocks:
+        starts = [s.start for s in block.spans]  # in text order: bisect, not a scan per match
         for m in _SUPERSEDED_BY.finditer(block.text):
-            span = next((s.subject for s in block.spans if s.start >= m.end()), None)
+            k = bisect.bisect_left(starts, m.end())
+            span = block.spans[k].subject if k < len(starts) else None
             target = links.span_subject(span) if span else None
             if target is None and block is first_status:
                 # A markdown link or plain title: "Superseded by [20. User models](0020-….md)".
@@ -401,7 +404,7 @@ def _finalise(raw: list[tuple[str, str, str, float]], note: ParsedNote) -> tuple
         triple = (subject.strip(), predicate.strip(), obj.strip())
         if not all(triple):
             continue
-        key = fact_key(*triple, note.path)
+        key = fact_key(*triple, note.path, EXTRACTOR)
         if key not in best or conf > best[key][1]:
             best[key] = (best[key][0] if key in best else triple, conf)
     return tuple(

@@ -107,6 +107,38 @@ def test_secrets_are_masked(tmp_path: Path) -> None:
     assert mask_url("postgresql://u@h/db") == "postgresql://u@h/db"
 
 
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("bolt://neo:pw@graph:7687", "bolt://neo:***@graph:7687"),
+        ("bolt://vault:gr@ph:Pw0rd@127.0.0.1:7687", "bolt://vault:***@127.0.0.1:7687"),
+        ("postgresql+psycopg://ko:s%40cr%3At@db/ko", "postgresql+psycopg://ko:***@db/ko"),
+        ("bolt://:pw@graph", "bolt://:***@graph"),
+        (
+            "postgresql://db/ko?user=ko&password=s3cret&sslmode=require",
+            "postgresql://db/ko?user=ko&password=***&sslmode=require",
+        ),
+        (
+            "graph at bolt://u:pw@h:1 unavailable: connect to h:1 failed; mail ops@example.org",
+            "graph at bolt://u:***@h:1 unavailable: connect to h:1 failed; mail ops@example.org",
+        ),
+        (
+            "Given URI: 'bolt://user:secret@127.0.0.1:1'.",
+            "Given URI: 'bolt://user:***@127.0.0.1:1'.",
+        ),
+        (
+            '{"url": "bolt://u:p@h",\n "kodb": "sqlite:///x.db"}',
+            '{"url": "bolt://u:***@h",\n "kodb": "sqlite:///x.db"}',
+        ),
+        ("bolt://graph:7687", "bolt://graph:7687"),
+        ("postgresql://u@h/db", "postgresql://u@h/db"),
+        ("sqlite:////tmp/a:b@c.db", "sqlite:////tmp/a:b@c.db"),
+    ],
+)
+def test_mask_url_hides_every_password_of_every_url_in_a_text(text: str, shown: str) -> None:
+    assert mask_url(text) == shown
+
+
 def test_config_show_json_masks_and_reports_precedence(tmp_path: Path) -> None:
     write_toml(tmp_path, "[query]\ntop_k = 11\n")
     result = CliRunner().invoke(
@@ -117,3 +149,15 @@ def test_config_show_json_masks_and_reports_precedence(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert '"query_top_k": 11' in result.output
     assert "hunter2" not in result.output
+
+
+def test_cli_log_lines_mask_the_passwords_of_urls() -> None:
+    import logging
+
+    from pipeline.cli import _MaskingFormatter
+
+    record = logging.LogRecord(
+        "neo4j", logging.DEBUG, __file__, 1, "opening %s", ("bolt://u:hunter2@h:7687",), None
+    )
+    line = _MaskingFormatter("%(name)s: %(message)s").format(record)
+    assert line == "neo4j: opening bolt://u:***@h:7687"

@@ -246,3 +246,18 @@ def test_write_rejects_truncates_an_old_file_on_a_clean_run(tmp_path: Path) -> N
     out.write_text("stale\n", encoding="utf-8")
     write_rejects(out, FactFile(path="x", format="jsonl", facts=(), rejected=()))
     assert out.read_text(encoding="utf-8") == ""
+
+
+def test_long_numbers_are_shown_by_their_digit_count_not_their_digits() -> None:
+    with pytest.raises(RowInvalid) as info:
+        validate_row({**GOOD, "subject": 10**400, "confidence": -(10**50)})
+    assert str(info.value) == (
+        "field 'subject' must be a string, got a 401-digit number; "
+        "confidence must be in [0, 1], got a 51-digit number"
+    )
+
+
+@pytest.mark.parametrize("name", ["ingest", " Ingest "])
+def test_the_reserved_extractor_name_ingest_is_refused(name: str) -> None:
+    with pytest.raises(RowInvalid, match="extractor 'ingest' is reserved"):
+        validate_row({**GOOD, "extractor": name})

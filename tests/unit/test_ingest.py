@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 
@@ -68,11 +69,13 @@ def stored(kodb: KoDB, extractor: str | None = "ingest") -> set[tuple[str, str, 
     }
 
 
-def expected_facts(vault: Path, paths: list[str]) -> set[tuple[str, str, str, str]]:
+def expected_facts(
+    vault: Path, paths: list[str], limit: int = SMALL_LIMIT
+) -> set[tuple[str, str, str, str]]:
     """What the extractor yields for these notes, computed without KO-DB."""
-    settings = settings_for(vault)
+    settings = settings_for(vault, vault_max_note_bytes=limit)
     types = {f.path: f.source_type for f in scan_vault(settings)}
-    notes = [read_note(vault, path, types[path], SMALL_LIMIT) for path in paths]
+    notes = [read_note(vault, path, types[path], limit) for path in paths]
     resolver = LinkResolver.from_parsed(notes)
     return {
         (f.source_file, f.subject, f.predicate, f.object)
@@ -98,6 +101,30 @@ def test_bad_notes_are_reported_and_the_good_ones_ingested(vault: Path, kodb: Ko
     assert stored(kodb) == expected_facts(vault, GOOD)
     assert report.facts_total == len(stored(kodb)) == kodb.count_facts()
     assert report.facts_by_predicate == kodb.facts_by_predicate()
+
+
+def test_ingest_skips_yaml_alias_bomb_and_deep_nesting_with_their_lines(
+    vault: Path, kodb: KoDB, deadline: Callable[[float], AbstractContextManager[None]]
+) -> None:
+    bomb = ["---"]
+    bomb.append("a: &a [" + ", ".join(["lol"] * 9) + "]")
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
+        bomb.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
+    bomb += ["---", "Links to [[Redis]].", ""]
+    (vault / "wiki" / "bomb.md").write_text("\n".join(bomb), encoding="utf-8")
+    deep = "---\ntitle: Deep\nx: " + "[" * 990 + "]" * 990 + "\n---\nSee [[Redis]].\n"
+    (vault / "wiki" / "deep.md").write_text(deep, encoding="utf-8")
+    deep_map = "---\nx: " + "{a: " * 990 + "1" + "}" * 990 + "\n---\nSee [[Redis]].\n"
+    (vault / "wiki" / "deep-map.md").write_text(deep_map, encoding="utf-8")
+    with deadline(30):
+        report = run(vault, kodb, vault_max_note_bytes=100_000)
+    reasons = {s.path: s.reason for s in report.skipped}
+    assert reasons["wiki/bomb.md"].startswith("line ") and "alias" in reasons["wiki/bomb.md"]
+    assert reasons["wiki/deep.md"].startswith("line 3: ")
+    assert reasons["wiki/deep-map.md"].startswith("line 2: ")
+    assert sorted(kodb.notes()) == sorted([*GOOD, "wiki/huge.md"])
+    # huge.md fits the raised size limit, so it is a good note here.
+    assert stored(kodb) == expected_facts(vault, [*GOOD, "wiki/huge.md"], limit=100_000)
 
 
 def test_redis_gathers_facts_from_all_three_source_types(vault: Path, kodb: KoDB) -> None:
@@ -188,6 +215,39 @@ def test_imported_facts_are_left_alone(vault: Path, kodb: KoDB) -> None:
     (vault / "wiki/Redis.md").unlink()
     run(vault, kodb)
     assert ("wiki/Redis.md", "Redis", "runs_on", "k8s") in stored(kodb, extractor="import")
+
+
+def test_imported_fact_identical_to_an_extracted_one_survives_the_next_ingest(
+    vault: Path, kodb: KoDB
+) -> None:
+    run(vault, kodb)
+    extracted = next(
+        f for f in kodb.facts_for_subjects(["redis"]) if f.source_file == "wiki/Redis.md"
+    )
+    same = replace(extracted, extractor="import")
+    assert kodb.import_facts([same]).inserted == 1  # its own row, owned by "import"
+    redis = vault / "wiki/Redis.md"
+    redis.write_text(redis.read_text(encoding="utf-8") + "\nEdited.\n", encoding="utf-8")
+    bump_mtime(redis)
+    assert run(vault, kodb).updated == 1
+    redis.unlink()
+    assert run(vault, kodb).removed == 1
+    assert stored(kodb, extractor="import") == {
+        (same.source_file, same.subject, same.predicate, same.object)
+    }
+
+
+def test_ingest_stores_its_fact_beside_an_identical_imported_one(vault: Path, kodb: KoDB) -> None:
+    first = run(vault, kodb)
+    extracted = kodb.facts_for_subjects(kodb.subject_norms())
+    kodb.close()
+    for path in (vault / ".vault-ko").glob("ko.db*"):
+        path.unlink()
+    with KoDB.open(settings_for(vault).effective_kodb_url) as fresh:
+        fresh.import_facts([replace(f, extractor="import") for f in extracted])
+        second = run(vault, fresh)
+        assert second.facts_total == 2 * first.facts_total
+        assert stored(fresh) == stored(fresh, extractor="import")
 
 
 def test_force_reextracts_every_good_note(vault: Path, kodb: KoDB) -> None:

@@ -120,3 +120,17 @@ def test_representative_facts_prefer_confidence_then_spread() -> None:
     picked = representative_facts(facts, 3)
     assert [f.object for f in picked] == ["1", "4", "3"]
     assert len(representative_facts(facts, 10)) == 4
+
+
+def test_the_same_triple_from_two_extractors_is_two_facts_from_one_source() -> None:
+    # Ownership is part of a fact's identity, so an imported copy of an extracted fact is
+    # its own row. Ranking counts facts (the seed's rule): it adds to raw_facts and to the
+    # predicate's count (capped), never to source_count or per_type, which count files.
+    extracted = Fact("Redis", "links_to", "Kafka", 0.8, "wiki", "wiki/redis.md", "ingest")
+    imported = Fact("Redis", "links_to", "Kafka", 0.8, "wiki", "wiki/redis.md", "import")
+    [alone] = rank([extracted])
+    [both] = rank([extracted, imported])
+    assert (both.source_count, both.per_type) == (alone.source_count, alone.per_type)
+    assert (both.raw_facts, both.total_facts) == (2, 2)
+    assert both.predicates == {"links_to": 2}
+    assert both.score == alone.score + 1

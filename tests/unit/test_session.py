@@ -437,6 +437,64 @@ def test_markdown_packs_one_file_per_session_with_safe_names(tmp_path: Path) -> 
     assert report.written == 2
 
 
+def md_packs(out: Path) -> dict[str, str]:
+    """File name -> the session id its heading names."""
+    found = {}
+    for path in out.glob("*.md"):
+        heading = path.read_text("utf-8").splitlines()[0]
+        found[path.name] = heading.removeprefix("## Context for ").split(":", 1)[0]
+    return found
+
+
+def test_markdown_packs_of_colliding_ids_are_both_kept_and_resume_rewrites_either(
+    tmp_path: Path,
+) -> None:
+    p, *_ = make(tmp_path)
+    out = tmp_path / "out"
+    lines = [
+        '{"id": "X", "prompt": "redis why did we pick it"}',
+        '{"id": "x-c032adc1", "prompt": "cache warming"}',
+    ]
+    assert load_context(p, lines, out, fmt="md").written == 2
+    assert sorted(md_packs(out).values()) == ["X", "x-c032adc1"]
+    for name, session in md_packs(out).items():
+        (out / name).unlink()
+        report = load_context(p, lines, out, fmt="md", resume=True)
+        assert (report.written, report.skipped_done) == (1, 1)
+        assert sorted(md_packs(out).values()) == ["X", "x-c032adc1"], session
+
+
+def test_markdown_sink_never_overwrites_another_sessions_pack_or_a_foreign_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pipeline.batch.packs as session_module
+
+    p, *_ = make(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.md").write_text("my own notes\n", encoding="utf-8")
+    # Force the improbable: two ids whose names collide (an 8-hex-digit digest clash).
+    real = session_module.safe_file_name
+    monkeypatch.setattr(
+        session_module, "safe_file_name", lambda i: "same.md" if i in ("a", "b") else real(i)
+    )
+    lines = [
+        '{"id": "a", "prompt": "redis why did we pick it"}',
+        '{"id": "b", "prompt": "cache warming"}',
+        '{"id": "notes", "prompt": "spike in the cache"}',
+    ]
+    assert load_context(p, lines, out, fmt="md").written == 3
+    assert (out / "notes.md").read_text("utf-8") == "my own notes\n"
+    packs = md_packs(out)
+    assert sorted(v for k, v in packs.items() if k != "notes.md") == ["a", "b", "notes"]
+    again = load_context(p, lines, out, fmt="md", resume=True)
+    assert (again.written, again.skipped_done) == (0, 3)
+    assert md_packs(out) == packs
+    # A rerun without --resume rewrites each session's own files, no new ones.
+    assert load_context(p, lines, out, fmt="md").written == 3
+    assert md_packs(out) == packs
+
+
 def test_markdown_shortens_a_long_note_prompt_in_the_heading(tmp_path: Path) -> None:
     p, *_ = make(tmp_path)
     from pipeline.batch.packs import Pack

@@ -145,13 +145,13 @@ class Backend:
         if version is None:
             raise GraphQueryError(
                 f"cannot read the {self.product} version of the graph at "
-                f"{runner.target.url} (it says {text!r}); vault-ko needs {self.product} "
+                f"{runner.target.shown_url} (it says {text!r}); vault-ko needs {self.product} "
                 f"{wanted} or newer"
             )
         if version < self.min_version:
             raise GraphQueryError(
-                f"the graph at {runner.target.url} runs {self.product} {text}; vault-ko needs "
-                f"{self.product} {wanted} or newer ({self.min_version_reason})"
+                f"the graph at {runner.target.shown_url} runs {self.product} {text}; "
+                f"vault-ko needs {self.product} {wanted} or newer ({self.min_version_reason})"
             )
         self.version = text
 
@@ -193,7 +193,7 @@ class Backend:
         if created != dims:
             found = "no vector index" if created is None else f"{created} dimensions"
             raise GraphQueryError(
-                f"the graph at {runner.target.url} did not create the note vector index with "
+                f"the graph at {runner.target.shown_url} did not create the note vector index with "
                 f"{dims} dimensions (it reports {found}); see the {self.product} server log"
             )
 
@@ -281,7 +281,7 @@ class Backend:
             dims = self.vector_index_dims(runner)  # rebuilt since we read it? ask again
         if dims is None:
             raise GraphQueryError(
-                f"the graph at {runner.target.url} has no note vector index yet; "
+                f"the graph at {runner.target.shown_url} has no note vector index yet; "
                 "run `vault-ko sync` (or `vault-ko embed`)"
             )
         if dims != size:

@@ -303,6 +303,101 @@ def test_migration_4_adds_summary_and_extractor_version_as_null(
         assert upgraded.notes()["wiki/redis.md"] == written
 
 
+def _schema_3_fact_key(subject: str, predicate: str, obj: str, source_file: str) -> str:
+    """fact_key as schema 3 stored it: the extractor was not part of a fact's identity."""
+    import hashlib
+    import unicodedata
+
+    parts = (unicodedata.normalize("NFC", p) for p in (subject, predicate, obj, source_file))
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+
+
+def test_fact_owner_migration_rekeys_schema_3_rows_by_extractor_keeping_them_all(
+    kodb_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlalchemy as sa
+
+    from pipeline.kodb.store import subject_key
+    from pipeline.model import normalize_text
+
+    schema_3 = [m for m in kodb_schema.MIGRATIONS if m.version <= 3]
+    old_rows = [
+        fact("Redis", "wiki/redis.md", predicate="links_to", object="Kafka", extractor="ingest"),
+        fact("Redis", "wiki/redis.md", predicate="owner", object="ops", extractor="import"),
+        fact("Kafka", "adr/1.md", predicate="is", object="a log", extractor="mine"),
+    ]
+    with monkeypatch.context() as patch:
+        patch.setattr(kodb_schema, "MIGRATIONS", tuple(schema_3))
+        with KoDB.open(kodb_url) as old:
+            assert old.schema_versions() == [1, 2, 3]
+    engine = sa.create_engine(kodb_url)
+    try:
+        with engine.begin() as conn:  # rows as schema 3 wrote them, with its fact_key
+            for i, f in enumerate(old_rows):
+                norm = normalize_text(f.subject)
+                conn.execute(
+                    kodb_schema.facts.insert().values(
+                        subject=f.subject,
+                        subject_norm=norm,
+                        subject_key=subject_key(norm),
+                        predicate=f.predicate,
+                        object=f.object,
+                        confidence=f.confidence,
+                        source_type=f.source_type,
+                        source_file=f.source_file,
+                        extractor=f.extractor,
+                        fact_key=_schema_3_fact_key(
+                            f.subject, f.predicate, f.object, f.source_file
+                        ),
+                        created_at=float(i),
+                    )
+                )
+            for norm in sorted({normalize_text(f.subject) for f in old_rows}):
+                conn.execute(
+                    kodb_schema.subjects.insert().values(
+                        subject_key=subject_key(norm), subject_norm=norm
+                    )
+                )
+    finally:
+        engine.dispose()
+
+    with KoDB.open(kodb_url) as upgraded:
+        assert upgraded.schema_versions() == [m.version for m in kodb_schema.MIGRATIONS]
+        assert upgraded.count_facts() == 3
+        stored = upgraded.facts_for_subjects(["redis", "kafka"])
+        assert sorted(stored, key=repr) == sorted(old_rows, key=repr)
+        # Every row now carries the new key: re-importing or re-ingesting the same facts
+        # finds them, and an imported copy of the ingest fact is a row of its own.
+        assert upgraded.import_facts(old_rows[1:]) == ImportResult(inserted=0, existing=2)
+        copy = replace(old_rows[0], extractor="import")
+        assert upgraded.import_facts([copy]) == ImportResult(inserted=1, existing=0)
+        upgraded.apply_ingest([], removed=["wiki/redis.md"])
+        assert sorted(upgraded.facts_for_subjects(["redis"]), key=repr) == sorted(
+            [old_rows[1], copy], key=repr
+        )
+    with KoDB.open(kodb_url) as again:  # recorded, not run twice
+        assert again.count_facts() == 3
+
+
+def test_a_fact_is_owned_by_its_extractor_so_ingest_never_deletes_an_imported_copy(
+    db: KoDB,
+) -> None:
+    said = {"predicate": "links_to", "object": "Kafka"}
+    by_ingest = fact("Redis", "wiki/redis.md", extractor="ingest", **said)
+    by_import = fact("Redis", "wiki/redis.md", extractor="import", **said)
+    db.apply_ingest([(note("wiki/redis.md"), [by_ingest])], [])
+    assert db.import_facts([by_import]) == ImportResult(inserted=1, existing=0)
+    assert db.import_facts([by_import]) == ImportResult(inserted=0, existing=1)
+    assert db.facts_for_subjects(["redis"]) == [by_import, by_ingest]  # sorted by extractor
+    # Re-ingesting the note without that fact, then removing it, leaves the import alone.
+    db.apply_ingest([(note("wiki/redis.md", "h2"), [])], [])
+    assert db.facts_for_subjects(["redis"]) == [by_import]
+    db.apply_ingest([(note("wiki/redis.md", "h3"), [by_ingest])], [])
+    db.apply_ingest([], removed=["wiki/redis.md"])
+    assert db.facts_for_subjects(["redis"]) == [by_import]
+    assert db.search_subjects("redis") == ["redis"]
+
+
 def test_calibrations_latest_by_embedder_and_dims(db: KoDB) -> None:
     def cal(embedder: str, dims: int, at: float) -> Calibration:
         return Calibration(embedder, dims, 1, 0.3, 0.05, 0.2, 40, 780, 40, at)

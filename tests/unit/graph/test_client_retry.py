@@ -247,3 +247,24 @@ def test_vector_dimensions_out_of_range_are_refused_before_any_call(
         client.ensure_vector_index(dims)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"integer in \[1, 65536\]"):
         ArcadeHttp("http://127.0.0.1:9", "root", "pw").create_vector_index("vault", dims)  # type: ignore[arg-type]
+
+
+SECRET_URL = "bolt://neo:s3cr@t:pw@127.0.0.1:7687"
+
+
+def test_a_password_in_the_graph_url_is_masked_in_errors_status_and_breaker_state(
+    tmp_path: Path, fake_driver: Drivers, client_with: Clients
+) -> None:
+    down = ne.ServiceUnavailable(f"Couldn't connect to {SECRET_URL}")  # a driver quoting it
+    client = client_with(fake_driver(*[down] * 10), graph_url=SECRET_URL)
+    with pytest.raises(GraphUnavailable) as unavailable:
+        client.note_states()
+    with pytest.raises(GraphUnavailable) as circuit_open:
+        client.note_states()
+    client._driver = fake_driver(down)  # type: ignore[assignment]
+    status = client.probe()
+    texts = [str(unavailable.value), str(circuit_open.value), status.url, status.reason or ""]
+    texts += [p.read_text("utf-8") for p in (tmp_path / ".vault-ko").rglob("*.json")]
+    assert texts and all("s3cr" not in t and ":pw@" not in t for t in texts)
+    assert status.url == "bolt://neo:***@127.0.0.1:7687"
+    assert client.url == SECRET_URL  # connecting still uses the URL as given

@@ -159,3 +159,106 @@ def test_search_limit_and_empty_term(
     assert run([*search, "--limit", "1"]) == 0
     assert [s["subject"] for s in json.loads(capsys.readouterr().out)["subjects"]] == ["Cache A"]
     assert run(["--vault", str(vault), "facts", "search", "   "]) == EXIT_INPUT
+
+
+GOOD_ROW = {
+    "subject": "Redis",
+    "predicate": "used_for",
+    "object": "warm cache",
+    "confidence": 0.8,
+    "source_type": "wiki",
+    "source_file": "wiki/redis.md",
+}
+CSV_HEADER = "subject,predicate,object,confidence,source_type,source_file"
+
+
+def hostile_jsonl(field: str, raw_value: str) -> str:
+    """A good row, then one whose ``field`` is the raw JSON text ``raw_value``."""
+    row = json.dumps({k: v for k, v in GOOD_ROW.items() if k != field})
+    return json.dumps(GOOD_ROW) + "\n" + row[:-1] + f', "{field}": {raw_value}' + "}\n"
+
+
+def hostile_csv(field: str, cell: str) -> str:
+    bad = {**GOOD_ROW, field: cell}
+    row = ",".join(str(bad[k]) for k in CSV_HEADER.split(","))
+    good = ",".join(str(GOOD_ROW[k]) for k in CSV_HEADER.split(","))
+    return f"{CSV_HEADER}\n{good}\n{row}\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "line", "reason"),
+    [
+        (
+            "f.jsonl",
+            hostile_jsonl("confidence", "1" * 400),
+            2,
+            "confidence must be in [0, 1], got a 400-digit number",
+        ),
+        (
+            "f.jsonl",
+            hostile_jsonl("confidence", "1" * 5000),
+            2,
+            "invalid JSON: a 5000-digit integer is too long to read",
+        ),
+        (
+            "f.jsonl",
+            hostile_jsonl("object", "[" * 100_000 + "]" * 100_000),
+            2,
+            "invalid JSON: arrays or objects nested too deep",
+        ),
+        (
+            "f.csv",
+            hostile_csv("confidence", "1" * 400),
+            3,
+            "confidence must be in [0, 1], got a 400-digit number",
+        ),
+        (
+            "f.csv",
+            hostile_csv("confidence", "1" * 5000),
+            3,
+            "confidence must be in [0, 1], got a 5000-digit number",
+        ),
+        (
+            "f.csv",
+            hostile_csv("object", "[" * 200_000),
+            3,
+            "invalid CSV: field larger than field limit",
+        ),
+    ],
+    ids=[
+        "jsonl-400-digit-confidence",
+        "jsonl-5000-digit-confidence",
+        "jsonl-object-nested-100000-deep",
+        "csv-400-digit-confidence",
+        "csv-5000-digit-confidence",
+        "csv-200000-character-object",
+    ],
+)
+def test_hostile_numbers_and_nesting_are_file_line_reasons_exit_3_and_nothing_written(
+    vault: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    text: str,
+    line: int,
+    reason: str,
+) -> None:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    code = run(["--vault", str(vault), "facts", "import", str(path)])
+    err = capsys.readouterr().err
+    assert code == EXIT_INPUT
+    assert f"{path}:{line}: {reason}" in err
+    assert "Traceback" not in err and len(err) < 2000  # one line per problem, not the row
+    assert kodb_count(vault) == 0
+
+
+def test_rows_claiming_the_ingest_extractor_are_refused_with_their_line(
+    vault: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "claims.jsonl"
+    rows = [GOOD_ROW, {**GOOD_ROW, "object": "sessions", "extractor": "ingest"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert run(["--vault", str(vault), "facts", "import", str(path)]) == EXIT_INPUT
+    assert f"{path}:2: extractor 'ingest' is reserved" in capsys.readouterr().err
+    assert kodb_count(vault) == 0

@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
+import re
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pipeline.errors import InputError
 from pipeline.model import SourceType
-from pipeline.vault.parse import ParsedNote, clip_text, lone_link, parse_note, read_note
+from pipeline.vault.parse import (
+    MAX_YAML_DEPTH,
+    ParsedNote,
+    _Collapsed,
+    clip_text,
+    lone_link,
+    parse_note,
+    read_note,
+)
 
 
 def parse(text: str, path: str = "wiki/note.md", stype: SourceType = "wiki") -> ParsedNote:
@@ -224,6 +238,58 @@ def test_invalid_yaml_names_file_and_line() -> None:
     assert "started at line 3" in info.value.reason
 
 
+def alias_bomb(levels: int = 9, width: int = 9) -> str:
+    """A frontmatter whose anchors expand to width**levels values ("billion laughs")."""
+    names = [chr(ord("a") + i) for i in range(levels)]
+    lines = [f"{names[0]}: &{names[0]} [{', '.join(['lol'] * width)}]"]
+    for prev, name in itertools.pairwise(names):
+        lines.append(f"{name}: &{name} [{', '.join([f'*{prev}'] * width)}]")
+    return "---\n" + "\n".join(lines) + "\n---\nBody with [[Link]].\n"
+
+
+def test_yaml_alias_bomb_is_refused_quickly_with_its_line(
+    deadline: Callable[[float], AbstractContextManager[None]],
+) -> None:
+    with deadline(10), pytest.raises(InputError) as info:
+        parse(alias_bomb(), path="wiki/bomb.md")
+    assert info.value.file == "wiki/bomb.md"
+    # The line of an anchor whose expansion is too big (the YAML spans lines 2-10).
+    assert info.value.line is not None and 2 <= info.value.line <= 10
+    assert "alias" in info.value.reason
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["[" * 990 + "]" * 990, "{a: " * 990 + "1" + "}" * 990],
+    ids=["flow-list", "flow-mapping"],
+)
+def test_frontmatter_nested_990_deep_is_refused_with_its_line(value: str) -> None:
+    with pytest.raises(InputError) as info:
+        parse(f"---\ntitle: Deep\nx: {value}\n---\nBody\n", path="wiki/deep.md")
+    assert info.value.line == 3
+    assert "deep" in info.value.reason
+
+
+def test_block_nesting_too_deep_names_the_line_where_it_crosses_the_bound() -> None:
+    nested = "".join("  " * i + "a:\n" for i in range(200)) + "  " * 200 + "leaf\n"
+    with pytest.raises(InputError) as info:
+        parse("---\n" + nested + "---\nBody\n")
+    # Depth 1 is the frontmatter mapping itself, on line 2.
+    assert info.value.line == MAX_YAML_DEPTH + 1
+
+
+def test_recursive_yaml_alias_is_refused() -> None:
+    with pytest.raises(InputError, match="refers to itself") as info:
+        parse("---\ntitle: T\nloop: &loop [a, *loop]\n---\nBody\n")
+    assert info.value.line == 3
+
+
+def test_shared_anchors_within_the_bounds_are_loaded() -> None:
+    note = parse("---\nbase: &b {owner: '[[Ops]]'}\nprod: *b\nstaging: *b\n---\nBody\n")
+    assert note.frontmatter["prod"] == {"owner": "[[Ops]]"}
+    assert targets(note) == ["Ops"]
+
+
 def test_frontmatter_that_is_not_a_mapping_is_an_error() -> None:
     with pytest.raises(InputError, match="mapping"):
         parse("---\n- a\n- b\n---\n")
@@ -261,3 +327,46 @@ def test_clip_text_collapses_whitespace() -> None:
     assert clip_text("  a \n\t b  ", 240) == "a b"
     clipped = clip_text("word " * 100, 50)
     assert len(clipped) <= 50 and clipped.endswith("…")
+
+
+def reference_clip(text: str, limit: int, focus: int = 0) -> str:
+    """The former clip_text, kept as the specification: collapse the whole text, then cut
+    (quadratic when called for every link of a long paragraph, hence _Collapsed)."""
+    head = re.sub(r"\s+", " ", text[:focus]).lstrip()
+    tail = re.sub(r"\s+", " ", text[focus:]).rstrip()
+    if not head:
+        tail = tail.lstrip()
+    full = head + tail
+    if len(full) <= limit:
+        return full
+    f = len(head)
+    begin = 0
+    if f > limit // 3:
+        begin = f - limit // 3
+        space = full.rfind(" ", 0, begin + 1)
+        begin = space + 1 if space > 0 and begin - space < 40 else begin
+    prefix = "…" if begin > 0 else ""
+    room = limit - len(prefix) - 1
+    piece = full[begin : begin + room]
+    if begin + room < len(full):
+        space = piece.rfind(" ")
+        if space > len(piece) // 2:
+            piece = piece[:space]
+        return prefix + piece.rstrip() + "…"
+    return prefix + full[begin:]
+
+
+@given(
+    text=st.text(alphabet="ab .\t\n\u00a0…", max_size=700),
+    limit=st.integers(min_value=3, max_value=300),
+    data=st.data(),
+)
+def test_clipping_a_range_of_the_collapsed_text_equals_clipping_the_slice(
+    text: str, limit: int, data: st.DataObject
+) -> None:
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text) + 1))  # sentence ranges may run one past
+    focus = data.draw(st.integers(start, min(end, len(text))))
+    expected = reference_clip(text[start:end], limit, focus - start)
+    assert _Collapsed(text).clip(start, end, focus, limit) == expected
+    assert clip_text(text[start:end], limit, focus - start) == expected
