@@ -179,6 +179,11 @@ class Relevance:
     hint: str | None = None
     warning: str | None = None
 
+    @classmethod
+    def unmeasured(cls, label: Label, warning: str) -> Relevance:
+        """A label no cosine was measured for (degraded mode, a question about nothing)."""
+        return cls(label, None, None, None, None, None, "none", False, None, warning)
+
 
 @dataclass(frozen=True)
 class Answer:

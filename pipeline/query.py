@@ -415,16 +415,8 @@ class Pipeline:
             if opts.crystal_only and not subjects and candidates:
                 notice = "no crystal-ready subject among the relevant ones"
         record_fallback(self.settings.state_dir, reason)
-        relevance = Relevance(
+        relevance = Relevance.unmeasured(
             "unscored",
-            None,
-            None,
-            None,
-            None,
-            None,
-            "none",
-            False,
-            None,
             "degraded mode: notes and subjects found by words (KO-DB full text), not by meaning",
         )
         return Answer(text, "fallback", reason, relevance, tuple(hits), subjects, notice=notice)
@@ -446,17 +438,8 @@ class Pipeline:
 
     def _no_content(self, text: str, reason: str | None) -> Answer:
         """The answer to a question without content words: no_match, nothing searched."""
-        relevance = Relevance(
-            "no_match",
-            None,
-            None,
-            None,
-            None,
-            None,
-            "none",
-            False,
-            None,
-            "the question has no content words (only stop words, symbols or emoji)",
+        relevance = Relevance.unmeasured(
+            "no_match", "the question has no content words (only stop words, symbols or emoji)"
         )
         mode = "semantic" if reason is None else "fallback"
         return Answer(text, mode, reason, relevance, (), ())
