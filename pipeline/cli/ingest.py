@@ -38,15 +38,15 @@ def ingest_command(app: AppContext, vault: str | None, force: bool, as_json: boo
     of their last good version; the exit code is still 0. Removed notes lose their facts.
     """
     # Imported here so `vault-ko --help` does not load SQLAlchemy or markdown-it.
+    from pipeline.app import App
     from pipeline.ingest import ingest_vault
-    from pipeline.kodb import KoDB
 
     settings = app.settings(vault)
     with (
-        KoDB.open(settings.effective_kodb_url) as kodb,
+        App(settings) as stores,
         progress_bar("reading notes", enabled=not as_json, min_total=PROGRESS_MIN_NOTES) as bar,
     ):
-        report = ingest_vault(settings, kodb, progress=bar, force=force)
+        report = ingest_vault(settings, stores.kodb, progress=bar, force=force)
 
     if as_json:
         emit_json(report.to_dict())

@@ -21,13 +21,13 @@ from pipeline.cli._common import (
 from pipeline.render import calibration_to_dict
 
 if TYPE_CHECKING:
-    from pipeline.query import Pipeline
+    from pipeline.app import App
 
 
-def _open(app: AppContext, vault: str | None = None) -> Pipeline:
-    from pipeline.query import Pipeline
+def _open(app: AppContext, vault: str | None = None) -> App:
+    from pipeline.app import App
 
-    return Pipeline(app.settings(vault))
+    return App(app.settings(vault))
 
 
 def _print_calibration(data: dict) -> None:
@@ -64,7 +64,7 @@ def calibrate_cmd(app: AppContext, as_json: bool) -> None:
     from pipeline.calibrate import calibrate_vault, choose_basis
 
     with _open(app) as p:
-        p.graph.ping()  # a dead graph fails here, before the model loads
+        p.graph.ping()  # a dead graph fails here, before KO-DB and the model
         cal = calibrate_vault(
             p.kodb, p.graph, p.embedder, max_pairs=p.settings.calibration_max_pairs
         )
@@ -95,7 +95,7 @@ def sync_cmd(app: AppContext, vault: str | None, full: bool, force: bool, as_jso
         _open(app, vault) as p,
         progress_bar("embedding notes", enabled=not as_json) as progress,
     ):
-        p.graph.ping()  # a dead graph fails here, before the model loads
+        p.graph.ping()  # a dead graph fails here, before KO-DB and the model
         report = sync_vault(
             p.settings,
             p.kodb,

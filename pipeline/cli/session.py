@@ -91,18 +91,19 @@ def load_context_cmd(
     subjects with their facts and sources, and crystal-ready marks; a no_match pack has no
     subjects. When the graph is unavailable, packs are made in fallback mode and say why.
     """
-    from pipeline.query import Pipeline, QueryOptions
+    from pipeline.app import App
+    from pipeline.query import QueryOptions
     from pipeline.session import load_context
 
     settings = app.settings()
     opts = QueryOptions.from_settings(settings, top_k=top_k, facts_per_subject=facts_per_subject)
     with (
         _input(input_path) as (stream, total),
-        Pipeline(settings) as pipeline,
+        App(settings) as stores,
         progress_bar("loading contexts", enabled=not as_json, total=total) as progress,
     ):
         report = load_context(
-            pipeline,
+            stores.pipeline(),
             stream,
             out_dir,
             fmt=fmt,  # type: ignore[arg-type]

@@ -462,19 +462,3 @@ def _check_dims(dims: int) -> None:
         records.check_dims(dims)
     except ValueError as exc:
         raise GraphQueryError(str(exc)) from None
-
-
-def open_graph(settings: Settings) -> GraphClient:
-    """A GraphClient for these settings (no network I/O until its first call)."""
-    return GraphClient(settings)
-
-
-def ensure_vector_index(settings: Settings, dims: int) -> None:
-    """Make the graph's vector index have ``dims`` dimensions (for the embed stage).
-
-    Creates it when missing; when it exists with other dimensions, deletes the notes
-    embedded with other dimensions (they must be re-embedded), drops and recreates it.
-    Raises GraphUnavailable / GraphQueryError.
-    """
-    with GraphClient(settings) as client:
-        client.ensure_vector_index(dims)

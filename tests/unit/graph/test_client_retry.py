@@ -17,7 +17,7 @@ import pytest
 
 from pipeline.config import Settings
 from pipeline.errors import GraphQueryError, GraphUnavailable
-from pipeline.graph import GraphClient, GraphNote, open_graph
+from pipeline.graph import GraphClient, GraphNote
 from pipeline.graph.arcadedb_http import ArcadeHttp, ArcadeHttpError
 from pipeline.graph.client import BACKOFF_MAX, is_transient, retry_policy, translate
 
@@ -112,8 +112,8 @@ def test_policy_stops_at_the_deadline() -> None:
 STATE_ROW = {"path": "a.md", "content_hash": "h", "model": "m", "dims": 3, "embedded_at": 1.5}
 
 
-def test_open_graph_does_no_network_io(tmp_path: Path) -> None:
-    client = open_graph(
+def test_a_new_client_does_no_network_io(tmp_path: Path) -> None:
+    client = GraphClient(
         Settings(vault=tmp_path, state_dir=tmp_path / ".vault-ko", graph_url="bolt://127.0.0.1:1")
     )
     assert client.url == "bolt://127.0.0.1:1"
