@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline import freshness as fr
+from pipeline.freshness import check as fr_check
 from pipeline.cli.freshness import freshness_standalone, to_rich
 from pipeline.config import Settings, load_settings
 from pipeline.embed import BUNDLED_MODEL_ID, model_identity
@@ -173,7 +174,7 @@ def test_unchanged_files_are_trusted_from_the_registry_without_reading(
     def must_not_read(*args: object, **kwargs: object) -> None:
         raise AssertionError(f"read {args[1]}")
 
-    monkeypatch.setattr(fr, "read_note", must_not_read)
+    monkeypatch.setattr(fr_check, "read_note", must_not_read)
     report = run(synced)
     assert report.status == "fresh"
     assert report.reread == 0
@@ -427,7 +428,7 @@ def test_table_lists_states_types_and_health(synced) -> None:
 def test_model_identity_reads_the_bundled_folder_without_importing_torch() -> None:
     code = (
         "import sys\n"
-        "from pipeline.freshness import model_identity\n"
+        "from pipeline.freshness.check import model_identity\n"
         "from pipeline.config import load_settings\n"
         "print(model_identity(load_settings('.', env={})))\n"
         "print([m for m in ('torch', 'sentence_transformers') if m in sys.modules])\n"
