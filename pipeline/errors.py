@@ -9,10 +9,12 @@
     │   ├── GraphUnavailable        unreachable / transient / circuit open: fall back
     │   └── GraphQueryError         the query or credentials are wrong: do not retry
     ├── LocalGraphError             the embedded ArcadeDB could not be started or stopped
-    └── EmbedderError               the embedding model could not be loaded or run
+    ├── EmbedderError               the embedding model could not be loaded or run
+    └── ServiceError                the resident service failed a request, or cannot start
 
 Foreign exceptions are translated in one place each: neo4j's in ``graph/client.py``,
-SQLAlchemy's in ``kodb/store.py``.
+SQLAlchemy's in ``kodb/store.py``, HTTP and socket errors of the service's clients in
+``service/client.py``.
 """
 
 from __future__ import annotations
@@ -113,3 +115,15 @@ class LocalGraphError(VaultKoError):
 
 class EmbedderError(VaultKoError):
     exit_code = EXIT_UNAVAILABLE
+
+
+class ServiceError(VaultKoError):
+    """The resident service answered with an error, or could not be reached or started;
+    ``status`` is the HTTP status when it answered, ``detail`` its own message."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+    def __init__(self, message: str, *, status: int | None = None, detail: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.detail = detail

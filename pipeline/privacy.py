@@ -155,3 +155,23 @@ def redact(answer: Answer, private: PrivateNotes) -> Answer:
     if same and len(hits) == len(answer.hits):
         return answer
     return replace(answer, hits=hits, subjects=tuple(subjects))
+
+
+def redact_freshness(report: dict[str, Any], private: PrivateNotes) -> dict[str, Any]:
+    """A freshness JSON document (``FreshnessReport.to_dict``) without the paths of private
+    notes (the service and the MCP server serve it to agents; the counts stay)."""
+    if not private:
+        return report
+    out = dict(report)
+    out["notes"] = {
+        state: [p for p in paths if not private.is_private(p)]
+        for state, paths in report.get("notes", {}).items()
+    }
+    out["skipped"] = [s for s in report.get("skipped", []) if not private.is_private(s["path"])]
+    kodb = dict(report.get("kodb", {}))
+    if "orphan_fact_files" in kodb:
+        kodb["orphan_fact_files"] = [
+            p for p in kodb["orphan_fact_files"] if not private.is_private(p)
+        ]
+    out["kodb"] = kodb
+    return out

@@ -1,0 +1,120 @@
+"""The client of a running service, on the standard library alone (``http.client``).
+
+The CLI's ``query``, the hook and the MCP server use it; the hook's fast path imports this
+module and nothing heavier, so asking the service costs no torch, numpy, FastAPI or
+SQLAlchemy import. Every socket and HTTP error becomes ``ServiceError`` here.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pipeline.errors import ServiceError
+from pipeline.service.record import ServiceRecord, live_record
+
+
+class ServiceClient:
+    """Requests to one service; each call opens its own connection (a CLI run or a hook
+    call makes one or two, and a fresh connection is what the timeout bounds)."""
+
+    def __init__(self, record: ServiceRecord) -> None:
+        self.record = record
+        parts = urlsplit(record.url)
+        self._host = parts.hostname or "127.0.0.1"
+        self._port = parts.port or record.port
+
+    def _request(
+        self, method: str, path: str, body: Any | None, timeout: float
+    ) -> tuple[int, bytes]:
+        headers = {"Accept": "application/json"}
+        if self.record.token:
+            headers["Authorization"] = f"Bearer {self.record.token}"
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        conn = http.client.HTTPConnection(self._host, self._port, timeout=max(timeout, 0.01))
+        try:
+            conn.request(method, path, body=data, headers=headers)
+            response = conn.getresponse()
+            return response.status, response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            reason = (
+                "timed out" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
+            )
+            raise ServiceError(f"the service at {self.record.url} failed: {reason}") from exc
+        finally:
+            conn.close()
+
+    def call(self, method: str, path: str, body: Any | None = None, *, timeout: float) -> Any:
+        """The JSON of a 2xx answer; ServiceError (with the service's own reason) else."""
+        status, raw = self._request(method, path, body, timeout)
+        try:
+            data = json.loads(raw) if raw else None
+        except ValueError as exc:
+            raise ServiceError(f"the service at {self.record.url} sent no JSON ({status})") from exc
+        if not 200 <= status < 300:
+            detail = data.get("error") if isinstance(data, dict) else None
+            detail = detail or (data.get("detail") if isinstance(data, dict) else None)
+            raise ServiceError(
+                f"the service at {self.record.url} answered {status}: {detail}",
+                status=status,
+                detail=str(detail) if detail is not None else None,
+            )
+        return data
+
+    def healthy(self, timeout: float) -> bool:
+        """Whether /healthz answers ok within ``timeout`` (never raises)."""
+        try:
+            data = self.call("GET", "/healthz", timeout=timeout)
+        except ServiceError:
+            return False
+        return isinstance(data, dict) and data.get("status") == "ok"
+
+
+def find_service(
+    state_dir: Path, vault: Path, *, probe_timeout: float | None = None
+) -> ServiceClient | None:
+    """A client of the service running for ``vault``: its record is there, its pid alive,
+    and (when ``probe_timeout`` is given) its /healthz answers within that time."""
+    record = live_record(state_dir, vault)
+    if record is None:
+        return None
+    client = ServiceClient(record)
+    if probe_timeout is not None and not client.healthy(probe_timeout):
+        return None
+    return client
+
+
+class Deadline:
+    """The time left of a budget (the hook's)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return max(0.0, self.end - time.monotonic())
+
+
+#: A question through the service may wait for the graph's retries, or for the model to
+#: load when the graph came back after the service started: seconds, not milliseconds.
+QUERY_TIMEOUT = 120.0
+
+
+def query_body(question: str, opts: Any, *, full_precision: bool = False) -> dict[str, Any]:
+    """The /query body asking exactly what ``opts`` (a resolved QueryOptions) asks, so the
+    service's answer equals the in-process one whatever the service's own settings."""
+    return {
+        "question": question,
+        "top_k": opts.top_k,
+        "hits": opts.hits,
+        "facts_per_subject": opts.facts_per_subject,
+        "semantic": opts.semantic,
+        "preset": opts.preset,
+        "full_precision": full_precision,
+    }
