@@ -127,7 +127,9 @@ def run_hook(
     except BaseException as exc:  # the agent must never fail because of us
         if isinstance(exc, KeyboardInterrupt):
             return 0
-        _log(state_dir, f"no context: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+        # Our own refusals are one line; anything else keeps its traceback for a bug report.
+        trace = "" if isinstance(exc, HookInputError) else "\n" + traceback.format_exc()
+        _log(state_dir, f"no context: {type(exc).__name__}: {exc}{trace}")
     return 0
 
 

@@ -272,7 +272,8 @@ def to_context_pack(answer: Answer, *, max_chars: int) -> str | None:
             f"[degraded: {answer.degraded_reason}; subjects found by word search on the "
             "facts database, not by meaning]"
         )
-    for note in (r.hint, r.warning, answer.notice):
+    # In fallback the warning repeats the degraded line above.
+    for note in (r.hint, None if answer.mode == "fallback" else r.warning, answer.notice):
         if note:
             lines.append(f"[{note}]")
     if answer.hits:

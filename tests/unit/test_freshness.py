@@ -15,13 +15,13 @@ from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline import freshness as fr
-from pipeline.freshness import check as fr_check
 from pipeline.cli.freshness import freshness_standalone, to_rich
 from pipeline.config import Settings, load_settings
 from pipeline.embed import BUNDLED_MODEL_ID, model_identity
 from pipeline.errors import GraphUnavailable
 from pipeline.fallback_log import record_fallback
 from pipeline.freshness import FreshnessOptions, check_freshness, to_prometheus
+from pipeline.freshness import check as fr_check
 from pipeline.graph import GraphStatus, NoteState
 from pipeline.model import Calibration, Note
 from pipeline.vault.parse import read_note
