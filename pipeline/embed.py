@@ -350,6 +350,14 @@ class LazyEmbedder:
         return getattr(self.loaded, name)
 
 
+def set_torch_threads(threads: int) -> None:
+    """Threads torch uses inside one model call (the service sets 1, see service/server.py).
+    With MKL's strict mode the vectors are bit-identical whatever the count (checked)."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 def get_embedder(settings: Settings) -> Embedder:
     """An Embedder for these settings; each model is loaded once per process and shared
     (by every vault and batch size that names it)."""

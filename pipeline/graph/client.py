@@ -22,16 +22,18 @@ connection, so a dead graph is declared unavailable within about the deadline.
 from __future__ import annotations
 
 import errno
+import hashlib
 import logging
 import time
 import urllib.error
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import tenacity
 
-from pipeline import __version__
+from pipeline import __version__, statefile
 from pipeline.config import Settings
 from pipeline.errors import GraphError, GraphQueryError, GraphUnavailable, VaultKoError
 from pipeline.graph import records
@@ -357,6 +359,15 @@ class GraphClient:
 
         return self.call(run)
 
+    def _changed(self) -> None:
+        """Note that this process changed the graph (``changes_path``): the service's warm
+        copy of the note vectors is reloaded at its next answer."""
+        try:
+            stamp = changes_path(self.settings.state_dir, self.url)
+            statefile.write_text(stamp, f"{time.time()}\n")
+        except OSError as exc:  # the marker is an optimisation's hint; the write succeeded
+            log.warning("cannot record the graph change: %s", exc)
+
     # -- public API --------------------------------------------------------------------
     def probe(self) -> GraphStatus:
         """One attempt, no retry, no breaker: is the graph up (and a version we support),
@@ -393,6 +404,7 @@ class GraphClient:
         ``ensure_vector_index``)."""
         _check_dims(dims)
         self._ready().ensure_schema(self, dims)
+        self._changed()
 
     def vector_index_dims(self) -> int | None:
         """The dimensions of the note vector index, or None when there is none."""
@@ -407,6 +419,7 @@ class GraphClient:
         """
         _check_dims(dims)
         self._ready().ensure_vector_index(self, dims)
+        self._changed()
 
     def note_states(self) -> dict[str, NoteState]:
         """Every note's path, content hash, model, dims and embedding time (one round trip)."""
@@ -416,11 +429,13 @@ class GraphClient:
         """Insert or update notes by path, in one transaction per call."""
         if rows:
             self._ready().upsert_notes(self, rows)
+            self._changed()
 
     def delete_notes(self, paths: Sequence[str]) -> None:
         """Delete notes (and their links) by path; unknown paths are ignored."""
         if paths:
             self._ready().delete_notes(self, paths)
+            self._changed()
 
     def set_links(self, source_paths: Sequence[str], pairs: Sequence[tuple[str, str]]) -> int:
         """Replace the LINKS_TO edges going out of ``source_paths`` with ``pairs``.
@@ -430,7 +445,9 @@ class GraphClient:
         """
         if not source_paths and not pairs:
             return 0
-        return self._ready().set_links(self, source_paths, pairs)
+        written = self._ready().set_links(self, source_paths, pairs)
+        self._changed()
+        return written
 
     def neighbors(self, paths: Sequence[str]) -> list[tuple[str, str, bool]]:
         """(path, neighbor, outgoing) for every LINKS_TO edge touching ``paths``, sorted."""
@@ -453,6 +470,12 @@ class GraphClient:
         """Every embedded note's state and its embedding (float32 rows aligned with the
         states, sorted by path). Notes without an embedding are left out."""
         return self._ready().all_vectors(self)
+
+
+def changes_path(state_dir: Path, url: str) -> Path:
+    """The file every write of this state dir's clients to the graph at ``url`` touches."""
+    digest = hashlib.sha1(url.encode("utf-8"), usedforsecurity=False).hexdigest()
+    return state_dir / "graph-changes" / f"{digest}.stamp"
 
 
 def _check_dims(dims: int) -> None:
