@@ -247,3 +247,21 @@ def test_vector_dimensions_out_of_range_are_refused_before_any_call(
         client.ensure_vector_index(dims)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"integer in \[1, 65536\]"):
         ArcadeHttp("http://127.0.0.1:9", "root", "pw").create_vector_index("vault", dims)  # type: ignore[arg-type]
+
+
+def test_every_write_touches_the_graph_change_stamp(
+    fake_driver: Drivers, client_with: Clients
+) -> None:
+    # The service's warm copy of the note vectors is reloaded when this stamp moves.
+    from pipeline.graph.client import changes_path
+
+    driver = fake_driver([])
+    client = client_with(driver)
+    stamp = changes_path(client.settings.state_dir, client.url)
+    assert not stamp.exists()
+    client.note_states()  # a read leaves it alone
+    assert not stamp.exists()
+    client.upsert_notes([GraphNote("a.md", "T", "adr", "h", "m", 2, 3.0, (0.5, 0.25))])
+    first = stamp.read_text()
+    client.delete_notes(["a.md"])
+    assert stamp.read_text() != first
