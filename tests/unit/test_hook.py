@@ -152,7 +152,7 @@ def test_the_hook_path_imports_no_heavy_module() -> None:
         "import pipeline.cli, pipeline.hook, pipeline.service.client, pipeline.render\n"
         "pipeline.hook.fast_path_args(['hook'])\n"
         "heavy = ('torch', 'sentence_transformers', 'numpy', 'sqlalchemy', 'neo4j', 'click',\n"
-        "         'rich', 'fastapi', 'pydantic', 'markdown_it', 'yaml')\n"
+        "         'rich', 'fastapi', 'pydantic', 'markdown_it', 'yaml', 'http.client', 'ssl')\n"
         "print(','.join(m for m in heavy if m in sys.modules))\n"
     )
     out = subprocess.run(
