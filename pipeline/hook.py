@@ -41,7 +41,7 @@ LOG_NAME = "hook.log"
 #: The log is cut back to its last half once it passes this size.
 LOG_MAX_BYTES = 1_000_000
 EVENT_NAME = "UserPromptSubmit"
-NO_SERVICE_REASON = "no vault-ko service is running for this vault"
+NO_SERVICE_REASON = "no vault-ko service is running for this vault"  # with these settings
 
 
 def fast_path_args(argv: Sequence[str]) -> dict[str, Any] | None:
@@ -170,7 +170,7 @@ def answer_context(settings: Any, prompt: str, budget: float) -> str | None:
     from pipeline.service.client import Deadline, find_service
 
     deadline = Deadline(budget)
-    service = find_service(settings.state_dir, settings.vault)
+    service = find_service(settings)
     if service is not None:
         body = {
             "question": prompt,

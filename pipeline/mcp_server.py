@@ -46,8 +46,7 @@ class VaultTools:
         self.app = app or App(settings)
 
     def _service(self) -> ServiceClient | None:
-        s = self.settings
-        return find_service(s.state_dir, s.vault, probe_timeout=s.service_probe_timeout)
+        return find_service(self.settings, probe_timeout=self.settings.service_probe_timeout)
 
     def ask(self, question: str, **options: Any) -> dict[str, Any]:
         opts = QueryOptions.from_settings(self.settings, **options)

@@ -103,9 +103,7 @@ def ask_service(settings: Settings, question: str, opts: QueryOptions) -> Answer
     in-process answer's), or None when none runs or it failed (then we answer here)."""
     from pipeline.service.client import QUERY_TIMEOUT, find_service, query_body
 
-    service = find_service(
-        settings.state_dir, settings.vault, probe_timeout=settings.service_probe_timeout
-    )
+    service = find_service(settings, probe_timeout=settings.service_probe_timeout)
     if service is None:
         return None
     try:

@@ -13,12 +13,11 @@ from __future__ import annotations
 import json
 import socket
 import time
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from pipeline.errors import ServiceError
-from pipeline.service.record import ServiceRecord, live_record
+from pipeline.service.record import ServiceRecord, live_record, settings_digest
 
 
 class ServiceClient:
@@ -121,12 +120,11 @@ def _unchunk(body: bytes) -> bytes:
     return bytes(out)
 
 
-def find_service(
-    state_dir: Path, vault: Path, *, probe_timeout: float | None = None
-) -> ServiceClient | None:
-    """A client of the service running for ``vault``: its record is there, its pid alive,
-    and (when ``probe_timeout`` is given) its /healthz answers within that time."""
-    record = live_record(state_dir, vault)
+def find_service(settings: Any, *, probe_timeout: float | None = None) -> ServiceClient | None:
+    """A client of the service running for the vault of ``settings`` with the same
+    answer-shaping settings: its record is there, its pid alive, and (when ``probe_timeout``
+    is given) its /healthz answers within that time."""
+    record = live_record(settings.state_dir, settings.vault, settings_digest(settings))
     if record is None:
         return None
     client = ServiceClient(record)

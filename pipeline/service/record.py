@@ -2,13 +2,16 @@
 
 Written (mode 0600: it may hold the bearer token) through ``pipeline.statefile`` once the
 service accepts connections, removed at shutdown. A record counts only while its pid is
-alive and it names the same vault, so a crashed service (its record left behind) or a
-copied state dir is never used.
+alive, names the same vault and was started with the settings that shape an answer (the
+same KO-DB, graph, model, private globs: ``settings_digest``), so a crashed service (its
+record left behind), a copied state dir, or a client pointed at another KO-DB is never
+answered by it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import ipaddress
 import os
 from dataclasses import asdict, dataclass
@@ -31,6 +34,7 @@ class ServiceRecord:
     token: str | None = None
     started_at: float | None = None
     version: str | None = None
+    settings_digest: str | None = None
 
     @property
     def url(self) -> str:
@@ -44,6 +48,22 @@ class ServiceRecord:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def settings_digest(settings: Any) -> str:
+    """A digest of the settings an answer depends on (never shown: the KO-DB URL may hold a
+    password)."""
+    parts = (
+        settings.effective_kodb_url,
+        settings.graph_url or "",
+        settings.graph_database or "",
+        settings.embed_model,
+        "\x1e".join(settings.vault_private_globs),
+        str(settings.graph_candidates),
+        str(settings.query_facts_per_predicate_cap),
+        str(settings.state_dir),
+    )
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:24]
 
 
 def is_loopback(host: str) -> bool:
@@ -98,9 +118,12 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def live_record(state_dir: Path, vault: Path) -> ServiceRecord | None:
-    """The record of a service running for ``vault``, or None (no network I/O)."""
+def live_record(state_dir: Path, vault: Path, digest: str | None = None) -> ServiceRecord | None:
+    """The record of a service running for ``vault`` (with settings of ``digest``, when
+    given), or None (no network I/O)."""
     record = read_record(state_dir)
     if record is None or record.vault != str(vault) or not pid_alive(record.pid):
+        return None
+    if digest is not None and record.settings_digest != digest:
         return None
     return record

@@ -30,6 +30,7 @@ from pipeline.service.record import (
     is_loopback,
     live_record,
     remove_record,
+    settings_digest,
     write_record,
 )
 
@@ -183,6 +184,7 @@ def serve(
             token=token,
             started_at=time.time(),
             version=__version__,
+            settings_digest=settings_digest(settings),
         )
 
         def started() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from pipeline.service.record import (
     read_record,
     record_path,
     remove_record,
+    settings_digest,
     write_record,
 )
 from pipeline.service.server import bind, check_bind
@@ -41,7 +43,22 @@ def test_a_dead_pid_another_vault_or_junk_is_no_service(tmp_path: Path) -> None:
     assert live_record(tmp_path, tmp_path) is None
     record_path(tmp_path).write_text("{")
     assert read_record(tmp_path) is None
-    assert find_service(tmp_path, tmp_path) is None
+
+
+def test_a_service_with_other_settings_does_not_answer_for_us(tmp_path: Path) -> None:
+    from pipeline.config import load_settings
+
+    ours = load_settings(tmp_path, env={})
+    other = ours.replace(kodb_url="postgresql+psycopg://u@h/other")
+    rec = ServiceRecord(
+        "127.0.0.1", 1, os.getpid(), str(ours.vault), settings_digest=settings_digest(other)
+    )
+    write_record(ours.state_dir, rec)
+    assert find_service(ours) is None
+    write_record(ours.state_dir, replace(rec, settings_digest=settings_digest(ours)))
+    found = find_service(ours)
+    assert found is not None and found.record.port == 1
+    assert "postgresql" not in record_path(ours.state_dir).read_text()
 
 
 def test_only_its_own_record_is_removed(tmp_path: Path) -> None:
