@@ -486,3 +486,17 @@ def test_cli_bad_settings_still_print_an_error_report(tmp_path: Path) -> None:
     names = {f.name for f in text_string_to_metric_families(result.output)}
     assert "vault_ko_freshness_status" in names
     assert 'vault_ko_freshness_status{status="error"} 1' in result.output
+
+
+def test_cli_textfile_is_written_whole_for_the_node_exporter(tmp_path: Path) -> None:
+    vault = write_vault(tmp_path / "vault")
+    target = tmp_path / "textfile" / "vault_ko.prom"
+    target.parent.mkdir()
+    result = CliRunner().invoke(
+        freshness_standalone, ["--vault", str(vault), "--json", "--textfile", str(target)]
+    )
+    assert result.exit_code == 2, result.output  # the graph is not started: an error report
+    assert json.loads(result.output)["status"] == "error"
+    names = {f.name for f in text_string_to_metric_families(target.read_text())}
+    assert {"vault_ko_freshness_status", "vault_ko_graph_up"} <= names
+    assert [p.name for p in target.parent.iterdir()] == ["vault_ko.prom"]  # no temp left
