@@ -52,13 +52,14 @@ def serve_cmd(
     {"url", "pid", "vault", "record"} on stdout once it accepts connections. Exit 3 for a
     non-loopback --host without a token, 2 when KO-DB is unreachable or the port is taken.
     """
-    from pipeline.service.server import Started, new_token, serve
+    from pipeline.service.server import Started, check_bind, new_token, serve
 
     if generate_token and token:
         raise click.UsageError("--token and --generate-token: choose one")
     if generate_token:
         token = new_token()
     settings = app.settings()
+    check_bind(host, token)  # before anything is opened: a refusal is the only output
 
     def started(info: Started) -> None:
         if info.warning:
