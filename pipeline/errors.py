@@ -10,10 +10,12 @@
     │   └── GraphQueryError         the query or credentials are wrong: do not retry
     ├── LocalGraphError             the embedded ArcadeDB could not be started or stopped
     ├── EmbedderError               the embedding model could not be loaded or run
-    └── VaultBusy                   another run writes to this vault (``--no-wait``)
+    ├── VaultBusy                   another run writes to this vault (``--no-wait``)
+    └── ServiceError                the resident service failed a request, or cannot start
 
 Foreign exceptions are translated in one place each: neo4j's in ``graph/client.py``,
-SQLAlchemy's in ``kodb/store.py``.
+SQLAlchemy's in ``kodb/store.py``, HTTP and socket errors of the service's clients in
+``service/client.py``.
 """
 
 from __future__ import annotations
@@ -120,3 +122,15 @@ class VaultBusy(VaultKoError):
     """Another vault-ko run holds this vault's writer lock (and the caller would not wait)."""
 
     exit_code = EXIT_UNAVAILABLE
+
+
+class ServiceError(VaultKoError):
+    """The resident service answered with an error, or could not be reached or started;
+    ``status`` is the HTTP status when it answered, ``detail`` its own message."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+    def __init__(self, message: str, *, status: int | None = None, detail: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.detail = detail

@@ -12,6 +12,8 @@ import os
 import time
 from pathlib import Path
 
+from pipeline import statefile
+
 LOG_NAME = "fallback.log"
 MARK_NAME = "fallback.mark"
 
@@ -31,7 +33,17 @@ def record_fallback(state_dir: Path, reason: str) -> None:
 
 
 def fallbacks_since_last_check(state_dir: Path, *, advance: bool = True) -> int:
-    """Fallback answers served since the previous check; moves the mark when advance."""
+    """Fallback answers served since the previous check; moves the mark when advance
+    (under the mark's lock, so two checks at once never count the same answers twice)."""
+    if not (state_dir / LOG_NAME).exists():
+        return 0
+    if not advance:
+        return _count_since_mark(state_dir, advance=False)
+    with statefile.locked(state_dir / MARK_NAME):
+        return _count_since_mark(state_dir, advance=True)
+
+
+def _count_since_mark(state_dir: Path, *, advance: bool) -> int:
     log = state_dir / LOG_NAME
     mark = state_dir / MARK_NAME
     try:
@@ -48,7 +60,5 @@ def fallbacks_since_last_check(state_dir: Path, *, advance: bool = True) -> int:
         fh.seek(offset)
         count = fh.read(size - offset).count(b"\n")
     if advance:
-        tmp = mark.with_suffix(".tmp")
-        tmp.write_text(str(size))
-        tmp.replace(mark)
+        statefile.write_text(mark, str(size))
     return count

@@ -25,11 +25,13 @@ from pipeline.errors import ConfigError, GraphError, GraphQueryError, GraphUnava
 from pipeline.fallback_log import record_fallback
 from pipeline.fusion import rrf
 from pipeline.model import Answer, Candidate, Hit, Relevance, SubjectRank
+from pipeline.privacy import PrivateNotes, redact
 from pipeline.rank import DEFAULT_ORDER, OrderRule, rank_subjects
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from pipeline.app import App
     from pipeline.embed import Embedder, LazyEmbedder
     from pipeline.graph import GraphClient
     from pipeline.kodb import KoDB
@@ -146,50 +148,46 @@ class Timer:
 
 
 class Pipeline:
-    """Long-lived resources (KO-DB, graph driver, model) and the query stages over them."""
+    """The query stages over the resources of an ``App`` (the composition root, which
+    opens KO-DB, the graph and the model on first use); answers never see private notes
+    unless ``include_private``."""
 
     def __init__(
         self,
-        settings: Settings,
+        settings: Settings | None = None,
         *,
         kodb: KoDB | None = None,
         graph: GraphClient | None = None,
         embedder: Embedder | LazyEmbedder | None = None,
         order: OrderRule = DEFAULT_ORDER,
+        app: App | None = None,
+        include_private: bool = False,
     ) -> None:
-        self.settings = settings
-        self._kodb = kodb
-        self._graph = graph
-        self._embedder = embedder
+        if app is None:
+            from pipeline.app import App
+
+            if settings is None:
+                raise TypeError("Pipeline needs settings or an App")
+            app = App(settings, kodb=kodb, graph=graph, embedder=embedder)
+        self.app = app
+        self.settings = app.settings
+        self.private = PrivateNotes() if include_private else app.private
         self._basis: Basis | None = None
         self.embed_batches = 0  # model forward batches run for questions (load-context reports)
         self.order = order  # which candidates are comparable (rank.OrderRule)
 
-    # -- resources, opened on first use ------------------------------------------------
+    # -- resources: the App's, as answers may see them -------------------------------------
     @property
     def kodb(self) -> KoDB:
-        if self._kodb is None:
-            from pipeline.kodb import KoDB
-
-            self._kodb = KoDB.open(self.settings.effective_kodb_url)
-        return self._kodb
+        return self.app.kodb_for(self.private)  # type: ignore[no-any-return]
 
     @property
     def graph(self) -> GraphClient:
-        if self._graph is None:
-            from pipeline.graph import open_graph
-
-            self._graph = open_graph(self.settings)
-        return self._graph
+        return self.app.graph_for(self.private)  # type: ignore[no-any-return]
 
     @property
     def embedder(self) -> Embedder | LazyEmbedder:
-        if self._embedder is None:
-            from pipeline.embed import LazyEmbedder
-
-            # Loaded on the first embed: labels, syncs and fallbacks need only its id.
-            self._embedder = LazyEmbedder(self.settings)
-        return self._embedder
+        return self.app.embedder
 
     def basis(self) -> Basis:
         """Which calibration labels answers (cached: one lookup per process)."""
@@ -203,10 +201,7 @@ class Pipeline:
         self._basis = None
 
     def close(self) -> None:
-        for res in (self._graph, self._kodb):
-            if res is not None:
-                res.close()
-        self._graph = self._kodb = None
+        self.app.close()
 
     def __enter__(self) -> Pipeline:
         return self
@@ -279,7 +274,7 @@ class Pipeline:
             for name, ms in shared.ms.items():
                 timer.add(name, ms / len(questions))
             timer.ms["total_ms"] = round(total / len(questions), 3)
-            out.append(replace(answer, timings_ms=dict(timer.ms)))
+            out.append(redact(replace(answer, timings_ms=dict(timer.ms)), self.private))
         return out
 
     def _search(

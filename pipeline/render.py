@@ -1,29 +1,32 @@
-"""Render an Answer as the stable JSON contract, as markdown, or as a rich table."""
+"""Render an Answer as the stable JSON contract, as markdown, as the hook's compact context,
+or as a rich table.
+
+rich is imported by ``to_rich`` only: the hook renders its context without it.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict
-from typing import Any
-
-from rich.console import Group, RenderableType
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from pipeline.calibrate import Basis, is_trusted
-from pipeline.model import Answer, Calibration, Hit, SubjectRank
+from pipeline.model import Answer, Calibration, FactView, Hit, Relevance, SubjectRank
 from pipeline.noisefloor import is_tight_vault
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 _FLOAT_DIGITS = 4
 
 
-def _num(value: float | None) -> float | None:
+def _num(value: float | None, digits: int | None = _FLOAT_DIGITS) -> float | None:
     if value is None or not math.isfinite(value):
         return None
-    return round(value, _FLOAT_DIGITS)
+    return value if digits is None else round(value, digits)
 
 
-def subject_to_dict(s: SubjectRank) -> dict[str, Any]:
+def subject_to_dict(s: SubjectRank, digits: int | None = _FLOAT_DIGITS) -> dict[str, Any]:
     return {
         "subject": s.subject,
         "score": s.score,
@@ -31,9 +34,9 @@ def subject_to_dict(s: SubjectRank) -> dict[str, Any]:
         "per_type": dict(s.per_type),
         "total_facts": s.total_facts,
         "raw_facts": s.raw_facts,
-        "max_confidence": _num(s.max_confidence),
-        "best_cosine": _num(s.best_cosine),
-        "best_bm25": _num(s.best_bm25),
+        "max_confidence": _num(s.max_confidence, digits),
+        "best_cosine": _num(s.best_cosine, digits),
+        "best_bm25": _num(s.best_bm25, digits),
         "band": s.band,
         "evidence": s.evidence,
         "crystal_ready": s.crystal_ready,
@@ -42,7 +45,7 @@ def subject_to_dict(s: SubjectRank) -> dict[str, Any]:
             {
                 "predicate": f.predicate,
                 "object": f.object,
-                "confidence": _num(f.confidence),
+                "confidence": _num(f.confidence, digits),
                 "source_type": f.source_type,
                 "source_file": f.source_file,
             }
@@ -51,11 +54,14 @@ def subject_to_dict(s: SubjectRank) -> dict[str, Any]:
     }
 
 
-def answer_to_dict(answer: Answer) -> dict[str, Any]:
-    """The answer JSON of DESIGN §5 (documented in the README); keys are a contract."""
+def answer_to_dict(answer: Answer, *, digits: int | None = _FLOAT_DIGITS) -> dict[str, Any]:
+    """The answer JSON of DESIGN §5 (documented in the README); keys are a contract.
+
+    ``digits`` None keeps every float as computed: the service sends answers so to the CLI,
+    whose output then equals an in-process answer's to the last digit."""
     rel = asdict(answer.relevance)
     for key in ("top_cosine", "z", "noise_floor", "sigma", "floor_cosine"):
-        rel[key] = _num(rel[key])
+        rel[key] = _num(rel[key], digits)
     return {
         "query": answer.query,
         "mode": answer.mode,
@@ -66,16 +72,88 @@ def answer_to_dict(answer: Answer) -> dict[str, Any]:
                 "path": h.path,
                 "title": h.title,
                 "source_type": h.source_type,
-                "cosine": _num(h.cosine),
-                "bm25": _num(h.bm25),
+                "cosine": _num(h.cosine, digits),
+                "bm25": _num(h.bm25, digits),
                 "excerpt": h.excerpt,
             }
             for h in answer.hits
         ],
-        "subjects": [subject_to_dict(s) for s in answer.subjects],
+        "subjects": [subject_to_dict(s, digits) for s in answer.subjects],
         "notice": answer.notice,
         "timings_ms": {k: round(v, 1) for k, v in answer.timings_ms.items()},
     }
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def answer_from_dict(data: dict[str, Any]) -> Answer:
+    """The Answer an answer JSON describes (the service's answers, read back by the CLI,
+    the hook and the MCP server). Raises KeyError / TypeError / ValueError on a document
+    that is not an answer."""
+    rel = data["relevance"]
+    relevance = Relevance(
+        rel["label"],
+        _float(rel["top_cosine"]),
+        _float(rel["z"]),
+        _float(rel["noise_floor"]),
+        _float(rel["sigma"]),
+        _float(rel["floor_cosine"]),
+        rel["calibration"],
+        bool(rel["tight_vault"]),
+        rel.get("hint"),
+        rel.get("warning"),
+    )
+    hits = tuple(
+        Hit(
+            h["path"],
+            h["title"],
+            h["source_type"],
+            _float(h["cosine"]),
+            h.get("excerpt"),
+            _float(h.get("bm25")),
+        )
+        for h in data["hits"]
+    )
+    subjects = tuple(
+        SubjectRank(
+            subject=s["subject"],
+            score=int(s["score"]),
+            source_count=int(s["source_count"]),
+            per_type=dict(s["per_type"]),
+            total_facts=int(s["total_facts"]),
+            raw_facts=int(s["raw_facts"]),
+            max_confidence=float(s["max_confidence"]),
+            best_cosine=_float(s["best_cosine"]),
+            crystal_ready=bool(s["crystal_ready"]),
+            predicates=dict(s["predicates"]),
+            facts=tuple(
+                FactView(
+                    f["predicate"],
+                    f["object"],
+                    float(f["confidence"]),
+                    f["source_type"],
+                    f["source_file"],
+                )
+                for f in s["facts"]
+            ),
+            band=s.get("band"),
+            evidence=s.get("evidence"),
+            best_bm25=_float(s.get("best_bm25")),
+        )
+        for s in data["subjects"]
+    )
+    return Answer(
+        query=data["query"],
+        mode=data["mode"],
+        degraded_reason=data["degraded_reason"],
+        relevance=relevance,
+        hits=hits,
+        subjects=subjects,
+        timings_ms={k: float(v) for k, v in (data.get("timings_ms") or {}).items()},
+        notice=data.get("notice"),
+    )
 
 
 #: Longest excerpt of a note in markdown (one line for an agent's context).
@@ -180,9 +258,81 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+#: The hook's context: notes listed, and a line's longest excerpt or fact object.
+CONTEXT_NOTES = 5
+CONTEXT_TEXT_CHARS = 200
+WEAK_MARK = "weak match: these notes are only loosely related to the prompt; use them with care"
+
+
+def to_context_pack(answer: Answer, *, max_chars: int) -> str | None:
+    """The compact context an agent's hook injects, at most ``max_chars`` characters; None
+    when there is nothing to inject: no_match (silence beats noise), or a degraded answer
+    that found no subject."""
+    r = answer.relevance
+    if r.label == "no_match":
+        return None
+    if answer.mode == "fallback" and not answer.subjects:
+        return None
+    if not answer.hits and not answer.subjects:
+        return None
+    head = f"vault-ko: what the notes vault knows about this prompt ({r.label}"
+    if r.z is not None:
+        head += f", z {r.z:.2f}"
+    if r.top_cosine is not None:
+        head += f", best note cosine {r.top_cosine:.3f}"
+    lines = [head + ")"]
+    if r.label == "weak":
+        lines.append(f"[{WEAK_MARK}]")
+    if answer.mode == "fallback":
+        lines.append(
+            f"[degraded: {answer.degraded_reason}; subjects found by word search on the "
+            "facts database, not by meaning]"
+        )
+    # In fallback the warning repeats the degraded line above.
+    for note in (r.hint, None if answer.mode == "fallback" else r.warning, answer.notice):
+        if note:
+            lines.append(f"[{note}]")
+    if answer.hits:
+        lines.append("Notes:")
+        for h in answer.hits[:CONTEXT_NOTES]:
+            line = f"- {h.title} ({h.path})"
+            if h.excerpt:
+                line += f": {_one_line(h.excerpt, CONTEXT_TEXT_CHARS)}"
+            lines.append(line)
+    if answer.subjects:
+        lines.append("Subjects (ranked by how many files and source types corroborate them):")
+    for s in answer.subjects:
+        mark = ", crystal-ready" if s.crystal_ready else ""
+        lines.append(f"- {s.subject} ({s.source_count} files: {_types(s)}{mark})")
+        for f in s.facts:
+            text = _one_line(f.object, CONTEXT_TEXT_CHARS)
+            lines.append(f"  - {f.predicate}: {text} [{f.source_file}]")
+    return _cut(lines, max_chars)
+
+
+def _cut(lines: list[str], max_chars: int) -> str:
+    """Whole lines up to ``max_chars`` (with a closing line saying the rest was cut)."""
+    tail = "[cut to fit; ask `vault-ko query` for the whole answer]"
+    text = "\n".join(lines)
+    if len(text) <= max_chars:
+        return text
+    kept: list[str] = []
+    size = len(tail)
+    for line in lines:
+        if size + len(line) + 1 > max_chars:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    return "\n".join([*kept, tail])[:max_chars]
+
+
 def to_rich(answer: Answer) -> RenderableType:
     """What people read at a terminal: the best notes with an excerpt, then the subjects
     with one fact per line; fits 100 columns (paths shortened, long lines cut)."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
     r = answer.relevance
     style = {"strong": "bold green", "moderate": "green", "weak": "yellow"}.get(r.label, "red")
     header = Text()

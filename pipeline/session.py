@@ -111,8 +111,8 @@ class SessionLoader:
     """Answers many prompts as one batch over an owner Pipeline's resources.
 
     The loader answers through a second Pipeline that shares the owner's settings, graph
-    client and (lazily) model, and sees KO-DB through a ``CachedKodb``. The owner stays in
-    charge of closing them.
+    client, (lazily) model and privacy, and sees KO-DB through a ``CachedKodb``. The owner
+    stays in charge of closing them.
     """
 
     def __init__(
@@ -133,10 +133,8 @@ class SessionLoader:
         self.chunk_size = chunk_size
         self.kodb = CachedKodb(pipeline.kodb)
         self.batch = Pipeline(
-            pipeline.settings,
-            kodb=self.kodb,  # type: ignore[arg-type]
-            graph=pipeline.graph,
-            embedder=pipeline.embedder,  # lazy: an all-fallback batch never loads it
+            app=pipeline.app.sharing(kodb=self.kodb),  # graph and (lazy) model shared
+            include_private=not pipeline.private,
             order=pipeline.order,
         )
         self._exact: ExactSearch | None = None
@@ -356,3 +354,19 @@ def load_context(
     except VaultKoError:
         sink.close()  # keep what was committed, for --resume
         raise
+
+
+def session_packs(
+    pipeline: Pipeline,
+    sessions: Sequence[tuple[str, str]],
+    options: QueryOptions | None = None,
+) -> list[Pack]:
+    """Packs for ``(id, prompt)`` pairs answered as one batch, in order, each equal to the
+    pack load-context writes for it (the service's and the MCP server's session context)."""
+    loader = SessionLoader(pipeline, options)
+    packs: list[Pack] = []
+    for start in range(0, len(sessions), loader.chunk_size):
+        chunk = sessions[start : start + loader.chunk_size]
+        answers = loader.answer_chunk([prompt for _, prompt in chunk])
+        packs.extend(Pack(sid, prompt, a) for (sid, prompt), a in zip(chunk, answers, strict=True))
+    return packs

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The install a user gets outside the checkout: build the wheel, install it (no extras) into a
 # fresh venv under a temp dir, and answer a question with that venv's vault-ko on a copy of
-# examples/vault — graph up, sync, query (must be semantic), graph down.
+# examples/vault — graph up, sync, query (must be semantic), then serve, the hook through it
+# and the MCP server's tools, graph down.
 #
 #   scripts/wheel_smoke.sh            (make test-wheel; CI runs it after make test)
 #
@@ -15,7 +16,12 @@ started=$(date +%s)
 work="$(mktemp -d "${TMPDIR:-/tmp}/vault-ko-wheel.XXXXXX")"
 venv="$work/venv"
 vault="$work/vault"
+service_pid=""
 cleanup() {
+  if [[ -n "$service_pid" ]]; then
+    kill -TERM "$service_pid" 2>/dev/null || true
+    wait "$service_pid" 2>/dev/null || true
+  fi
   if [[ -x "$venv/bin/vault-ko" && -d "$vault" ]]; then
     "$venv/bin/vault-ko" --vault "$vault" graph down >/dev/null 2>&1 || true
   fi
@@ -63,6 +69,45 @@ print(f"wheel-smoke: mode semantic, top subject {answer['subjects'][0]['subject'
       f"label {answer['relevance']['label']}")
 EOF
 grep -q '"mode": "semantic"' "$work/answer.json"
+
+step "serve, then the hook through it"
+"$venv/bin/vault-ko" --vault "$vault" serve --json >"$work/serve.out" 2>"$work/serve.err" &
+service_pid=$!
+for _ in $(seq 1 300); do
+  [[ -s "$work/serve.out" ]] && break
+  kill -0 "$service_pid" 2>/dev/null || { cat "$work/serve.err"; exit 1; }
+  sleep 1
+done
+[[ -s "$work/serve.out" ]] || { echo "wheel-smoke: the service did not start"; exit 1; }
+echo '{"prompt":"why did we choose redis for the warm cache?"}' \
+  | "$venv/bin/vault-ko" --vault "$vault" hook >"$work/hook.json"
+grep -q 'Redis' "$work/hook.json" || { echo "wheel-smoke: the hook printed no Redis context"; exit 1; }
+echo '{"prompt":"recipe for banana bread"}' | "$venv/bin/vault-ko" --vault "$vault" hook >"$work/silent.json"
+[[ ! -s "$work/silent.json" ]] || { echo "wheel-smoke: the hook spoke on no_match"; exit 1; }
+step "the MCP server's tools"
+"$venv/bin/python" - "$venv/bin/vault-ko" "$vault" <<'EOF'
+import asyncio
+import sys
+
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+
+async def main() -> None:
+    params = StdioServerParameters(command=sys.argv[1], args=["--vault", sys.argv[2], "mcp"])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        names = sorted(t.name for t in (await session.list_tools()).tools)
+        if names != ["ask", "freshness", "session_context"]:
+            sys.exit(f"wheel-smoke: MCP tools {names}")
+        print(f"wheel-smoke: MCP tools {names}")
+
+
+asyncio.run(main())
+EOF
+kill -TERM "$service_pid"
+wait "$service_pid"
+service_pid=""
 step "graph down"
 "$venv/bin/vault-ko" --vault "$vault" graph down
 step "passed in $(( $(date +%s) - started ))s"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
+from pipeline import statefile
 from pipeline.errors import ConfigError
 from pipeline.model import Answer
 from pipeline.render import answer_to_dict, to_markdown
@@ -117,7 +118,7 @@ class _StateLog:
         if resume and self.path.exists():
             self._load()
         else:
-            self.path.write_text(json.dumps(self.header, sort_keys=True) + "\n", "utf-8")
+            statefile.write_text(self.path, json.dumps(self.header, sort_keys=True) + "\n")
         self._fh = self.path.open("a", encoding="utf-8")
 
     def _load(self) -> None:
@@ -199,7 +200,7 @@ class JsonlSink:
 
 
 class MarkdownSink:
-    """One ``<out>/<safe id>.md`` per session, each written atomically (temp file + rename).
+    """One ``<out>/<safe id>.md`` per session, each written atomically (``pipeline.statefile``).
 
     A pack never replaces another session's pack nor a file that is not a pack of its
     session (the user's own notes in the out dir): a name claimed by another id of this
@@ -252,9 +253,7 @@ class MarkdownSink:
 
     def write(self, pack: Pack) -> None:
         path = self._claim(pack.id)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(pack_to_markdown(pack), encoding="utf-8")
-        tmp.replace(path)
+        statefile.write_text(path, pack_to_markdown(pack))
         self._pending.append(pack.id)
 
     def commit(self) -> None:

@@ -3,117 +3,54 @@
 Exit codes (also in the README): 0 success; 1 the command ran and found a problem
 (stale vault, strict mode fallback); 2 a store was unreachable or an error stopped the
 command (click's usage errors are also 2); 3 bad input (a file, a row, a setting).
+
+This module stays light: `vault-ko hook` runs on every prompt an agent sends, so its plain
+form (``[--vault V] [-v] hook [--vault V] [--budget S]``) goes straight to
+``pipeline.hook`` without importing click, rich or the command modules; anything else
+(``hook --help`` included) goes through the click group in ``pipeline/cli/root.py``.
 """
 
 from __future__ import annotations
 
-import logging
 import sys
-
-import click
-from rich.text import Text
-
-from pipeline import __version__
-from pipeline.cli._common import AppContext, err
-from pipeline.config import mask_url
-from pipeline.errors import VaultKoError
+from typing import Any
 
 
-class _MaskingFormatter(logging.Formatter):
-    """Log lines with every URL's password masked: at -vv the drivers and our modules log
-    addresses and error texts that may quote a URL as the user configured it."""
+def __getattr__(name: str) -> Any:
+    # `from pipeline.cli import cli` keeps working, importing the group on first use.
+    if name == "cli":
+        from pipeline.cli.root import cli
 
-    def format(self, record: logging.LogRecord) -> str:
-        return mask_url(super().format(record))
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option(
-    "--vault",
-    type=click.Path(file_okay=False, path_type=str),
-    envvar="VAULT_KO_VAULT",
-    help="The vault folder. Else $VAULT_KO_VAULT, else the nearest folder upward holding "
-    ".vault-ko/ or vault-ko.toml, else the current directory.",
-)
-@click.option("-v", "--verbose", count=True, help="More logging on stderr (-vv for debug).")
-@click.version_option(__version__, prog_name="vault-ko")
-@click.pass_context
-def cli(ctx: click.Context, vault: str | None, verbose: int) -> None:
-    """vault-ko: what does my markdown vault know about a question, and when nothing.
-
-    Typical use: `vault-ko graph up`, then `vault-ko sync` after editing notes, then
-    `vault-ko query "…"`. Settings come from defaults < <vault>/vault-ko.toml <
-    VAULT_KO_* environment < flags; `vault-ko config show` prints them.
-    """
-    level = logging.WARNING - 10 * min(verbose, 2)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_MaskingFormatter("%(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler])
-    ctx.obj = AppContext(vault=vault)
-
-
-def _register() -> None:
-    from pipeline.cli.config_cmd import config_group
-    from pipeline.cli.embed import embed_command
-    from pipeline.cli.eval import eval_cmd
-    from pipeline.cli.facts import facts_group
-    from pipeline.cli.freshness import freshness_cmd
-    from pipeline.cli.graph import graph_group
-    from pipeline.cli.ingest import ingest_command
-    from pipeline.cli.maintain import calibrate_cmd, sync_cmd
-    from pipeline.cli.query import query_cmd
-    from pipeline.cli.session import load_context_cmd
-
-    cli.add_command(config_group)
-    cli.add_command(ingest_command)
-    cli.add_command(query_cmd)
-    cli.add_command(calibrate_cmd)
-    cli.add_command(sync_cmd)
-    cli.add_command(embed_command)
-    cli.add_command(eval_cmd)
-    cli.add_command(facts_group)
-    cli.add_command(freshness_cmd)
-    cli.add_command(graph_group)
-    cli.add_command(load_context_cmd)
-
-
-_register()
-
-
-def _run(command: click.Command, args: list[str] | None = None) -> None:
-    """Run a click command; VaultKoError becomes one line on stderr and its exit code."""
-    try:
-        rv = command.main(args=args, standalone_mode=False)
-        sys.exit(rv if isinstance(rv, int) else 0)
-    except click.exceptions.Abort:
-        err.print("Aborted.")
-        sys.exit(1)
-    except click.ClickException as exc:
-        exc.message = mask_url(exc.message)
-        exc.show()
-        sys.exit(exc.exit_code)
-    except VaultKoError as exc:
-        # The errors' own messages are masked where they are made; this is the last guard.
-        err.print(Text.assemble(("error: ", "bold red"), mask_url(str(exc))), soft_wrap=True)
-        sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+        return cli
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
     """Entry point of `vault-ko`."""
-    _run(cli)
+    argv = sys.argv[1:]
+    from pipeline.hook import fast_path_args
+
+    hook_args = fast_path_args(argv)
+    if hook_args is not None:
+        from pipeline.hook import run_hook
+
+        sys.exit(run_hook(**hook_args))
+    from pipeline.cli.root import cli, run
+
+    run(cli)
 
 
 def query_main() -> None:
     """Entry point of `vault-ko-query` (the seed's name for `vault-ko query`)."""
     from pipeline.cli.query import query_standalone
+    from pipeline.cli.root import run
 
-    _run(query_standalone)
+    run(query_standalone)
 
 
 def freshness_main() -> None:
     """Entry point of `vault-embed-freshness` (the seed's name for `vault-ko freshness`)."""
     from pipeline.cli.freshness import freshness_standalone
+    from pipeline.cli.root import run
 
-    _run(freshness_standalone)
+    run(freshness_standalone)

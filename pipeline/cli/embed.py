@@ -47,26 +47,18 @@ def embed_command(
     writes to a vault at a time: a second one waits (or exits 2 with --no-wait).
     """
     # Imported here so `vault-ko --help` loads neither the graph driver nor the sync code.
-    from pipeline.embed import LazyEmbedder
+    from pipeline.app import App
     from pipeline.embed_sync import sync_embeddings
-    from pipeline.graph import open_graph
-    from pipeline.kodb import KoDB
 
     settings = app.settings(vault, embed_model=model, embed_batch_size=batch_size)
-    with writer_lock(settings, "vault-ko embed", no_wait=no_wait):
-        graph = open_graph(settings)
-        try:
-            # Reach the graph before opening KO-DB and loading the model (seconds), so a
-            # dead graph fails within the retry deadline.
-            graph.ping()
-            with KoDB.open(settings.effective_kodb_url) as kodb:
-                embedder = LazyEmbedder(settings)  # loaded only if a note needs embedding
-                with progress_bar("embedding notes", enabled=not as_json) as progress:
-                    report = sync_embeddings(
-                        settings, kodb, graph, embedder, full=full, progress=progress
-                    )
-        finally:
-            graph.close()
+    with writer_lock(settings, "vault-ko embed", no_wait=no_wait), App(settings) as stores:
+        # Reach the graph before opening KO-DB, so a dead graph fails within the retry
+        # deadline; the model loads only if a note needs embedding.
+        stores.graph.ping()
+        with progress_bar("embedding notes", enabled=not as_json) as progress:
+            report = sync_embeddings(
+                settings, stores.kodb, stores.graph, stores.embedder, full=full, progress=progress
+            )
 
     if as_json:
         emit_json(report.as_dict())

@@ -74,7 +74,7 @@ def facts_import(
     identified by subject, predicate, object, file and extractor.
     """
     # Imported here so `vault-ko --help` does not load SQLAlchemy.
-    from pipeline.kodb import KoDB
+    from pipeline.app import App
 
     if skip_invalid and not rejects:
         raise click.UsageError("--skip-invalid needs --rejects FILE for the invalid rows")
@@ -93,11 +93,11 @@ def facts_import(
     settings = app.settings()
     with (
         writer_lock(settings, "vault-ko facts import", no_wait=no_wait),
-        KoDB.open(settings.effective_kodb_url) as db,
+        App(settings) as stores,
     ):
-        result = db.import_facts(fact_file.facts)
+        result = stores.kodb.import_facts(fact_file.facts)
         if result.inserted >= 1000:
-            db.analyze()  # large loads shift the planner's statistics
+            stores.kodb.analyze()  # large loads shift the planner's statistics
     data = {
         "file": fact_file.path,
         "format": fact_file.format,
@@ -139,12 +139,11 @@ def facts_search(app: AppContext, term: str, limit: int, as_json: bool) -> None:
 
     A debugging aid for KO-DB: "warm" finds "warm cache" but not "warmstart".
     """
-    from pipeline.kodb import KoDB
+    from pipeline.app import App
 
-    settings = app.settings()
-    with KoDB.open(settings.effective_kodb_url) as db:
-        norms = db.search_subjects(term, limit=limit)
-        facts = db.facts_for_subjects(norms)
+    with App(app.settings()) as stores:
+        norms = stores.kodb.search_subjects(term, limit=limit)
+        facts = stores.kodb.facts_for_subjects(norms)
     subjects = _group(norms, facts)
     if as_json:
         emit_json({"subjects": subjects})

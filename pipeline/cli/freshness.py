@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -13,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pipeline.cli._common import AppContext, emit_json, out, pass_app
-from pipeline.errors import VaultKoError
+from pipeline.errors import InputError, VaultKoError
 
 if TYPE_CHECKING:
     from pipeline.freshness import FreshnessReport
@@ -37,6 +38,12 @@ def freshness_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "node-exporter textfile collector [table].",
         ),
         click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
+        click.option(
+            "--textfile",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Also write the Prometheus text to this file, atomically (for a "
+            "node-exporter textfile collector).",
+        ),
         click.option(
             "--max-stale",
             type=click.IntRange(min=0),
@@ -73,7 +80,13 @@ def freshness_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def run_freshness(app: AppContext, vault: str | None, **kw: Any) -> int:
     """Check, render in the chosen format, and return the exit code (0 / 1 / 2)."""
-    from pipeline.freshness import FreshnessOptions, FreshnessReport, check_freshness
+    from pipeline.app import App
+    from pipeline.freshness import (
+        FreshnessOptions,
+        FreshnessReport,
+        check_freshness,
+        write_textfile,
+    )
 
     try:
         settings = app.settings(
@@ -87,7 +100,8 @@ def run_freshness(app: AppContext, vault: str | None, **kw: Any) -> int:
             max_stale_ratio=kw["max_stale_ratio"],
             check_calibration=False if kw["no_calibration_check"] else None,
         )
-        report = check_freshness(settings, options)
+        with App(settings) as stores:
+            report = check_freshness(settings, options, app=stores)
     except VaultKoError as exc:
         report = FreshnessReport.failed(str(exc), vault=str(vault or app.vault or "."))
     except Exception as exc:  # a monitor must answer "error", never a traceback
@@ -95,6 +109,12 @@ def run_freshness(app: AppContext, vault: str | None, **kw: Any) -> int:
         report = FreshnessReport.failed(
             f"{type(exc).__name__}: {exc}", vault=str(vault or app.vault or ".")
         )
+    if kw["textfile"] is not None:
+        try:
+            write_textfile(report, kw["textfile"])
+        except OSError as exc:
+            where = str(kw["textfile"])
+            raise InputError(f"cannot write the textfile: {exc.strerror}", file=where) from exc
     fmt = "json" if kw["as_json"] else kw["fmt"]
     if fmt == "json":
         emit_json(report.to_dict())

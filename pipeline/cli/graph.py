@@ -11,7 +11,7 @@ from pipeline.cli._common import AppContext, emit_json, err, json_option, out, p
 from pipeline.config import mask_url
 from pipeline.errors import EXIT_UNAVAILABLE
 from pipeline.graph.breaker import CLOSED
-from pipeline.graph.local import DEFAULT_DIMS, DEFAULT_HEAP, DEFAULT_START_TIMEOUT, LocalGraph
+from pipeline.graph.local import DEFAULT_DIMS, DEFAULT_HEAP, DEFAULT_START_TIMEOUT
 from pipeline.graph.records import MAX_DIMS
 
 
@@ -47,8 +47,10 @@ def graph_up(app: AppContext, dims: int | None, timeout: float, heap: str, as_js
     password (mode 0600) there too; creates the database and the vector index; resets the
     graph circuit breaker. On a running server it only reports it.
     """
+    from pipeline.app import App
+
     settings = app.settings()
-    local = LocalGraph(settings.state_dir, heap=heap)
+    local = App(settings).local_graph(heap=heap)
     result = local.up(dims=dims, timeout=timeout, settings=settings)
     record = result.record
     if as_json:
@@ -87,9 +89,10 @@ def graph_down(app: AppContext, as_json: bool) -> None:
     Queries fall back to KO-DB term search while it is down (the circuit breaker records
     the stop); `vault-ko graph up` brings it back with its data.
     """
+    from pipeline.app import App
+
     settings = app.settings()
-    local = LocalGraph(settings.state_dir)
-    was_running = local.down()
+    was_running = App(settings).local_graph().down()
     if as_json:
         emit_json({"stopped": was_running, "state_dir": str(settings.state_dir)})
         return
@@ -106,13 +109,14 @@ def graph_status(ctx: click.Context, as_json: bool) -> None:
     """
     # Imported here: the client pulls in numpy and tenacity, which `vault-ko --help` and
     # the other commands' start-up need not pay for.
-    from pipeline.graph.client import GraphClient
+    from pipeline.app import App
 
     app = ctx.ensure_object(AppContext)
     settings = app.settings()
-    with GraphClient(settings) as client:
-        status = client.probe()
-        breaker = client.breaker.read()
+    with App(settings) as stores:
+        status = stores.graph.probe()
+        breaker = stores.graph.breaker.read()
+        info = stores.local_graph().info()
     if as_json:
         emit_json(status.as_dict())
     else:
@@ -132,7 +136,6 @@ def graph_status(ctx: click.Context, as_json: bool) -> None:
             age = time.time() - breaker.opened_at
             circuit += f" ({age:.0f}s ago: {breaker.reason})"
         table.add_row("circuit", circuit)
-        info = LocalGraph(settings.state_dir).info()
         if info.record is not None:
             local = f"pid {info.record.pid}" if info.running else "not running"
             if info.stale_pid is not None:

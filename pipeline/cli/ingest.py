@@ -44,16 +44,16 @@ def ingest_command(
     One run writes to a vault at a time: a second one waits (or exits 2 with --no-wait).
     """
     # Imported here so `vault-ko --help` does not load SQLAlchemy or markdown-it.
+    from pipeline.app import App
     from pipeline.ingest import ingest_vault
-    from pipeline.kodb import KoDB
 
     settings = app.settings(vault)
     with (
         writer_lock(settings, "vault-ko ingest", no_wait=no_wait),
-        KoDB.open(settings.effective_kodb_url) as kodb,
+        App(settings) as stores,
         progress_bar("reading notes", enabled=not as_json, min_total=PROGRESS_MIN_NOTES) as bar,
     ):
-        report = ingest_vault(settings, kodb, progress=bar, force=force)
+        report = ingest_vault(settings, stores.kodb, progress=bar, force=force)
 
     if as_json:
         emit_json(report.to_dict())

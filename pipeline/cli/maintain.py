@@ -23,14 +23,14 @@ from pipeline.cli._common import (
 from pipeline.render import calibration_to_dict
 
 if TYPE_CHECKING:
+    from pipeline.app import App
     from pipeline.config import Settings
-    from pipeline.query import Pipeline
 
 
-def _open(settings: Settings) -> Pipeline:
-    from pipeline.query import Pipeline
+def _open(settings: Settings) -> App:
+    from pipeline.app import App
 
-    return Pipeline(settings)
+    return App(settings)
 
 
 def _print_calibration(data: dict) -> None:
@@ -69,7 +69,7 @@ def calibrate_cmd(app: AppContext, no_wait: bool, as_json: bool) -> None:
 
     settings = app.settings()
     with writer_lock(settings, "vault-ko calibrate", no_wait=no_wait), _open(settings) as p:
-        p.graph.ping()  # a dead graph fails here, before the model loads
+        p.graph.ping()  # a dead graph fails here, before KO-DB and the model
         cal = calibrate_vault(
             p.kodb, p.graph, p.embedder, max_pairs=p.settings.calibration_max_pairs
         )
@@ -105,7 +105,7 @@ def sync_cmd(
         _open(settings) as p,
         progress_bar("embedding notes", enabled=not as_json) as progress,
     ):
-        p.graph.ping()  # a dead graph fails here, before the model loads
+        p.graph.ping()  # a dead graph fails here, before KO-DB and the model
         report = sync_vault(
             p.settings,
             p.kodb,

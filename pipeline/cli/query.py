@@ -7,10 +7,15 @@ from typing import Any
 
 import click
 
-from pipeline.cli._common import AppContext, emit_json, out, pass_app
-from pipeline.errors import EXIT_FAILURE
-from pipeline.query import PRESETS, RETRIEVALS, Pipeline, QueryOptions
-from pipeline.render import answer_to_dict, to_markdown, to_rich
+from pipeline.cli._common import AppContext, emit_json, err, out, pass_app
+from pipeline.config import Settings
+from pipeline.errors import EXIT_FAILURE, ConfigError, ServiceError
+from pipeline.model import Answer
+from pipeline.query import PRESETS, RETRIEVALS, QueryOptions
+from pipeline.render import answer_from_dict, answer_to_dict, to_markdown, to_rich
+
+#: Said on stderr when this process must load the model (seconds) itself.
+LOADING_MODEL = "loading the model… (`vault-ko serve` keeps it loaded for the next question)"
 
 
 def query_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -52,6 +57,16 @@ def query_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--strict", is_flag=True, help="Exit 1 when the answer is degraded (fallback)."
         ),
+        click.option(
+            "--no-service",
+            is_flag=True,
+            help="Answer in this process even when the vault's service (`vault-ko serve`) runs.",
+        ),
+        click.option(
+            "--include-private",
+            is_flag=True,
+            help="Include notes under vault_private_globs (in this process, never the service).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -69,8 +84,17 @@ def run_query(app: AppContext, vault: str | None, text: tuple[str, ...], **kw: A
         preset=kw["preset"],
         retrieval=kw["retrieval"],
     )
-    with Pipeline(settings) as pipeline:
-        answer = pipeline.ask(" ".join(text), opts)
+    question = " ".join(text)
+    if not question.strip():
+        raise ConfigError("the question is empty")
+    answer = None
+    if not (kw["no_service"] or kw["include_private"]):
+        answer = ask_service(settings, question, opts)
+    if answer is None:
+        from pipeline.app import App
+
+        with App(settings, on_model_load=lambda: err.print(LOADING_MODEL, markup=False)) as app:
+            answer = app.pipeline(include_private=kw["include_private"]).ask(question, opts)
     fmt = "json" if kw["as_json"] else kw["fmt"]
     if fmt == "json":
         emit_json(answer_to_dict(answer))
@@ -79,6 +103,28 @@ def run_query(app: AppContext, vault: str | None, text: tuple[str, ...], **kw: A
     else:
         out.print(to_rich(answer))
     return EXIT_FAILURE if kw["strict"] and answer.mode == "fallback" else 0
+
+
+def ask_service(settings: Settings, question: str, opts: QueryOptions) -> Answer | None:
+    """The answer of the vault's running service (floats unrounded, so the output equals an
+    in-process answer's), or None when none runs or it failed (then we answer here)."""
+    from pipeline.service.client import QUERY_TIMEOUT, find_service, query_body
+
+    service = find_service(settings, probe_timeout=settings.service_probe_timeout)
+    if service is None:
+        return None
+    try:
+        data = service.call(
+            "POST", "/query", query_body(question, opts, full_precision=True), timeout=QUERY_TIMEOUT
+        )
+        return answer_from_dict(data)
+    except ServiceError as exc:
+        if exc.status == 422 and exc.detail:  # our question or options: the same error here
+            raise ConfigError(exc.detail) from exc
+        err.print(f"warning: {exc}; answering in this process", markup=False, soft_wrap=True)
+    except (KeyError, TypeError, ValueError) as exc:
+        err.print(f"warning: the service sent no answer ({exc}); answering in this process")
+    return None
 
 
 @click.command("query")
@@ -91,7 +137,8 @@ def query_cmd(ctx: click.Context, app: AppContext, text: tuple[str, ...], **kw: 
     The label (strong / moderate / weak / no_match) compares the best note's cosine with
     the vault's calibrated noise floor; no_match returns no subjects. When the graph is
     unreachable the answer comes from word search on KO-DB with mode "fallback" (exit 0,
-    or 1 with --strict).
+    or 1 with --strict). With the vault's service running (`vault-ko serve`) it answers
+    in milliseconds; otherwise this process loads the model (it says so on stderr).
     """
     ctx.exit(run_query(app, None, text, **kw))
 

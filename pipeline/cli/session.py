@@ -97,7 +97,8 @@ def load_context_cmd(
     subjects with their facts and sources, and crystal-ready marks; a no_match pack has no
     subjects. When the graph is unavailable, packs are made in fallback mode and say why.
     """
-    from pipeline.query import Pipeline, QueryOptions
+    from pipeline.app import App
+    from pipeline.query import QueryOptions
     from pipeline.session import load_context
 
     settings = app.settings()
@@ -106,11 +107,11 @@ def load_context_cmd(
     )
     with (
         _input(input_path) as (stream, total),
-        Pipeline(settings) as pipeline,
+        App(settings) as stores,
         progress_bar("loading contexts", enabled=not as_json, total=total) as progress,
     ):
         report = load_context(
-            pipeline,
+            stores.pipeline(),
             stream,
             out_dir,
             fmt=fmt,  # type: ignore[arg-type]

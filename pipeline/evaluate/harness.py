@@ -581,15 +581,16 @@ def _run(
     docs: int,
     seconds: dict[str, float],
 ) -> EvalReport:
-    from pipeline.embed import get_embedder
-    from pipeline.graph.local import LocalGraph
+    from pipeline.app import App
 
     base = eval_settings(vault, state_dir, overrides)
     t0 = time.perf_counter()
-    embedder = get_embedder(base)
+    # The throwaway graph is sized by the model, so here the model comes first.
+    models = App(base)
+    embedder = models.load_model(before_stores=True)
     seconds["load_model"] = time.perf_counter() - t0
     say(f"model {embedder.model_id} ({embedder.dims}d)")
-    local = LocalGraph(state_dir)
+    local = models.local_graph()
     try:
         t0 = time.perf_counter()
         local.up(dims=int(embedder.dims), settings=base)
@@ -611,13 +612,15 @@ def _measure(
     say: Progress,
     docs: int,
 ) -> EvalReport:
-    from pipeline.query import Pipeline, QueryOptions
+    from pipeline.app import App
+    from pipeline.query import QueryOptions
     from pipeline.sync import sync_vault
 
     warnings = list(plan.warnings)
-    with Pipeline(settings, embedder=embedder) as p:
+    with App(settings, embedder=embedder) as app:
+        p = app.pipeline()
         t0 = time.perf_counter()
-        report = sync_vault(settings, p.kodb, p.graph, embedder, force_calibration=True)
+        report = sync_vault(settings, app.kodb, app.graph, embedder, force_calibration=True)
         seconds["sync"] = time.perf_counter() - t0
         for skipped in report.ingest.skipped:
             warnings.append(f"note {skipped.path} was not ingested: {skipped.reason}")

@@ -25,8 +25,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports on first use
     from pipeline.graph.breaker import Breaker as Breaker
     from pipeline.graph.client import GraphClient as GraphClient
-    from pipeline.graph.client import ensure_vector_index as ensure_vector_index
-    from pipeline.graph.client import open_graph as open_graph
     from pipeline.graph.dialects import ARCADEDB as ARCADEDB
     from pipeline.graph.dialects import DIALECTS as DIALECTS
     from pipeline.graph.dialects import MEMGRAPH as MEMGRAPH
@@ -49,8 +47,6 @@ _HOME = {
     "GraphStatus": "records",
     "LocalGraph": "local",
     "NoteState": "records",
-    "ensure_vector_index": "client",
-    "open_graph": "client",
 }
 
 __all__ = list(_HOME)

@@ -2,7 +2,7 @@
 
 A CLI run, the next hook call and the resident service are separate processes, so the state
 lives in a small JSON file, ``<state_dir>/breaker/<sha1(url)>.json``, written atomically
-(temp file + rename); one file per graph URL, so two graphs never share a verdict.
+(``pipeline.statefile``); one file per graph URL, so two graphs never share a verdict.
 
     closed ──failure──▶ open ──cool-down over──▶ half_open ──probe ok──▶ closed
                           ▲                          │
@@ -24,13 +24,12 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from pipeline import statefile
 from pipeline.errors import GraphUnavailable
 
 log = logging.getLogger(__name__)
@@ -55,22 +54,6 @@ class BreakerState:
     reason: str | None = None
     failures: int = 0
     probe_started_at: float | None = None
-
-
-def atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write a state file other processes read: a temp file renamed over ``path``, so a
-    reader sees the old content or the new, never half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def breaker_path(state_dir: Path, url: str) -> Path:
@@ -176,6 +159,6 @@ class Breaker:
     # -- storage ----------------------------------------------------------------------
     def _write(self, state: BreakerState) -> None:
         try:
-            atomic_write(self.path, json.dumps(asdict(state)), mode=0o600)
+            statefile.write_text(self.path, json.dumps(asdict(state)), mode=0o600)
         except OSError as exc:
             log.warning("cannot write breaker state %s: %s", self.path, exc)

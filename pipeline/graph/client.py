@@ -22,16 +22,18 @@ connection, so a dead graph is declared unavailable within about the deadline.
 from __future__ import annotations
 
 import errno
+import hashlib
 import logging
 import time
 import urllib.error
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import tenacity
 
-from pipeline import __version__
+from pipeline import __version__, statefile
 from pipeline.config import Settings, mask_url
 from pipeline.errors import GraphError, GraphQueryError, GraphUnavailable, VaultKoError
 from pipeline.graph import records
@@ -360,6 +362,15 @@ class GraphClient:
 
         return self.call(run)
 
+    def _changed(self) -> None:
+        """Note that this process changed the graph (``changes_path``): the service's warm
+        copy of the note vectors is reloaded at its next answer."""
+        try:
+            stamp = changes_path(self.settings.state_dir, self.url)
+            statefile.write_text(stamp, f"{time.time()}\n")
+        except OSError as exc:  # the marker is an optimisation's hint; the write succeeded
+            log.warning("cannot record the graph change: %s", exc)
+
     # -- public API --------------------------------------------------------------------
     def probe(self) -> GraphStatus:
         """One attempt, no retry, no breaker: is the graph up (and a version we support),
@@ -396,6 +407,7 @@ class GraphClient:
         ``ensure_vector_index``)."""
         _check_dims(dims)
         self._ready().ensure_schema(self, dims)
+        self._changed()
 
     def vector_index_dims(self) -> int | None:
         """The dimensions of the note vector index, or None when there is none."""
@@ -410,6 +422,7 @@ class GraphClient:
         """
         _check_dims(dims)
         self._ready().ensure_vector_index(self, dims)
+        self._changed()
 
     def note_states(self) -> dict[str, NoteState]:
         """Every note's path, content hash, model, dims and embedding time (one round trip)."""
@@ -419,11 +432,13 @@ class GraphClient:
         """Insert or update notes by path, in one transaction per call."""
         if rows:
             self._ready().upsert_notes(self, rows)
+            self._changed()
 
     def delete_notes(self, paths: Sequence[str]) -> None:
         """Delete notes (and their links) by path; unknown paths are ignored."""
         if paths:
             self._ready().delete_notes(self, paths)
+            self._changed()
 
     def set_links(self, source_paths: Sequence[str], pairs: Sequence[tuple[str, str]]) -> int:
         """Replace the LINKS_TO edges going out of ``source_paths`` with ``pairs``.
@@ -433,7 +448,9 @@ class GraphClient:
         """
         if not source_paths and not pairs:
             return 0
-        return self._ready().set_links(self, source_paths, pairs)
+        written = self._ready().set_links(self, source_paths, pairs)
+        self._changed()
+        return written
 
     def neighbors(self, paths: Sequence[str]) -> list[tuple[str, str, bool]]:
         """(path, neighbor, outgoing) for every LINKS_TO edge touching ``paths``, sorted."""
@@ -465,6 +482,12 @@ class GraphClient:
         return self._ready().all_vectors(self)
 
 
+def changes_path(state_dir: Path, url: str) -> Path:
+    """The file every write of this state dir's clients to the graph at ``url`` touches."""
+    digest = hashlib.sha1(url.encode("utf-8"), usedforsecurity=False).hexdigest()
+    return state_dir / "graph-changes" / f"{digest}.stamp"
+
+
 def _check_dims(dims: int) -> None:
     """The bound of every backend, checked before any network I/O (each backend's own, lower
     cap is checked once it is known)."""
@@ -472,19 +495,3 @@ def _check_dims(dims: int) -> None:
         records.check_dims(dims)
     except ValueError as exc:
         raise GraphQueryError(str(exc)) from None
-
-
-def open_graph(settings: Settings) -> GraphClient:
-    """A GraphClient for these settings (no network I/O until its first call)."""
-    return GraphClient(settings)
-
-
-def ensure_vector_index(settings: Settings, dims: int) -> None:
-    """Make the graph's vector index have ``dims`` dimensions (for the embed stage).
-
-    Creates it when missing; when it exists with other dimensions, deletes the notes
-    embedded with other dimensions (they must be re-embedded), drops and recreates it.
-    Raises GraphUnavailable / GraphQueryError.
-    """
-    with GraphClient(settings) as client:
-        client.ensure_vector_index(dims)

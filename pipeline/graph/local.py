@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import fcntl
 import hashlib
 import importlib.util
 import json
@@ -31,9 +30,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pipeline import statefile
 from pipeline.config import Settings
 from pipeline.errors import GraphError, LocalGraphError
-from pipeline.graph.breaker import STOPPED_REASON, Breaker, atomic_write
+from pipeline.graph.breaker import STOPPED_REASON, Breaker
 from pipeline.graph.local_state import HOST, ROOT_USER, LocalFiles, LocalRecord
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,7 @@ class LocalGraph(LocalFiles):
 
     # -- files ---------------------------------------------------------------------------
     def _write_record(self, record: LocalRecord) -> None:
-        atomic_write(self.record_path, json.dumps(asdict(record), indent=2) + "\n")
+        statefile.write_json(self.record_path, asdict(record))
 
     def _ensure_password(self) -> str:
         existing = self.password()
@@ -191,7 +191,7 @@ class LocalGraph(LocalFiles):
             return existing
         password = secrets.token_urlsafe(24)
         self.dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.password_path, password + "\n", mode=0o600)
+        statefile.write_text(self.password_path, password + "\n", mode=0o600)
         return password
 
     def _write_users_file(self, password: str) -> None:
@@ -201,20 +201,15 @@ class LocalGraph(LocalFiles):
             "databases": {"*": ["admin"]},
             "password": hash_password(password),
         }
-        atomic_write(
+        statefile.write_text(
             self.root_path / "config" / "server-users.jsonl", json.dumps(user) + "\n", mode=0o600
         )
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
         """One `up`/`down` at a time per state dir (two terminals, parallel tests)."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        with open(self.dir / ".lock", "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        with statefile.locked(self.record_path):
+            yield
 
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
         """The last lines of the server log (for error messages)."""

@@ -8,6 +8,9 @@ server that cannot start skips the graph tests; on CI (CI=true) it fails them.
 its own state dir (so breaker files never leak between tests). ``graph_env`` turns settings
 into the VAULT_KO_* variables a child process or a CLI run needs to reach the same graph.
 
+``served`` is one vault with its own local graph and a running `vault-ko serve`, shared by
+the service, hook and MCP tests (a service start loads the model: once per session).
+
 ``backend_settings`` is the one fixture of the backend contract suite, parametrized over the
 backends: ArcadeDB is the session's local server (it always runs, and on CI it must);
 Memgraph and Neo4j run when VAULT_KO_TEST_MEMGRAPH_URL / VAULT_KO_TEST_NEO4J_URL point at a
@@ -17,7 +20,9 @@ throwaway server (its Note nodes are deleted), and are otherwise reported as ski
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,3 +149,155 @@ def backend_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings
         )
     _empty_graph(settings)
     return settings
+
+
+# -- one running service for the service, hook and MCP tests ---------------------------------
+
+#: A note under the served vault's private glob: it talks about Redis and the warm cache, so
+#: without the filter it would be among the hits of the Redis questions.
+PRIVATE_NOTE = """---
+subject: Zanzibar salary review
+---
+# Zanzibar salary review
+
+The Zanzibar raise is paid from the warm cache savings: [[Redis]] let us drop two database
+replicas, and the warm cache budget moves to salaries.
+"""
+PRIVATE_PATH = "private/zanzibar-salary-review.md"
+EXAMPLE_VAULT = Path(__file__).resolve().parents[2] / "examples" / "vault"
+#: A cold service start loads the model: 10–30 s on this 2-core machine under load.
+SERVICE_START_TIMEOUT = 240.0
+
+
+def hermetic_env(**extra: str) -> dict[str, str]:
+    """The environment of a child vault-ko process: no VAULT_KO_* of the developer's shell,
+    the model offline."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VAULT_KO_")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", **extra)
+    return env
+
+
+def vault_ko_exe() -> str:
+    """The installed `vault-ko` console script of this interpreter's venv."""
+    import sys
+
+    return str(Path(sys.executable).with_name("vault-ko"))
+
+
+def private_vault_copy(dest: Path) -> Path:
+    """A copy of the sample vault with a private folder and its glob in vault-ko.toml."""
+    import shutil
+
+    shutil.copytree(EXAMPLE_VAULT, dest, ignore=shutil.ignore_patterns(".vault-ko"))
+    (dest / "private").mkdir()
+    (dest / PRIVATE_PATH).write_text(PRIVATE_NOTE, encoding="utf-8")
+    (dest / "vault-ko.toml").write_text('[vault]\nprivate_globs = ["private/**"]\n')
+    return dest
+
+
+@dataclass
+class Served:
+    """A vault (the sample plus a private note) with its own local graph, synced, and its
+    `vault-ko serve` running in a child process."""
+
+    vault: Path
+    settings: Settings
+    url: str
+    pid: int
+    env: dict[str, str]
+
+    def cli(
+        self, *args: str, stdin: str | None = None, timeout: float = 300.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run `vault-ko --vault <vault> ARGS` as a new process."""
+        return subprocess.run(
+            [vault_ko_exe(), "--vault", str(self.vault), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=timeout,
+        )
+
+
+def start_service(
+    vault: Path, env: dict[str, str], *extra: str, log: Path
+) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    """`vault-ko serve --json EXTRA` for ``vault``; its start line once it accepts
+    connections."""
+    import select
+
+    proc = subprocess.Popen(
+        [vault_ko_exe(), "--vault", str(vault), "serve", "--json", *extra],
+        stdout=subprocess.PIPE,
+        stderr=log.open("w"),
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], SERVICE_START_TIMEOUT)
+    line = proc.stdout.readline() if ready else ""
+    if not line:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"the service did not start: {log.read_text()}")
+    return proc, json.loads(line)
+
+
+def stop_service(proc: subprocess.Popen[str], timeout: float = 60.0) -> int:
+    """SIGTERM, then the exit code (SIGKILL after ``timeout``)."""
+    import signal
+
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
+@pytest.fixture(scope="session")
+def served(
+    require_server: Callable[[str], None], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    """One service for the service, hook and MCP tests (starting one loads the model)."""
+    from pipeline.app import App
+    from pipeline.config import load_settings
+    from pipeline.sync import sync_vault
+
+    root = tmp_path_factory.mktemp("served")
+    vault = private_vault_copy(root / "vault")
+    env = hermetic_env()
+    settings = load_settings(vault, env={})
+    local = LocalGraph(settings.state_dir, heap="512m")
+    try:
+        local.up(settings=settings)
+    except LocalGraphError as exc:
+        local.down()
+        require_server(f"the served vault's local graph could not start: {exc}")
+        raise
+    proc = None
+    try:
+        with App(settings) as app:
+            sync_vault(settings, app.kodb, app.graph, app.load_model())
+        proc, started = start_service(vault, env, log=root / "serve.log")
+        yield Served(vault, settings, started["url"], started["pid"], env)
+    finally:
+        if proc is not None:
+            stop_service(proc)
+        local.down()
+
+
+@pytest.fixture(scope="session")
+def service_kit() -> Any:
+    """The helpers above for test modules (conftest modules are not importable)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        hermetic_env=hermetic_env,
+        private_vault_copy=private_vault_copy,
+        start_service=start_service,
+        stop_service=stop_service,
+        exe=vault_ko_exe,
+        PRIVATE_PATH=PRIVATE_PATH,
+    )

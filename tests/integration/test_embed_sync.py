@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from pipeline.config import Settings
 from pipeline.embed import Embedder, get_embedder
 from pipeline.embed_sync import EmbedReport, sync_embeddings
-from pipeline.graph import GraphClient, open_graph
+from pipeline.graph import GraphClient
 from pipeline.ingest import ingest_vault
 from pipeline.kodb import KoDB
 
@@ -73,7 +73,7 @@ def synced(
     shutil.copytree(EXAMPLE_VAULT, root, ignore=shutil.ignore_patterns(".vault-ko"))
     settings = local_graph.settings(root)
     kodb = KoDB.open(settings.effective_kodb_url)
-    graph = open_graph(settings)
+    graph = GraphClient(settings)
     try:
         graph.delete_notes(list(graph.note_states()))  # other modules share the server
         ingest_vault(settings, kodb)
@@ -151,20 +151,18 @@ def test_a_deleted_note_loses_its_node_and_edges(synced: Synced, restore: None) 
 KILLABLE_SYNC = textwrap.dedent(
     """
     import sys
+    from pipeline.app import App
     from pipeline.config import load_settings
-    from pipeline.embed import get_embedder
     from pipeline.embed_sync import sync_embeddings
-    from pipeline.graph import open_graph
-    from pipeline.kodb import KoDB
 
     settings = load_settings(sys.argv[1]).replace(embed_batch_size=1)
-    embedder = get_embedder(settings)
+    app = App(settings)
+    embedder = app.load_model()
 
     def progress(done, total):
         print(done, total, flush=True)
 
-    sync_embeddings(settings, KoDB.open(settings.effective_kodb_url), open_graph(settings),
-                    embedder, progress=progress)
+    sync_embeddings(settings, app.kodb, app.graph, embedder, progress=progress)
     print("finished", flush=True)
     """
 )

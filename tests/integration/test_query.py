@@ -175,10 +175,10 @@ def test_graph_down_answers_in_fallback_without_the_model(synced: Pipeline) -> N
     names = [s.subject for s in a.subjects]
     assert "Warm cache" in names
     assert not any(n.casefold().startswith("warmstart") for n in names)
-    assert p._embedder is None  # the fallback never loaded the model
+    assert not p.app.model_loaded  # the fallback never loaded the model
     again = p.ask("warm cache")  # the breaker is open now: fails fast, same answer shape
     assert again.mode == "fallback" and "circuit open" in (again.degraded_reason or "")
-    p._graph.close()  # type: ignore[union-attr]
+    p.app.graph.close()  # not p.close(): KO-DB is the shared fixture's
 
 
 def test_query_cli_answers_in_fallback_when_the_cypher_files_are_missing(

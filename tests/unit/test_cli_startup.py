@@ -17,3 +17,43 @@ def test_cli_import_loads_no_heavy_modules() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == ""
+
+
+def test_the_entry_point_module_defers_click_and_rich_to_the_commands() -> None:
+    # `vault-ko hook` runs on every prompt an agent sends: the entry point must be able to
+    # hand it to pipeline.hook before click, rich and the command modules are imported.
+    code = (
+        "import sys\n"
+        "import pipeline.cli\n"
+        "print(','.join(m for m in ('click', 'rich', 'pipeline.cli.root') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == ""
+
+
+def test_a_hook_call_through_the_entry_point_stays_light(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # The whole `vault-ko hook` process with no service and no vault: it prints nothing and
+    # never imports the model, numpy, the drivers or click.
+    code = (
+        "import sys, io\n"
+        "sys.argv = ['vault-ko', 'hook']\n"
+        'sys.stdin = io.TextIOWrapper(io.BytesIO(b\'{"prompt": "x"}\'))\n'
+        "from pipeline.cli import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0\n"
+        "heavy = ('torch', 'numpy', 'sqlalchemy', 'neo4j', 'click', 'rich')\n"
+        "print('|' + ','.join(m for m in heavy if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert result.stdout.strip() == "|"

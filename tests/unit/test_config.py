@@ -154,7 +154,7 @@ def test_config_show_json_masks_and_reports_precedence(tmp_path: Path) -> None:
 def test_cli_log_lines_mask_the_passwords_of_urls() -> None:
     import logging
 
-    from pipeline.cli import _MaskingFormatter
+    from pipeline.cli.root import _MaskingFormatter
 
     record = logging.LogRecord(
         "neo4j", logging.DEBUG, __file__, 1, "opening %s", ("bolt://u:hunter2@h:7687",), None

@@ -21,6 +21,7 @@ from pipeline.embed import BUNDLED_MODEL_ID, model_identity
 from pipeline.errors import GraphUnavailable
 from pipeline.fallback_log import record_fallback
 from pipeline.freshness import FreshnessOptions, check_freshness, to_prometheus
+from pipeline.freshness import check as fr_check
 from pipeline.graph import GraphStatus, NoteState
 from pipeline.model import Calibration, Note
 from pipeline.vault.parse import read_note
@@ -173,7 +174,7 @@ def test_unchanged_files_are_trusted_from_the_registry_without_reading(
     def must_not_read(*args: object, **kwargs: object) -> None:
         raise AssertionError(f"read {args[1]}")
 
-    monkeypatch.setattr(fr, "read_note", must_not_read)
+    monkeypatch.setattr(fr_check, "read_note", must_not_read)
     report = run(synced)
     assert report.status == "fresh"
     assert report.reread == 0
@@ -427,7 +428,7 @@ def test_table_lists_states_types_and_health(synced) -> None:
 def test_model_identity_reads_the_bundled_folder_without_importing_torch() -> None:
     code = (
         "import sys\n"
-        "from pipeline.freshness import model_identity\n"
+        "from pipeline.freshness.check import model_identity\n"
         "from pipeline.config import load_settings\n"
         "print(model_identity(load_settings('.', env={})))\n"
         "print([m for m in ('torch', 'sentence_transformers') if m in sys.modules])\n"
@@ -485,3 +486,17 @@ def test_cli_bad_settings_still_print_an_error_report(tmp_path: Path) -> None:
     names = {f.name for f in text_string_to_metric_families(result.output)}
     assert "vault_ko_freshness_status" in names
     assert 'vault_ko_freshness_status{status="error"} 1' in result.output
+
+
+def test_cli_textfile_is_written_whole_for_the_node_exporter(tmp_path: Path) -> None:
+    vault = write_vault(tmp_path / "vault")
+    target = tmp_path / "textfile" / "vault_ko.prom"
+    target.parent.mkdir()
+    result = CliRunner().invoke(
+        freshness_standalone, ["--vault", str(vault), "--json", "--textfile", str(target)]
+    )
+    assert result.exit_code == 2, result.output  # the graph is not started: an error report
+    assert json.loads(result.output)["status"] == "error"
+    names = {f.name for f in text_string_to_metric_families(target.read_text())}
+    assert {"vault_ko_freshness_status", "vault_ko_graph_up"} <= names
+    assert [p.name for p in target.parent.iterdir()] == ["vault_ko.prom"]  # no temp left

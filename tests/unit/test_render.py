@@ -123,3 +123,39 @@ def test_markdown_marks_crystal_ready_relevance_and_provenance() -> None:
     md = to_markdown(Answer("redis", "semantic", None, relevance("strong"), (HIT,), (subject(),)))
     assert "**Redis** (strong · its note; score 38" in md and "crystal-ready" in md
     assert "[wiki: wiki/redis.md, 0.90]" in md
+
+
+def test_an_answer_read_back_from_its_full_precision_json_renders_the_same() -> None:
+    from pipeline.model import Answer, FactView, Hit, Relevance, SubjectRank
+    from pipeline.render import answer_from_dict
+
+    rel = Relevance("moderate", 0.123456789, 1.987654321, 0.19, 0.135, 0.19, "vault", True, "h")
+    subject = SubjectRank(
+        "Redis",
+        30,
+        3,
+        {"session": 1, "wiki": 1, "adr": 1},
+        3,
+        4,
+        0.95,
+        0.123456789,
+        True,
+        {"decided_in": 1},
+        (FactView("decided_in", "0007", 0.85, "adr", "adr/0007.md"),),
+        "moderate",
+        "own",
+    )
+    answer = Answer(
+        "q",
+        "semantic",
+        None,
+        rel,
+        (Hit("wiki/redis.md", "Redis", "wiki", 0.123456789, "x"),),
+        (subject,),
+        {"total_ms": 3.5},
+        "note",
+    )
+    back = answer_from_dict(answer_to_dict(answer, digits=None))
+    assert back == answer
+    assert answer_to_dict(back) == answer_to_dict(answer)
+    assert to_markdown(back) == to_markdown(answer)

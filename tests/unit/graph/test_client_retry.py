@@ -17,7 +17,7 @@ import pytest
 
 from pipeline.config import Settings
 from pipeline.errors import GraphQueryError, GraphUnavailable
-from pipeline.graph import GraphClient, GraphNote, open_graph
+from pipeline.graph import GraphClient, GraphNote
 from pipeline.graph.arcadedb_http import ArcadeHttp, ArcadeHttpError
 from pipeline.graph.client import BACKOFF_MAX, is_transient, retry_policy, translate
 
@@ -112,8 +112,8 @@ def test_policy_stops_at_the_deadline() -> None:
 STATE_ROW = {"path": "a.md", "content_hash": "h", "model": "m", "dims": 3, "embedded_at": 1.5}
 
 
-def test_open_graph_does_no_network_io(tmp_path: Path) -> None:
-    client = open_graph(
+def test_a_new_client_does_no_network_io(tmp_path: Path) -> None:
+    client = GraphClient(
         Settings(vault=tmp_path, state_dir=tmp_path / ".vault-ko", graph_url="bolt://127.0.0.1:1")
     )
     assert client.url == "bolt://127.0.0.1:1"
@@ -268,3 +268,21 @@ def test_a_password_in_the_graph_url_is_masked_in_errors_status_and_breaker_stat
     assert texts and all("s3cr" not in t and ":pw@" not in t for t in texts)
     assert status.url == "bolt://neo:***@127.0.0.1:7687"
     assert client.url == SECRET_URL  # connecting still uses the URL as given
+
+
+def test_every_write_touches_the_graph_change_stamp(
+    fake_driver: Drivers, client_with: Clients
+) -> None:
+    # The service's warm copy of the note vectors is reloaded when this stamp moves.
+    from pipeline.graph.client import changes_path
+
+    driver = fake_driver([])
+    client = client_with(driver)
+    stamp = changes_path(client.settings.state_dir, client.url)
+    assert not stamp.exists()
+    client.note_states()  # a read leaves it alone
+    assert not stamp.exists()
+    client.upsert_notes([GraphNote("a.md", "T", "adr", "h", "m", 2, 3.0, (0.5, 0.25))])
+    first = stamp.read_text()
+    client.delete_notes(["a.md"])
+    assert stamp.read_text() != first

@@ -110,9 +110,7 @@ def test_public_api_is_exported() -> None:
         "NoteState",
         "GraphNote",
         "GraphHit",
-        "open_graph",
         "LocalGraph",
-        "ensure_vector_index",
     ):
         assert name in pipeline.graph.__all__
         assert getattr(pipeline.graph, name) is not None

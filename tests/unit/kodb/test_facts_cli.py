@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import _run, cli
+from pipeline.cli.root import cli
+from pipeline.cli.root import run as run_cli
 from pipeline.errors import EXIT_INPUT, EXIT_USAGE
 from pipeline.kodb import KoDB
 
@@ -25,7 +26,7 @@ def vault(tmp_path: Path) -> Path:
 def run(args: list[str]) -> int:
     """Run the CLI as `main()` does; return its exit code."""
     with pytest.raises(SystemExit) as info:
-        _run(cli, args)
+        run_cli(cli, args)
     return int(info.value.code or 0)
 
 

@@ -1,0 +1,197 @@
+"""The composition root: the one place that opens KO-DB, the graph client and the model.
+
+Every shell — each CLI command, sync, calibrate, freshness, eval, load-context, the
+service, the hook and the MCP server — builds one ``App`` for its settings and takes its
+stores from it; nothing else constructs a ``KoDB``, a ``GraphClient`` or an embedder. Each
+resource is opened on first use (a degraded answer never opens the graph driver twice, a
+sync with nothing to embed never loads the model) and closed by ``close``.
+
+Two rules are built in, in ``_before_model_load``, which runs once, just before the model
+(seconds of torch import and weights) is loaded:
+
+1. KO-DB is opened first: with KO-DB unreachable a question fails in milliseconds with the
+   KO-DB error instead of after loading the model;
+2. the graph is checked next (one ping, bounded by the retry deadline): a dead graph
+   fails, or sends the question to the fallback, before the model is loaded.
+
+``pipeline()`` gives the Pipeline that answers over these stores; by default it sees the
+vault without its private notes (``pipeline/privacy.py``). First opens are locked, so the
+service's worker threads share one KO-DB engine, one Bolt driver and one model.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pipeline.config import Settings
+from pipeline.privacy import PrivateNotes, PublicGraph, PublicKodb
+
+if TYPE_CHECKING:
+    from pipeline.embed import Embedder, LazyEmbedder
+    from pipeline.graph import GraphClient, LocalGraph
+    from pipeline.kodb import KoDB
+    from pipeline.query import Pipeline
+    from pipeline.rank import OrderRule
+
+#: "no calibration seen yet" (None is a real value: nothing stored).
+_UNSET: Any = object()
+
+
+class App:
+    """Settings and the long-lived resources of one vault, opened on first use."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        kodb: KoDB | None = None,
+        graph: GraphClient | None = None,
+        embedder: Embedder | LazyEmbedder | None = None,
+        on_model_load: Callable[[], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.private = PrivateNotes.from_settings(settings)
+        self._kodb = kodb
+        self._graph = graph
+        self._embedder = embedder
+        self._on_model_load = on_model_load
+        self._lock = threading.RLock()
+        self._views: dict[tuple[str, PrivateNotes], Any] = {}
+        self._pipelines: dict[bool, Pipeline] = {}
+        self._calibration_seen: Any = _UNSET
+
+    # -- the stores ----------------------------------------------------------------------
+    @property
+    def kodb(self) -> KoDB:
+        """KO-DB (opened, and its schema migrated, on first use)."""
+        if self._kodb is None:
+            with self._lock:
+                if self._kodb is None:
+                    from pipeline.kodb import KoDB
+
+                    self._kodb = KoDB.open(self.settings.effective_kodb_url)
+        return self._kodb
+
+    @property
+    def graph(self) -> GraphClient:
+        """The graph client (no network I/O until its first call)."""
+        if self._graph is None:
+            with self._lock:
+                if self._graph is None:
+                    from pipeline.graph.client import GraphClient
+
+                    self._graph = GraphClient(self.settings)
+        return self._graph
+
+    @property
+    def embedder(self) -> Embedder | LazyEmbedder:
+        """The configured model, loaded on its first embed (after ``_before_model_load``)."""
+        if self._embedder is None:
+            with self._lock:
+                if self._embedder is None:
+                    from pipeline.embed import LazyEmbedder
+
+                    self._embedder = LazyEmbedder(
+                        self.settings, before_load=self._before_model_load
+                    )
+        return self._embedder
+
+    @property
+    def model_loaded(self) -> bool:
+        """Whether the model is in memory (a degraded answer never loads it)."""
+        emb = self._embedder
+        return emb is not None and bool(getattr(emb, "is_loaded", True))
+
+    def _before_model_load(self) -> None:
+        self.kodb  # noqa: B018 - rule 1: KO-DB first (it raises KodbError when unreachable)
+        self.graph.ping()  # rule 2: the graph next (GraphUnavailable within the deadline)
+        if self._on_model_load is not None:
+            self._on_model_load()
+
+    def load_model(self, *, before_stores: bool = False) -> Embedder:
+        """Load the model now (the service warms it at start). ``before_stores`` skips the
+        two rules: eval sizes its throwaway graph by the model, so the model comes first."""
+        emb = self.embedder
+        load = getattr(emb, "load", None)
+        if load is None:  # an Embedder given ready-made
+            return emb  # type: ignore[return-value]
+        return load(check=not before_stores)  # type: ignore[no-any-return]
+
+    def local_graph(self, **kw: Any) -> LocalGraph:
+        """The local ArcadeDB server of this state dir (`graph up / down / status`)."""
+        from pipeline.graph.local import LocalGraph
+
+        return LocalGraph(self.settings.state_dir, **kw)
+
+    # -- what answers see ---------------------------------------------------------------
+    def kodb_for(self, private: PrivateNotes) -> Any:
+        """KO-DB without the notes ``private`` names (KO-DB itself when it names none)."""
+        return self._view("kodb", private, lambda: PublicKodb(self.kodb, private))
+
+    def graph_for(self, private: PrivateNotes) -> Any:
+        """The graph without the notes ``private`` names (the client when it names none)."""
+        return self._view("graph", private, lambda: PublicGraph(self.graph, private))
+
+    def _view(self, kind: str, private: PrivateNotes, make: Callable[[], Any]) -> Any:
+        if not private:
+            return self.kodb if kind == "kodb" else self.graph
+        key = (kind, private)
+        if key not in self._views:
+            with self._lock:
+                self._views.setdefault(key, make())
+        return self._views[key]
+
+    def pipeline(
+        self, *, include_private: bool = False, order: OrderRule | None = None
+    ) -> Pipeline:
+        """The Pipeline answering over these stores (one per ``include_private``, reused:
+        its calibration basis is cached); private notes stay hidden unless asked for."""
+        from pipeline.query import Pipeline
+
+        if order is not None:
+            return Pipeline(app=self, include_private=include_private, order=order)
+        with self._lock:
+            if include_private not in self._pipelines:
+                self._pipelines[include_private] = Pipeline(
+                    app=self, include_private=include_private
+                )
+            return self._pipelines[include_private]
+
+    def sharing(self, *, kodb: Any) -> App:
+        """An App over another view of KO-DB (load-context's cache) that shares this one's
+        graph client and model; closing it is this App's job."""
+        return App(self.settings, kodb=kodb, graph=self.graph, embedder=self.embedder)
+
+    def refresh_calibration(self) -> bool:
+        """Drop the cached calibration basis when the stored calibration changed since the
+        last look (one indexed read); True when it changed. The service calls it before
+        each answer, so `vault-ko calibrate` takes effect without a restart."""
+        emb = self.embedder
+        cal = self.kodb.latest_calibration(emb.model_id, emb.dims)
+        changed = self._calibration_seen is not _UNSET and cal != self._calibration_seen
+        self._calibration_seen = cal
+        if changed:
+            for p in list(self._pipelines.values()):
+                p.forget_calibration()
+        return changed
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the graph driver and the KO-DB pool (idempotent; the model stays cached in
+        the process)."""
+        with self._lock:
+            graph, kodb = self._graph, self._kodb
+            self._graph = self._kodb = None
+            self._views.clear()
+            self._pipelines.clear()
+        for res in (graph, kodb):
+            if res is not None:
+                res.close()
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

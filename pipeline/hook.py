@@ -1,0 +1,226 @@
+"""The recall hook (`vault-ko hook`): Claude Code's UserPromptSubmit event in, the context
+to inject out, or nothing at all.
+
+    stdin: {"session_id", "transcript_path", "cwd", "hook_event_name", "prompt", …}
+    stdout: {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
+                                    "additionalContext": "<compact pack>"}}   or nothing
+
+* The vault comes from ``--vault`` / ``VAULT_KO_VAULT`` / the folder search of every
+  command, never from the event's ``cwd`` (that is the agent's code project).
+* With the vault's service running, the service answers (this module imports only the
+  standard library, the settings and the renderer: no torch, numpy or SQLAlchemy).
+* Without one, the degraded path answers in-process (word search on KO-DB, never the
+  model) and its answer is injected, marked degraded, only when it found subjects; the log
+  says how to start the service.
+* weak and above are injected (weak marked as such, the tight-vault hint when set);
+  no_match prints nothing: silence beats noise. Private notes never appear.
+* It never makes the agent fail: any error prints nothing, is logged to
+  ``<state_dir>/hook.log``, and the exit code is 0; after ``hook_budget`` seconds (1.5)
+  it prints nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+#: What the hook asks for: a compact pack (agents cut long context to a preview).
+HOOK_TOP_K = 8
+HOOK_HITS = 5
+HOOK_FACTS = 3
+#: Longest stdin read; a hook event is a few KB (the prompt and some paths).
+MAX_EVENT_BYTES = 2_000_000
+LOG_NAME = "hook.log"
+#: The log is cut back to its last half once it passes this size.
+LOG_MAX_BYTES = 1_000_000
+EVENT_NAME = "UserPromptSubmit"
+NO_SERVICE_REASON = "no vault-ko service is running for this vault"  # with these settings
+
+
+def fast_path_args(argv: Sequence[str]) -> dict[str, Any] | None:
+    """``run_hook`` keyword arguments when ``argv`` is a plain hook call (global --vault and
+    -v, then ``hook``, then --vault / --budget); None sends it to the click group."""
+    vault: str | None = None
+    budget: float | None = None
+    args = list(argv)
+    i = 0
+    seen_hook = False
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("--vault="):
+            vault = arg.split("=", 1)[1]
+        elif arg == "--vault" and i + 1 < len(args):
+            vault = args[i + 1]
+            i += 1
+        elif not seen_hook and _is_verbose(arg):
+            pass
+        elif arg == "hook" and not seen_hook:
+            seen_hook = True
+        elif seen_hook and arg.startswith("--budget"):
+            raw = arg.split("=", 1)[1] if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
+            if "=" not in arg:
+                i += 1
+            try:
+                budget = float(raw)
+            except ValueError:
+                return None
+        else:
+            return None
+        i += 1
+    return {"vault": vault, "budget": budget} if seen_hook else None
+
+
+def _is_verbose(arg: str) -> bool:
+    return arg == "--verbose" or (arg.startswith("-v") and set(arg[1:]) == {"v"})
+
+
+def run_hook(
+    vault: str | None = None,
+    budget: float | None = None,
+    *,
+    stdin: IO[bytes] | None = None,
+    stdout: IO[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> int:
+    """Answer one hook event; always 0. Prints the hook JSON, or nothing."""
+    out = stdout if stdout is not None else sys.stdout
+    state_dir: Path | None = None
+    try:
+        from pipeline.config import CONFIG_FILE, STATE_DIR, load_settings
+
+        environ = dict(os.environ if env is None else env)
+        settings = load_settings(vault, env=environ)
+        state_dir = settings.state_dir
+        explicit = vault or environ.get("VAULT_KO_VAULT")
+        found = (settings.vault / STATE_DIR).is_dir() or (settings.vault / CONFIG_FILE).is_file()
+        if not explicit and not found:
+            _log(None, "no vault: pass --vault or set VAULT_KO_VAULT")
+            return 0
+        source = stdin if stdin is not None else sys.stdin.buffer
+        limit = settings.hook_budget if budget is None else budget
+        result: dict[str, Any] = {}
+        # Reading stdin is inside the budget too: a caller that never closes it gets
+        # nothing after the budget, not a hung hook.
+        worker = threading.Thread(
+            target=_answer_into, args=(settings, source, limit, result), daemon=True
+        )
+        worker.start()
+        worker.join(limit)
+        if worker.is_alive():
+            _log(state_dir, f"no context: the {limit:g} s budget ran out")
+            return 0
+        if "error" in result:
+            raise result["error"]
+        context = result.get("context")
+        if context:
+            specific = {"hookEventName": EVENT_NAME, "additionalContext": context}
+            payload = {"hookSpecificOutput": specific}
+            out.write(json.dumps(payload, ensure_ascii=False) + "\n")
+            out.flush()
+    except BaseException as exc:  # the agent must never fail because of us
+        if isinstance(exc, KeyboardInterrupt):
+            return 0
+        # Our own refusals are one line; anything else keeps its traceback for a bug report.
+        trace = "" if isinstance(exc, HookInputError) else "\n" + traceback.format_exc()
+        _log(state_dir, f"no context: {type(exc).__name__}: {exc}{trace}")
+    return 0
+
+
+class HookInputError(Exception):
+    """The hook event on stdin is not one we can answer."""
+
+
+def _prompt_of(raw: bytes) -> str:
+    if len(raw) > MAX_EVENT_BYTES:
+        raise HookInputError(f"the event is larger than {MAX_EVENT_BYTES} bytes")
+    try:
+        event = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise HookInputError(f"stdin is not a JSON hook event: {exc}") from None
+    if not isinstance(event, dict):
+        raise HookInputError("the hook event is not a JSON object")
+    prompt = event.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise HookInputError("the hook event has no prompt")
+    return prompt
+
+
+def _answer_into(settings: Any, source: IO[bytes], budget: float, result: dict[str, Any]) -> None:
+    started = time.monotonic()
+    try:
+        prompt = _prompt_of(source.read(MAX_EVENT_BYTES + 1))
+        left = max(0.0, budget - (time.monotonic() - started))
+        result["context"] = answer_context(settings, prompt, left)
+    except BaseException as exc:  # handed to the main thread, which logs it
+        result["error"] = exc
+
+
+def answer_context(settings: Any, prompt: str, budget: float) -> str | None:
+    """The context to inject for ``prompt`` (None: nothing), from the service when it runs,
+    else from the degraded path in-process."""
+    from pipeline.errors import ServiceError
+    from pipeline.render import answer_from_dict, to_context_pack
+    from pipeline.service.client import Deadline, find_service
+
+    deadline = Deadline(budget)
+    service = find_service(settings)
+    if service is not None:
+        body = {
+            "question": prompt,
+            "top_k": HOOK_TOP_K,
+            "hits": HOOK_HITS,
+            "facts_per_subject": HOOK_FACTS,
+        }
+        try:
+            data = service.call("POST", "/query", body, timeout=deadline.left())
+            return to_context_pack(answer_from_dict(data), max_chars=settings.hook_max_chars)
+        except ServiceError as exc:
+            _log(settings.state_dir, f"the service failed, answering degraded: {exc}")
+    else:
+        _log(
+            settings.state_dir,
+            f"{NO_SERVICE_REASON}: answers are degraded (word search). Start it with "
+            f"`vault-ko --vault {settings.vault} serve` for answers by meaning",
+        )
+    return _degraded_context(settings, prompt)
+
+
+def _degraded_context(settings: Any, prompt: str) -> str | None:
+    from pipeline.app import App
+    from pipeline.query import QueryOptions, Timer
+    from pipeline.render import to_context_pack
+
+    opts = QueryOptions.from_settings(
+        settings, top_k=HOOK_TOP_K, hits=HOOK_HITS, facts_per_subject=HOOK_FACTS
+    )
+    with App(settings) as app:
+        answer = app.pipeline().fallback_answer(prompt.strip(), opts, Timer(), NO_SERVICE_REASON)
+    return to_context_pack(answer, max_chars=settings.hook_max_chars)
+
+
+def _log(state_dir: Path | None, message: str) -> None:
+    """Append one entry to ``<state_dir>/hook.log`` (stderr when there is no state dir);
+    never raises: a log that cannot be written must not fail the agent."""
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid {os.getpid()}: {message.rstrip()}\n"
+    try:
+        if state_dir is None:
+            sys.stderr.write("vault-ko hook: " + line)
+            return
+        state_dir.mkdir(parents=True, exist_ok=True)
+        path = state_dir / LOG_NAME
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+        if path.stat().st_size > LOG_MAX_BYTES:
+            from pipeline import statefile
+
+            data = path.read_bytes()
+            statefile.write_bytes(path, data[len(data) // 2 :])
+    except OSError:
+        pass

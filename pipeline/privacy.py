@@ -1,0 +1,196 @@
+"""Private notes: vault globs (``vault_private_globs``) whose notes never reach an answer.
+
+Answers go to agents (the hook, the MCP server, the service, load-context packs), so a note
+the user marks private must never appear in one: not as a hit, not as the excerpt of a hit,
+not through its facts (a fact whose ``source_file`` is private), not as a subject known only
+from it. The filter sits at one boundary, the stores a Pipeline answers from:
+
+* ``PublicGraph`` hides private notes from the vector search (it over-fetches so the answer
+  still gets its ``k`` public notes, and the label is computed on the best public note),
+  from ``all_vectors`` (load-context's exact search) and from ``note_states``;
+* ``PublicKodb`` hides private notes from the registry and their facts from every lookup,
+  so a subject known only from private notes has no facts and is never ranked;
+* ``redact`` is the last check on every Answer the Pipeline returns: any hit or fact that
+  still names a private path is dropped (a store method added later and not wrapped here
+  cannot leak one).
+
+``App.pipeline(include_private=True)`` (`vault-ko query --include-private`, for the owner at
+a terminal) is the one way to answer with them. Maintenance commands (ingest, embed,
+calibrate, freshness) use the stores themselves and see every note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from pipeline.model import Answer, Fact, Note
+
+if TYPE_CHECKING:
+    from pipeline.config import Settings
+
+
+@dataclass(frozen=True)
+class PrivateNotes:
+    """The private globs of a vault; false when there are none (then nothing is wrapped)."""
+
+    globs: tuple[str, ...] = ()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PrivateNotes:
+        return cls(tuple(g for g in settings.vault_private_globs if g.strip()))
+
+    def __bool__(self) -> bool:
+        return bool(self.globs)
+
+    @cached_property
+    def _patterns(self) -> tuple[Any, ...]:
+        # Imported here: the vault package pulls in the markdown parser, which answers
+        # without private globs (and the hook's fast path) never need.
+        from pipeline.vault.scan import compile_glob
+
+        return tuple(compile_glob(g) for g in self.globs)
+
+    def is_private(self, path: str | None) -> bool:
+        """Whether a vault-relative path is under a private glob."""
+        return bool(path) and any(p.match(path) for p in self._patterns)
+
+
+class PublicKodb:
+    """KO-DB as an answer may see it: private notes and their facts are not there."""
+
+    def __init__(self, kodb: Any, private: PrivateNotes) -> None:
+        self._kodb = kodb
+        self._private = private
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kodb, name)
+
+    def _public_notes(self, notes: Mapping[str, Note]) -> dict[str, Note]:
+        return {p: n for p, n in notes.items() if not self._private.is_private(p)}
+
+    def notes(self) -> dict[str, Note]:
+        return self._public_notes(self._kodb.notes())
+
+    def notes_at(self, paths: Iterable[str]) -> dict[str, Note]:
+        return self._public_notes(
+            self._kodb.notes_at([p for p in paths if not self._private.is_private(p)])
+        )
+
+    def count_notes(self, source_type: str | None = None) -> int:
+        if not self._private:
+            return int(self._kodb.count_notes(source_type))
+        return sum(1 for n in self.notes().values() if source_type in (None, n.source_type))
+
+    def search_notes(self, terms: Sequence[str], limit: int, **kw: Any) -> list[tuple[str, float]]:
+        """The ``limit`` best public notes of a full-text search (asked again for more while
+        private notes crowd the public ones out)."""
+        want = limit * _OVERFETCH_FACTOR
+        while True:
+            found = self._kodb.search_notes(terms, want, **kw)
+            public = [(p, s) for p, s in found if not self._private.is_private(p)]
+            if len(public) >= limit or len(found) < want:
+                return public[:limit]
+            want *= _OVERFETCH_FACTOR
+
+    def note_texts(self) -> dict[str, tuple[str, str]]:
+        return {p: t for p, t in self._kodb.note_texts().items() if not self._private.is_private(p)}
+
+    def facts_for_subjects(self, subject_norms: Iterable[str]) -> list[Fact]:
+        return [
+            f
+            for f in self._kodb.facts_for_subjects(subject_norms)
+            if not self._private.is_private(f.source_file)
+        ]
+
+    def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
+        return self._kodb.subjects_by_source_file(  # type: ignore[no-any-return]
+            [p for p in paths if not self._private.is_private(p)]
+        )
+
+    def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
+        return self._kodb.subjects_for_source_files(  # type: ignore[no-any-return]
+            [p for p in paths if not self._private.is_private(p)]
+        )
+
+
+#: How many more notes the first over-fetch asks for when private notes are hidden; it
+#: doubles until k public notes are found or the graph has no more.
+_OVERFETCH_FACTOR = 2
+
+
+class PublicGraph:
+    """The graph as an answer may see it: private notes are not there."""
+
+    def __init__(self, graph: Any, private: PrivateNotes) -> None:
+        self._graph = graph
+        self._private = private
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._graph, name)
+
+    def vector_search(self, vector: Any, k: int) -> list[Any]:
+        """The ``k`` best public notes (the search is repeated with a larger ``k`` while
+        private notes crowd the public ones out)."""
+        if k <= 0:
+            return []
+        want = k * _OVERFETCH_FACTOR
+        while True:
+            hits = self._graph.vector_search(vector, want)
+            public = [h for h in hits if not self._private.is_private(h.path)]
+            if len(public) >= k or len(hits) < want:
+                return public[:k]
+            want *= _OVERFETCH_FACTOR
+
+    def all_vectors(self) -> tuple[list[Any], Any]:
+        states, matrix = self._graph.all_vectors()
+        keep = [i for i, s in enumerate(states) if not self._private.is_private(s.path)]
+        if len(keep) == len(states):
+            return states, matrix
+        return [states[i] for i in keep], matrix[keep]
+
+    def note_states(self) -> dict[str, Any]:
+        return {
+            p: s for p, s in self._graph.note_states().items() if not self._private.is_private(p)
+        }
+
+
+def redact(answer: Answer, private: PrivateNotes) -> Answer:
+    """``answer`` without any hit or fact of a private note; a subject left with no fact is
+    dropped (it was known through private notes only)."""
+    if not private:
+        return answer
+    hits = tuple(h for h in answer.hits if not private.is_private(h.path))
+    subjects = []
+    for s in answer.subjects:
+        facts = tuple(f for f in s.facts if not private.is_private(f.source_file))
+        if facts or not s.facts:
+            subjects.append(s if len(facts) == len(s.facts) else replace(s, facts=facts))
+    same = len(subjects) == len(answer.subjects) and all(
+        a is b for a, b in zip(subjects, answer.subjects, strict=True)
+    )
+    if same and len(hits) == len(answer.hits):
+        return answer
+    return replace(answer, hits=hits, subjects=tuple(subjects))
+
+
+def redact_freshness(report: dict[str, Any], private: PrivateNotes) -> dict[str, Any]:
+    """A freshness JSON document (``FreshnessReport.to_dict``) without the paths of private
+    notes (the service and the MCP server serve it to agents; the counts stay)."""
+    if not private:
+        return report
+    out = dict(report)
+    out["notes"] = {
+        state: [p for p in paths if not private.is_private(p)]
+        for state, paths in report.get("notes", {}).items()
+    }
+    out["skipped"] = [s for s in report.get("skipped", []) if not private.is_private(s["path"])]
+    kodb = dict(report.get("kodb", {}))
+    if "orphan_fact_files" in kodb:
+        kodb["orphan_fact_files"] = [
+            p for p in kodb["orphan_fact_files"] if not private.is_private(p)
+        ]
+    out["kodb"] = kodb
+    return out

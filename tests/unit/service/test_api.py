@@ -1,0 +1,60 @@
+"""The API shell without a graph or model: the bearer token guards every route, /healthz
+touches no store, errors are JSON with a status, OpenAPI lists the endpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from pipeline.app import App
+from pipeline.config import load_settings
+from pipeline.service.api import create_api
+from pipeline.service.metrics import ServiceMetrics
+
+
+def test_every_route_needs_the_token_when_one_is_set(tmp_path: Path) -> None:
+    import anyio
+
+    async def go() -> None:
+        settings = load_settings(tmp_path, env={})
+        app = App(settings)
+        metrics = ServiceMetrics(graph_up=lambda: False, model_loaded=lambda: False)
+        api = create_api(app, metrics, token="s3cret")
+        transport = httpx.ASGITransport(app=api)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            for path in ("/healthz", "/metrics", "/openapi.json", "/freshness"):
+                r = await c.get(path)
+                assert r.status_code == 401, path
+                assert r.headers["www-authenticate"] == "Bearer"
+            r = await c.get("/healthz", headers={"Authorization": "Bearer wrong"})
+            assert r.status_code == 401
+            r = await c.get("/healthz", headers={"Authorization": "Bearer s3cret"})
+            assert r.status_code == 200 and r.json()["status"] == "ok"
+            assert r.json()["model_loaded"] is False
+            r = await c.get("/openapi.json", headers={"Authorization": "Bearer s3cret"})
+            paths = set(r.json()["paths"])
+            assert {"/query", "/session-context", "/freshness", "/healthz", "/metrics"} <= paths
+
+    anyio.run(go)
+
+
+def test_bad_requests_are_422_with_the_reason(tmp_path: Path) -> None:
+    import anyio
+
+    async def go() -> None:
+        settings = load_settings(tmp_path, env={})
+        api = create_api(App(settings), ServiceMetrics(lambda: False, lambda: False))
+        transport = httpx.ASGITransport(app=api)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            r = await c.post("/query", json={"question": ""})
+            assert r.status_code == 422
+            r = await c.post("/query", json={"question": "x", "preset": "nonsense"})
+            assert r.status_code == 422
+            r = await c.post("/query", json={"question": "   "})
+            assert r.status_code == 422 and "empty" in r.json()["error"]
+            sessions = [{"id": "a", "prompt": "x"}, {"id": "a", "prompt": "y"}]
+            r = await c.post("/session-context", json={"sessions": sessions})
+            assert r.status_code == 422 and "duplicate" in r.json()["error"]
+
+    anyio.run(go)

@@ -1,0 +1,161 @@
+"""The recall hook's shell: argument fast path, stdin handling, silence, the budget, the
+compact pack, and that its import path stays light."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline import hook
+from pipeline.model import Answer, FactView, Hit, Relevance, SubjectRank
+from pipeline.render import to_context_pack
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["hook"], {"vault": None, "budget": None}),
+        (["--vault", "/v", "hook"], {"vault": "/v", "budget": None}),
+        (["--vault=/v", "-vv", "hook", "--budget", "0.5"], {"vault": "/v", "budget": 0.5}),
+        (["hook", "--vault", "/w", "--budget=2"], {"vault": "/w", "budget": 2.0}),
+        (["hook", "--help"], None),
+        (["query", "hook"], None),
+        (["hook", "--budget", "soon"], None),
+        ([], None),
+    ],
+)
+def test_the_fast_path_takes_plain_hook_calls_only(argv: list[str], expected: object) -> None:
+    assert hook.fast_path_args(argv) == expected
+
+
+def run(vault: Path, stdin: bytes, **kw: object) -> tuple[int, str]:
+    out = io.StringIO()
+    code = hook.run_hook(str(vault), stdin=io.BytesIO(stdin), stdout=out, env={}, **kw)  # type: ignore[arg-type]
+    return code, out.getvalue()
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    (tmp_path / ".vault-ko").mkdir()
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "stdin", [b"not json", b"[1, 2]", b'{"session_id": "s"}', b'{"prompt": "  "}', b"\xff\xfe"]
+)
+def test_unreadable_events_print_nothing_exit_0_and_are_logged(vault: Path, stdin: bytes) -> None:
+    assert run(vault, stdin) == (0, "")
+    assert "no context: HookInputError" in (vault / ".vault-ko" / "hook.log").read_text()
+
+
+def test_the_budget_prints_nothing(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def slow(settings: object, prompt: str, budget: float) -> str:
+        time.sleep(2)
+        return "too late"
+
+    monkeypatch.setattr(hook, "answer_context", slow)
+    started = time.monotonic()
+    assert run(vault, b'{"prompt": "redis"}', budget=0.2) == (0, "")
+    assert time.monotonic() - started < 1.5
+    assert "budget ran out" in (vault / ".vault-ko" / "hook.log").read_text()
+
+
+def test_any_error_prints_nothing_and_exits_0(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(settings: object, prompt: str, budget: float) -> str:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(hook, "answer_context", broken)
+    assert run(vault, b'{"prompt": "redis"}') == (0, "")
+    log = (vault / ".vault-ko" / "hook.log").read_text()
+    assert "RuntimeError: boom" in log and "Traceback" in log
+
+
+def test_context_is_printed_as_the_user_prompt_submit_json(
+    vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hook, "answer_context", lambda s, p, b: f"about {p}")
+    code, out = run(vault, b'{"prompt": "redis", "cwd": "/elsewhere"}')
+    assert code == 0
+    assert json.loads(out) == {
+        "hookSpecificOutput": {
+            "hookEventName": "UserPromptSubmit",
+            "additionalContext": "about redis",
+        }
+    }
+
+
+def test_without_a_vault_the_hook_stays_silent(tmp_path: Path) -> None:
+    out = io.StringIO()
+    code = hook.run_hook(None, stdin=io.BytesIO(b'{"prompt": "x"}'), stdout=out, env={})
+    assert (code, out.getvalue()) == (0, "")
+
+
+REL = {
+    "strong": Relevance("strong", 0.6, 3.0, 0.2, 0.13, 0.2, "vault", False),
+    "weak": Relevance("weak", 0.25, 0.4, 0.2, 0.13, 0.2, "vault", True, "tight vault: …"),
+    "no_match": Relevance("no_match", 0.1, -0.8, 0.2, 0.13, 0.2, "vault", False),
+    "unscored": Relevance("unscored", None, None, None, None, None, "none", False),
+}
+SUBJECT = SubjectRank(
+    "Redis",
+    30,
+    3,
+    {"session": 1, "wiki": 1, "adr": 1},
+    3,
+    3,
+    0.95,
+    0.6,
+    True,
+    {"p": 3},
+    (FactView("decided_in", "0007 Use Redis", 0.85, "adr", "adr/0007.md"),),
+)
+HIT = Hit("wiki/redis.md", "Redis", "wiki", 0.6, "An in-memory store.")
+
+
+def answer(label: str, mode: str = "semantic", subjects: tuple = (SUBJECT,)) -> Answer:
+    hits = () if mode == "fallback" else (HIT,)
+    reason = "graph unavailable: refused" if mode == "fallback" else None
+    return Answer("q", mode, reason, REL[label], hits, subjects)  # type: ignore[arg-type]
+
+
+def test_the_pack_is_silent_on_no_match_and_on_an_empty_degraded_answer() -> None:
+    assert to_context_pack(answer("no_match"), max_chars=8000) is None
+    assert to_context_pack(answer("unscored", "fallback", ()), max_chars=8000) is None
+
+
+def test_weak_is_marked_with_the_tight_vault_hint_and_degraded_says_so() -> None:
+    weak = to_context_pack(answer("weak"), max_chars=8000)
+    assert weak is not None and "weak match" in weak and "tight vault" in weak
+    degraded = to_context_pack(answer("unscored", "fallback"), max_chars=8000)
+    assert degraded is not None and "[degraded: graph unavailable" in degraded
+    assert "Redis" in degraded and "0007 Use Redis" in degraded
+
+
+def test_the_pack_is_cut_to_the_limit_at_a_line() -> None:
+    many = tuple(SUBJECT for _ in range(200))
+    text = to_context_pack(answer("strong", subjects=many), max_chars=1000)
+    assert text is not None and len(text) <= 1000
+    assert text.endswith("ask `vault-ko query` for the whole answer]")
+
+
+def test_the_hook_path_imports_no_heavy_module() -> None:
+    # What `vault-ko hook` imports with the service up: the entry point, the hook, the
+    # service client and the renderer — never torch, numpy, the drivers, click or rich.
+    code = (
+        "import sys\n"
+        "import pipeline.cli, pipeline.hook, pipeline.service.client, pipeline.render\n"
+        "pipeline.hook.fast_path_args(['hook'])\n"
+        "heavy = ('torch', 'sentence_transformers', 'numpy', 'sqlalchemy', 'neo4j', 'click',\n"
+        "         'rich', 'fastapi', 'pydantic', 'markdown_it', 'yaml', 'http.client', 'ssl')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == ""
