@@ -288,8 +288,12 @@ class Pipeline:
         stopped the search (then the rest were not searched)."""
         from pipeline.embed import embed_prompts
 
-        with shared.stage("embed_ms"):
-            vectors, batches = embed_prompts(self.embedder, questions)
+        try:
+            with shared.stage("embed_ms"):
+                # Loading the model checks the graph once more (App's rule): it may be gone.
+                vectors, batches = embed_prompts(self.embedder, questions)
+        except (GraphUnavailable, GraphQueryError) as exc:
+            return [], exc
         self.embed_batches += batches
         k = max(opts.hits, EPISODIC_SCAN) if opts.session_notes_only else opts.hits
         found: list[list[Hit]] = []
