@@ -484,3 +484,14 @@ def test_labels_identical_whichever_backend_score_scale(
     assert answers["neo4j"][0] == "strong"
     assert answers["neo4j"][1] == pytest.approx(0.62)
     assert normalize_text(answers["neo4j"][3][0]) == "0007 use redis as the warm cache"
+
+
+def test_a_graph_gone_while_the_model_loads_answers_in_fallback(tmp_path: Path) -> None:
+    p, _graph, emb = make(tmp_path, HITS)
+
+    def load_then_find_the_graph_gone(texts: Sequence[str]) -> np.ndarray:
+        raise GraphUnavailable("connection refused (checked before loading the model)")
+
+    emb.embed = load_then_find_the_graph_gone  # type: ignore[method-assign]
+    a = p.ask("what about the warm cache?")
+    assert a.mode == "fallback" and "checked before loading" in (a.degraded_reason or "")
