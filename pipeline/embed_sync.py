@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pipeline.errors import InputError
 from pipeline.graph import GraphNote, NoteState
 from pipeline.model import Note, normalize_text
-from pipeline.vault.parse import read_note
+from pipeline.vault.parse import EMBED_TEXT_VERSION, read_note
 
 if TYPE_CHECKING:
     import numpy as np
@@ -126,8 +126,10 @@ def plan_sync(
     model: str,
     dims: int,
     full: bool = False,
+    text_version: int | None = None,
 ) -> SyncPlan:
-    """Diff the registry against the graph: missing, stale (hash, model or dims) and orphans."""
+    """Diff the registry against the graph: missing, stale (hash, model, dims or the rules
+    that made the embedded text, when ``text_version`` is given) and orphans."""
     to_embed: list[str] = []
     unchanged: list[str] = []
     for path in sorted(registry):
@@ -138,6 +140,7 @@ def plan_sync(
             or state.content_hash != registry[path].content_hash
             or state.model != model
             or state.dims != dims
+            or (text_version is not None and state.text_version != text_version)
         ):
             to_embed.append(path)
         else:
@@ -243,7 +246,9 @@ def sync_embeddings(
     registry = dict(kodb.notes())
     graph.ensure_schema(dims)
     states = dict(graph.note_states())
-    plan = plan_sync(registry, states, model=model, dims=dims, full=full)
+    plan = plan_sync(
+        registry, states, model=model, dims=dims, full=full, text_version=EMBED_TEXT_VERSION
+    )
     log.info(
         "embed plan: %d to embed (%d new), %d orphans, %d unchanged",
         len(plan.to_embed),
@@ -306,6 +311,7 @@ def sync_embeddings(
                     dims=dims,
                     embedded_at=now,
                     embedding=tuple(float(x) for x in vector),
+                    text_version=EMBED_TEXT_VERSION,
                 )
                 for item, vector in zip(batch, vectors, strict=True)
             ]

@@ -1,7 +1,9 @@
 """`vault-ko sync`: the one command to run after editing notes.
 
 Order: ingest (vault → KO-DB registry and facts), embed (registry → graph), then
-calibrate when the stored calibration is missing, outdated or the note count drifted.
+calibrate when the stored calibration is missing, outdated or the note count drifted, or
+when this run re-embedded more than the drift share of the notes (edited in bulk, or
+re-embedded under new text rules): the noise floor is a property of the vectors.
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ def sync_vault(
     ingest = ingest_vault(settings, kodb)
     embed = sync_embeddings(settings, kodb, graph, embedder, full=full, progress=progress)
     cal, reasons = calibration_needed(settings, kodb, embedder)
+    notes = len(kodb.notes())
+    if not reasons and notes and embed.embedded / notes > settings.calibration_max_drift:
+        reasons = [f"{embed.embedded} of {notes} notes re-embedded by this run"]
     if force_calibration and not reasons:
         reasons = ["requested with --calibrate"]
     calibrated = bool(reasons)

@@ -33,7 +33,7 @@ from pipeline.freshness.report import (
 )
 from pipeline.ingest import SkippedNote, skip_reason
 from pipeline.model import Calibration, Note
-from pipeline.vault.parse import read_note
+from pipeline.vault.parse import EMBED_TEXT_VERSION, read_note
 from pipeline.vault.scan import ScannedFile, scan_vault, source_type_for
 
 if TYPE_CHECKING:
@@ -173,7 +173,12 @@ def check_freshness(
         if registry is not None and states is not None and model_id is not None:
             disk, skipped, reread = current_notes(settings, files, registry)
             classification = classify(
-                disk, states, model=model_id, dims=dims, present=(s.path for s in skipped)
+                disk,
+                states,
+                model=model_id,
+                dims=dims,
+                text_version=EMBED_TEXT_VERSION,
+                present=(s.path for s in skipped),
             )
         else:
             classification = Classification((), (), (), (), ())

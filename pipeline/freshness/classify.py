@@ -32,12 +32,14 @@ def classify(
     *,
     model: str,
     dims: int | None,
+    text_version: int | None = None,
     present: Iterable[str] = (),
 ) -> Classification:
     """Put every note on disk in one state and find the orphans (see the module docstring).
 
     ``present`` names files that exist but were not classified (skipped bad input): their
-    nodes are not orphans. ``dims`` None compares the model id only.
+    nodes are not orphans. ``dims`` None compares the model id only; a node embedded under
+    other ``text_version`` rules (when given) is stale like an edited note.
     """
     buckets: dict[str, list[str]] = {s: [] for s in NOTE_STATES}
     stale_since: dict[str, float] = {}
@@ -48,7 +50,9 @@ def classify(
             stale_since[path] = note.mtime
         elif state.model != model or (dims is not None and state.dims != dims):
             buckets["model_mismatch"].append(path)
-        elif state.content_hash != note.content_hash:
+        elif state.content_hash != note.content_hash or (
+            text_version is not None and state.text_version != text_version
+        ):
             buckets["stale"].append(path)
             # Out of date since its last change on disk, and never before it was embedded.
             stale_since[path] = max(note.mtime, state.embedded_at)

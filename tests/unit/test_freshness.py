@@ -24,7 +24,7 @@ from pipeline.freshness import FreshnessOptions, check_freshness, to_prometheus
 from pipeline.freshness import check as fr_check
 from pipeline.graph import GraphStatus, NoteState
 from pipeline.model import Calibration, Note
-from pipeline.vault.parse import read_note
+from pipeline.vault.parse import EMBED_TEXT_VERSION, read_note
 from pipeline.vault.scan import scan_vault
 
 NOTES = {
@@ -109,9 +109,13 @@ def states_of(
     model: str = BUNDLED_MODEL_ID,
     dims: int = MINILM_DIMS,
     embedded_at: float = 1_000.0,
+    text_version: int = EMBED_TEXT_VERSION,
 ) -> dict[str, NoteState]:
     """What an embed run would leave in the graph for this registry."""
-    return {p: NoteState(p, n.content_hash, model, dims, embedded_at) for p, n in registry.items()}
+    return {
+        p: NoteState(p, n.content_hash, model, dims, embedded_at, text_version)
+        for p, n in registry.items()
+    }
 
 
 def calibration(vault_notes: int, *, measured_at: float | None = None) -> Calibration:
@@ -204,6 +208,17 @@ def test_edited_note_is_the_only_stale_one_and_exits_1(synced) -> None:
     wiki = next(t for t in report.by_type if t.source_type == "wiki")
     assert (wiki.stale, wiki.fresh, wiki.coverage) == (1, 1, 0.5)
     assert any("1 stale" in r for r in report.reasons)
+
+
+def test_notes_embedded_under_older_text_rules_are_stale(synced) -> None:
+    graph = synced[2]
+    old = graph.states["wiki/alpha.md"]
+    graph.states["wiki/alpha.md"] = NoteState(
+        old.path, old.content_hash, old.model, old.dims, old.embedded_at, EMBED_TEXT_VERSION - 1
+    )
+    report = run(synced)
+    assert report.status == "stale" and report.exit_code == 1
+    assert report.classification.stale == ("wiki/alpha.md",)
 
 
 def test_deleted_note_is_orphaned_and_counted_under_its_type(synced) -> None:

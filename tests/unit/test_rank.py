@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pipeline.model import Fact
-from pipeline.rank import rank_subjects, representative_facts, score_of
+from pipeline.rank import OrderRule, rank_subjects, representative_facts, score_of
 
 
 def fact(
@@ -134,3 +136,25 @@ def test_the_same_triple_from_two_extractors_is_two_facts_from_one_source() -> N
     assert (both.raw_facts, both.total_facts) == (2, 2)
     assert both.predicates == {"links_to": 2}
     assert both.score == alone.score + 1
+
+
+def test_the_default_order_trades_half_a_sigma_of_cosine_for_ten_times_the_score() -> None:
+    rule, top, sigma = OrderRule(), 0.60, 0.10
+
+    def key(cosine: float, score: int) -> tuple[float, ...]:
+        return rule.key(cosine, None, top, sigma, 0, score)
+
+    assert key(0.57, 1000) < key(0.60, 100)  # 0.3 σ below the best, ten times the score: first
+    assert key(0.53, 1000) > key(0.60, 100)  # 0.7 σ below: follows
+    assert key(0.60, 200) < key(0.60, 100)  # equally relevant: the better corroborated first
+
+
+@given(st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.integers(0, 10_000), st.integers(0, 10_000))
+def test_the_default_order_never_jumps_more_cosine_or_score_never_ranks_lower(
+    a: float, b: float, s: int, t: int
+) -> None:
+    rule = OrderRule()
+    lo, hi = sorted((a, b))
+    few, many = sorted((s, t))
+    assert rule.key(hi, None, 1.0, 0.1, 0, few) <= rule.key(lo, None, 1.0, 0.1, 0, few)
+    assert rule.key(lo, None, 1.0, 0.1, 0, many) <= rule.key(lo, None, 1.0, 0.1, 0, few)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -202,6 +203,28 @@ def test_body_excludes_frontmatter_and_embed_text_has_title() -> None:
     assert note.embed_text == "T\n\nBody line.\n"
     assert note.content_hash == hashlib.sha256(raw.encode()).hexdigest()
     assert note.frontmatter_lines == 4
+
+
+def test_embed_text_is_prose_without_link_heading_or_emphasis_syntax() -> None:
+    raw = (
+        "# Cache\n\nWe put a [[Warm cache|warm layer]] on [[infra/Redis]] (see [[Redis#Sizing]],"
+        " [[#Decision]]).\n\n## Decision\n\n**Use** `SET` with a [TTL](https://redis.io/ttl);"
+        " keep snake_case_names.\n"
+    )
+    text = parse(raw).embed_text
+    assert "warm layer on Redis (see Redis, Decision)." in text
+    assert "Use SET with a TTL; keep snake_case_names." in text
+    assert "\n## Decision\n" in text  # heading marks stay
+    assert not any(mark in text for mark in ("[[", "]]", "](", "**", "`"))
+
+
+def test_embed_text_strips_syntax_in_linear_time_on_hostile_runs() -> None:
+    # Unclosed brackets and long runs of marks: each pattern scans the text once.
+    raw = "[[" + "a" * 200_000 + "\n" + "[" * 100_000 + "*" * 100_000 + "](" * 50_000
+    started = time.perf_counter()
+    text = parse(raw).embed_text
+    assert time.perf_counter() - started < 5.0
+    assert "*" not in text
 
 
 def test_frontmatter_lists_and_values_are_kept() -> None:
