@@ -532,6 +532,22 @@ class GraphClient:
         self._changed()
         return written
 
+    def upsert_notes_with_links(
+        self,
+        rows: Sequence[GraphNote],
+        source_paths: Sequence[str],
+        pairs: Sequence[tuple[str, str]],
+    ) -> int:
+        """``upsert_notes(rows)`` and ``set_links(source_paths, pairs)`` in one transaction,
+        so a killed run leaves a batch's notes with their edges or neither; returns the
+        number of edges written."""
+        if not rows and not source_paths and not pairs:
+            return 0
+        with self._bulk():
+            written = self._ready().upsert_notes_with_links(self, rows, source_paths, pairs)
+        self._changed()
+        return written
+
     def neighbors(self, paths: Sequence[str]) -> list[tuple[str, str, bool]]:
         """(path, neighbor, outgoing) for every LINKS_TO edge touching ``paths``, sorted."""
         if not paths:
