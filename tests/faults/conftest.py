@@ -138,9 +138,21 @@ def faults_graph(
     yield from start_graph(tmp_path_factory.mktemp("faults-graph"), require_server)
 
 
-def copy_vault(dest: Path) -> Path:
-    shutil.copytree(EXAMPLE_VAULT, dest, ignore=shutil.ignore_patterns(".vault-ko"))
+def copy_vault(dest: Path, *folders: str) -> Path:
+    """A copy of the sample vault (only ``folders`` of it when given: the runs that load
+    the model in a child process embed fewer notes)."""
+    if not folders:
+        shutil.copytree(EXAMPLE_VAULT, dest, ignore=shutil.ignore_patterns(".vault-ko"))
+    for folder in folders:
+        shutil.copytree(EXAMPLE_VAULT / folder, dest / folder)
     return dest
+
+
+def hermetic_env(**extra: str) -> dict[str, str]:
+    """A child process's environment: no VAULT_KO_* of the developer's shell, model offline."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VAULT_KO_")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", **extra)
+    return env
 
 
 def vault_ko_exe() -> str:
@@ -278,6 +290,7 @@ def faults_kit() -> SimpleNamespace:
         rng=rng,
         copy_vault=copy_vault,
         exe=vault_ko_exe,
+        hermetic_env=hermetic_env,
         TcpProxy=TcpProxy,
         SilentListener=SilentListener,
         start_graph=start_graph,
