@@ -9,11 +9,21 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
+from hypothesis.configuration import set_hypothesis_home_dir
+
+# Hypothesis without its example database, its caches in a temp dir: tests never write into
+# the tree. Derandomized, so CI runs the same examples every time; a failure prints the
+# example that replays it. No per-example deadline: the machine is shared and loaded.
+set_hypothesis_home_dir(tempfile.mkdtemp(prefix="vault-ko-hypothesis-"))
+hypothesis_settings.register_profile("vault-ko", database=None, derandomize=True, deadline=None)
+hypothesis_settings.load_profile("vault-ko")
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_VAULT = REPO / "examples" / "vault"
