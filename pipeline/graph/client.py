@@ -309,8 +309,14 @@ class GraphClient:
             self._bound.seconds = previous
 
     def _call_bound(self) -> float:
+        """The bound of the current call: the write bound inside ``_bulk``, else the read
+        bound — ``graph_call_timeout``, never shorter than the retry deadline plus one
+        connect timeout (a longer configured retry deadline is honoured)."""
         seconds = getattr(self._bound, "seconds", None)
-        return self.settings.graph_call_timeout if seconds is None else seconds
+        if seconds is not None:
+            return float(seconds)
+        s = self.settings
+        return max(s.graph_call_timeout, s.graph_retry_deadline + s.graph_connect_timeout)
 
     def _attempt(self, fn: Callable[[], T], until: float, bound: float) -> T:
         """One attempt of ``fn``, abandoned at the monotonic time ``until`` (the end of the

@@ -54,7 +54,9 @@ def test_a_call_to_a_graph_that_never_answers_fails_as_unavailable_after_its_bou
     deadline: Callable[[float], AbstractContextManager[None]],
 ) -> None:
     driver = SilentDriver(release, fake_driver)
-    client = client_with(driver, graph_call_timeout=0.2)
+    client = client_with(
+        driver, graph_call_timeout=0.2, graph_retry_deadline=0.1, graph_connect_timeout=0.05
+    )
     with deadline(10.0), pytest.raises(GraphUnavailable, match=r"did not answer within 0\.2 s"):
         client.ping()
     # The driver that hung is dropped (closed in the background) and the breaker is open,
@@ -70,17 +72,35 @@ def test_a_probe_of_a_graph_that_never_answers_reports_it_down_after_the_bound(
     release: threading.Event,
     deadline: Callable[[float], AbstractContextManager[None]],
 ) -> None:
-    client = client_with(SilentDriver(release, fake_driver), graph_call_timeout=0.2)
+    client = client_with(
+        SilentDriver(release, fake_driver),
+        graph_call_timeout=0.2,
+        graph_retry_deadline=0.1,
+        graph_connect_timeout=0.05,
+    )
     with deadline(10.0):
         status = client.probe()
     assert not status.up
     assert "did not answer within 0.2 s" in (status.reason or "")
 
 
+def test_the_read_bound_never_cuts_a_longer_configured_retry_deadline(
+    client_with: Callable[..., GraphClient], fake_driver: type
+) -> None:
+    client = client_with(fake_driver(), graph_call_timeout=2.0, graph_retry_deadline=30.0)
+    assert client._call_bound() == pytest.approx(30.0 + client.settings.graph_connect_timeout)
+
+
 def test_bulk_writes_get_the_longer_write_bound(
     client_with: Callable[..., GraphClient], fake_driver: type
 ) -> None:
-    client = client_with(fake_driver(), graph_call_timeout=0.2, graph_write_timeout=7.0)
+    client = client_with(
+        fake_driver(),
+        graph_call_timeout=0.2,
+        graph_retry_deadline=0.1,
+        graph_connect_timeout=0.05,
+        graph_write_timeout=7.0,
+    )
     seen: list[float] = []
     original = client._attempt
 
