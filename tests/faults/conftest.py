@@ -35,15 +35,15 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_VAULT = REPO / "examples" / "vault"
 FULL = os.environ.get("VAULT_KO_FAULTS_FULL", "").lower() in ("1", "true", "yes")
 SEED = int(os.environ.get("VAULT_KO_FAULTS_SEED", "15"))
-#: The questions of a query stream (the sample vault answers each in semantic mode).
+#: The questions of a query stream (the sample vault's ADRs answer each in semantic mode).
 QUESTIONS = [
     "why did we choose redis for the warm cache?",
     "how do we invalidate the warm cache?",
     "what is the search indexer built on?",
-    "who owns the on-call handbook?",
-    "what happened in the Q1 retro?",
-    "how does the redis failover runbook work?",
-    "kafka events for cache invalidation",
+    "how are feature flags managed?",
+    "why pgbouncer in transaction mode?",
+    "rate limiting at the gateway",
+    "kafka topic partitioning by workspace",
     "gyorsítótár kulcsok verziózása",
 ]
 
@@ -136,6 +136,16 @@ def faults_graph(
 ) -> Iterator[OwnGraph]:
     """A local graph the process-fault tests share (never killed itself)."""
     yield from start_graph(tmp_path_factory.mktemp("faults-graph"), require_server)
+
+
+@pytest.fixture(scope="session")
+def faults_embedder() -> Any:
+    """The default model, loaded once for the suite's in-process runs (a child process that
+    is killed loads its own)."""
+    from pipeline.app import App
+
+    with App(Settings(vault=REPO, state_dir=REPO / ".vault-ko")) as app:
+        return app.load_model(before_stores=True)
 
 
 def copy_vault(dest: Path, *folders: str) -> Path:

@@ -94,7 +94,9 @@ def test_every_hostile_row_is_named_and_nothing_is_written(
     url: str,
     vault_ko: Callable[..., Done],
     dump_kodb: Callable[[str], dict[str, list[tuple[Any, ...]]]],
+    record_property: Callable[[str, object], None],
 ) -> None:
+    record_property("inputs", len(BAD_ROWS) + 1)
     good = tmp_path / "good.jsonl"
     good.write_text(row(subject="Kept") + "\n")
     assert vault_ko("facts", "import", str(good)).exit_code == 0

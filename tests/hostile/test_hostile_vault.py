@@ -100,8 +100,10 @@ def test_a_hostile_vault_is_ingested_with_every_bad_note_skipped_and_named(
     hostile: tuple[Path, dict[str, str], set[str], Path],
     deadline: Callable[[float], AbstractContextManager[None]],
     dump_kodb: Callable[[str], dict[str, list[tuple[Any, ...]]]],
+    record_property: Callable[[str, object], None],
 ) -> None:
     vault, skipped, ingested, marker = hostile
+    record_property("inputs", len(list(vault.iterdir())))
     settings = load_settings(vault, env={}, cwd=vault)
     with deadline(120.0), KoDB.open(settings.effective_kodb_url) as kodb:
         report = ingest_vault(settings, kodb)
