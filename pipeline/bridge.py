@@ -32,6 +32,10 @@ from typing import Final, Protocol
 from pipeline.model import Candidate, Evidence, Hit, Note, normalize_text
 
 MIN_TERM_CHARS: Final = 3  # shorter words are mostly noise, and trigram search needs 3
+#: Word search uses the first this many terms of a question: each term is a KO-DB search, so
+#: a pasted 100 KB text of 14,000 distinct words took seconds on a 68-note vault (and grows
+#: with the vault); a real question has a handful.
+MAX_QUERY_TERMS: Final = 64
 #: A subject the hits only mention is a candidate when this many of the best hits link to
 #: it: one link is what a hub gets from every note; two of the best hits agreeing is
 #: evidence (chosen on the judged sets' tune halves, see README "Ranking").
@@ -88,12 +92,15 @@ def content_words(text: str) -> list[str]:
 
 
 def query_terms(text: str) -> list[str]:
-    """Lower-cased words of at least 3 characters, stop words removed, in first-seen order."""
+    """Lower-cased words of at least 3 characters, stop words removed, in first-seen order;
+    the first ``MAX_QUERY_TERMS`` of them."""
     seen: dict[str, None] = {}
     for match in _WORD.finditer(normalize_text(text)):
         word = match.group(0).replace("’", "'")
         if len(word) >= MIN_TERM_CHARS and word not in STOP_WORDS and not word.isdigit():
             seen.setdefault(word, None)
+            if len(seen) >= MAX_QUERY_TERMS:
+                break
     return list(seen)
 
 

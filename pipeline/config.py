@@ -42,6 +42,11 @@ class Settings:
     graph_retry_deadline: float = 1.5  # seconds for all retries of one call (DESIGN §5)
     graph_retry_attempts: int = 4
     graph_breaker_cooldown: float = 30.0  # seconds the breaker skips the graph (DESIGN §5)
+    # Seconds one call may wait for the graph, retries included: a server that accepts the
+    # connection and never answers (hung, stopped) is declared unavailable after it. Reads
+    # (ping, vector search) get graph_call_timeout; bulk reads and writes graph_write_timeout.
+    graph_call_timeout: float = 2.0
+    graph_write_timeout: float = 120.0
     graph_candidates: int = 200  # vector index over-fetch before exact re-scoring
     embed_model: str = DEFAULT_MODEL
     embed_batch_size: int = 32

@@ -30,6 +30,7 @@ import numpy as np
 
 from pipeline.config import DEFAULT_MODEL
 from pipeline.errors import EmbedderError
+from pipeline.model import clean_text
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +137,7 @@ class Embedder:
         if not texts:
             return np.zeros((0, self.dims), dtype=np.float32)
         parts = [
-            self._encode_batch(list(texts[start : start + self.batch_size]))
+            self._encode_batch([clean_text(t) for t in texts[start : start + self.batch_size]])
             for start in range(0, len(texts), self.batch_size)
         ]
         vectors = np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]

@@ -10,9 +10,11 @@ model, dims) and then:
    batches of ``settings.embed_batch_size``; each batch is one ``upsert_notes`` call (MERGE on
    path, one transaction), so a run killed at any point leaves only whole batches behind and
    the next run picks up the rest without duplicates;
-4. right after each batch, writes the LINKS_TO edges of the notes it embedded, plus those of
-   already-embedded notes whose wikilinks point at notes the batch created (their edges could
-   not exist before the target node did). Link targets resolve to notes by path, title, alias
+4. with each batch, in the same transaction, writes the LINKS_TO edges of the notes it
+   embedded, plus those of already-embedded notes whose wikilinks point at notes the batch
+   created (their edges could not exist before the target node did). A kill between a
+   batch's notes and its edges would leave notes the next run sees as unchanged and never
+   links, so the two are one transaction. Link targets resolve to notes by path, title, alias
    or file stem, case-insensitively; unresolved targets are ignored.
 
 A note that cannot be read now (bad YAML, binary, too big, gone) is skipped and reported with
@@ -65,6 +67,12 @@ class GraphStore(Protocol):
     def upsert_notes(self, rows: Sequence[GraphNote]) -> None: ...
     def delete_notes(self, paths: Sequence[str]) -> None: ...
     def set_links(self, source_paths: Sequence[str], pairs: Sequence[tuple[str, str]]) -> int: ...
+    def upsert_notes_with_links(
+        self,
+        rows: Sequence[GraphNote],
+        source_paths: Sequence[str],
+        pairs: Sequence[tuple[str, str]],
+    ) -> int: ...
 
 
 class NoteRegistry(Protocol):
@@ -300,23 +308,20 @@ def sync_embeddings(
         batch = todo[start : start + batch_size]
         vectors = embedder.embed([_text_of(item) for item in batch])
         now = time.time()
-        graph.upsert_notes(
-            [
-                GraphNote(
-                    path=item.path,
-                    title=item.title,
-                    source_type=item.source_type,
-                    content_hash=item.content_hash,
-                    model=model,
-                    dims=dims,
-                    embedded_at=now,
-                    embedding=tuple(float(x) for x in vector),
-                    text_version=EMBED_TEXT_VERSION,
-                )
-                for item, vector in zip(batch, vectors, strict=True)
-            ]
-        )
-        embedded += len(batch)
+        rows = [
+            GraphNote(
+                path=item.path,
+                title=item.title,
+                source_type=item.source_type,
+                content_hash=item.content_hash,
+                model=model,
+                dims=dims,
+                embedded_at=now,
+                embedding=tuple(float(x) for x in vector),
+                text_version=EMBED_TEXT_VERSION,
+            )
+            for item, vector in zip(batch, vectors, strict=True)
+        ]
         in_graph.update(item.path for item in batch)
 
         # Edges of this batch's notes, and of notes already in the graph whose targets were
@@ -326,7 +331,10 @@ def sync_embeddings(
             sources.update(s for s in incoming.get(item.path, ()) if s in in_graph)
         ordered = sorted(sources)
         pairs = [(src, dst) for src in ordered for dst in targets.get(src, ())]
-        graph.set_links(ordered, pairs)
+        # One transaction for the batch's notes and their edges: a run killed between the
+        # two would leave notes that the next run sees unchanged and never links.
+        graph.upsert_notes_with_links(rows, ordered, pairs)
+        embedded += len(batch)
         edges.difference_update({e for e in edges if e[0] in sources})
         edges.update((src, dst) for src, dst in pairs if dst in in_graph)
         if progress:

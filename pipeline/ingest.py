@@ -172,11 +172,12 @@ def ingest_vault(
     """
     started = time.perf_counter()
     registry = kodb.notes()
-    files = scan_vault(settings)
+    unnamed: list[tuple[str, str]] = []
+    files = scan_vault(settings, unnamed)
     on_disk = {f.path: f for f in files}
 
     parsed: dict[str, ParsedNote] = {}
-    skipped: list[SkippedNote] = []
+    skipped: list[SkippedNote] = [SkippedNote(path, reason) for path, reason in unnamed]
     counts: Counter[str] = Counter()
 
     for done, scanned in enumerate(files, start=1):

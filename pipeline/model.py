@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Literal
@@ -27,6 +28,16 @@ Evidence = Literal["own", "title", "mentioned", "words"]
 #: The extractor name of the facts ingest derives from notes. Ingest replaces and deletes
 #: the facts of this extractor only, so no other source may use it (facts import refuses it).
 INGEST_EXTRACTOR = "ingest"
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates (what Python makes of bytes that were not UTF-8 in an
+    argument, or of a ``"\\ud800"`` JSON escape) replaced by U+FFFD: they cannot be encoded,
+    so the tokenizer, the databases and every output would refuse them."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def normalize_text(text: str) -> str:

@@ -24,7 +24,7 @@ from pipeline.config import Settings
 from pipeline.errors import ConfigError, GraphError, GraphQueryError, GraphUnavailable
 from pipeline.fallback_log import record_fallback
 from pipeline.fusion import rrf
-from pipeline.model import Answer, Candidate, Hit, Relevance, SubjectRank
+from pipeline.model import Answer, Candidate, Hit, Relevance, SubjectRank, clean_text
 from pipeline.privacy import PrivateNotes, redact
 from pipeline.rank import DEFAULT_ORDER, OrderRule, rank_subjects
 
@@ -232,7 +232,7 @@ class Pipeline:
         own stages plus an equal share of the batch's.
         """
         opts = options or QueryOptions.from_settings(self.settings)
-        questions = [t.strip() for t in texts]
+        questions = [clean_text(t).strip() for t in texts]
         if any(not q for q in questions):
             raise ConfigError("the question is empty")
         t0 = time.perf_counter()

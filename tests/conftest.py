@@ -9,11 +9,21 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
+from hypothesis.configuration import set_hypothesis_home_dir
+
+# Hypothesis without its example database, its caches in a temp dir: tests never write into
+# the tree. Derandomized, so CI runs the same examples every time; a failure prints the
+# example that replays it. No per-example deadline: the machine is shared and loaded.
+set_hypothesis_home_dir(tempfile.mkdtemp(prefix="vault-ko-hypothesis-"))
+hypothesis_settings.register_profile("vault-ko", database=None, derandomize=True, deadline=None)
+hypothesis_settings.load_profile("vault-ko")
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_VAULT = REPO / "examples" / "vault"
@@ -122,3 +132,34 @@ def deadline() -> Callable[[float], AbstractContextManager[None]]:
             signal.signal(signal.SIGALRM, previous)
 
     return within
+
+
+#: Columns a run rewrites even when it changes no knowledge (timestamps, surrogate keys).
+_VOLATILE_COLUMNS = frozenset({"id", "created_at", "ingested_at", "applied_at", "measured_at"})
+
+
+def _dump_kodb(url: str) -> dict[str, list[tuple[object, ...]]]:
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    try:
+        meta = sa.MetaData()
+        meta.reflect(engine)
+        out: dict[str, list[tuple[object, ...]]] = {}
+        with engine.connect() as conn:
+            for name, table in sorted(meta.tables.items()):
+                if "_fts_" in name:
+                    continue  # SQLite FTS5 shadow tables: the index's internal layout
+                cols = [c for c in table.columns if c.name not in _VOLATILE_COLUMNS]
+                rows = conn.execute(sa.select(*cols)).all()
+                out[name] = sorted((tuple(r) for r in rows), key=repr)
+        return out
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def dump_kodb() -> Callable[[str], dict[str, list[tuple[object, ...]]]]:
+    """``dump_kodb(url)``: every row of every KO-DB table (timestamps and surrogate ids left
+    out), sorted — two stores with equal dumps hold the same knowledge."""
+    return _dump_kodb

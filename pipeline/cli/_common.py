@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -17,6 +18,21 @@ from pipeline.config import Settings, load_settings
 from pipeline.lock import Holder, vault_lock
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _tolerant(stream: Any) -> None:
+    """A console that cannot encode a character (``PYTHONIOENCODING=ascii``, a latin-1
+    terminal) gets a ``\\u2726`` escape instead of a UnicodeEncodeError traceback; so do lone
+    surrogates (a file name or an argument that was not UTF-8)."""
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None:
+        # A closed or detached stream has nothing to print to.
+        with contextlib.suppress(ValueError, OSError):
+            reconfigure(errors="backslashreplace")
+
+
+_tolerant(sys.stdout)
+_tolerant(sys.stderr)
 
 #: Human output goes to stdout; logs, progress and warnings go to stderr. Piped output
 #: (a pager, a log file) gets 120 columns instead of rich's 80, so tables stay readable.

@@ -17,6 +17,14 @@ TransientError, refused/reset/timed-out connections), jittered exponential backo
 at most ``graph_retry_attempts`` attempts and no new attempt after ``graph_retry_deadline``
 (1.5 s). The driver's connect timeout (``graph_connect_timeout``) bounds each attempt's
 connection, so a dead graph is declared unavailable within about the deadline.
+
+A graph that accepts connections and then never answers (a stopped or hung process: the
+kernel still completes the TCP handshake) would block the driver's socket read for ever:
+the driver has no read timeout on an established connection. So every call, ``probe``
+included, runs in a worker thread and is abandoned after its bound — ``graph_call_timeout``
+(2 s) for reads such as ``ping`` and ``vector_search``, ``graph_write_timeout`` for bulk
+reads and writes — which counts as a transient failure (GraphUnavailable, breaker opened).
+The driver whose connection hung is dropped, so the next call connects afresh.
 """
 
 from __future__ import annotations
@@ -24,9 +32,11 @@ from __future__ import annotations
 import errno
 import hashlib
 import logging
+import threading
 import time
 import urllib.error
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -69,6 +79,31 @@ _TRANSIENT_ERRNOS = frozenset(
     }
 )
 _MAX_REASON = 300
+
+
+class GraphTimeout(TimeoutError):
+    """A graph call got no answer within its bound (transient: a TimeoutError)."""
+
+
+def run_bounded(fn: Callable[[], T], seconds: float) -> T:
+    """``fn()`` in a daemon worker thread; GraphTimeout when it has not returned after
+    ``seconds`` (the thread is left blocked on its socket: the caller drops that driver)."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="vault-ko-graph-call", daemon=True)
+    worker.start()
+    worker.join(max(0.0, seconds))
+    if worker.is_alive():
+        raise GraphTimeout(f"the graph did not answer within {seconds:.1f} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 # --- classification, policy and translation: the one place ------------------------------
@@ -207,6 +242,7 @@ class GraphClient:
         self._probing = False
         self._driver: neo4j.Driver | None = None
         self._sleep = sleep
+        self._bound = threading.local()  # .seconds: the bound of the current public call
         self.breaker = Breaker(
             settings.state_dir, self.shown_url, settings.graph_breaker_cooldown, clock=clock
         )
@@ -254,6 +290,46 @@ class GraphClient:
             )
         return self._driver
 
+    def _abandon_driver(self) -> None:
+        """Drop the driver after a call hung on it: its pool holds a connection that will
+        never answer. Closing may block on that connection too, so it happens in the
+        background; the next call builds a new driver."""
+        driver, self._driver = self._driver, None
+        if driver is not None:
+            threading.Thread(target=driver.close, name="vault-ko-graph-close", daemon=True).start()
+
+    @contextmanager
+    def _bulk(self) -> Iterator[None]:
+        """Within it, calls are bounded by ``graph_write_timeout`` (bulk reads and writes)."""
+        previous = getattr(self._bound, "seconds", None)
+        self._bound.seconds = self.settings.graph_write_timeout
+        try:
+            yield
+        finally:
+            self._bound.seconds = previous
+
+    def _call_bound(self) -> float:
+        """The bound of the current call: the write bound inside ``_bulk``, else the read
+        bound — ``graph_call_timeout``, never shorter than the retry deadline plus one
+        connect timeout (a longer configured retry deadline is honoured)."""
+        seconds = getattr(self._bound, "seconds", None)
+        if seconds is not None:
+            return float(seconds)
+        s = self.settings
+        return max(s.graph_call_timeout, s.graph_retry_deadline + s.graph_connect_timeout)
+
+    def _attempt(self, fn: Callable[[], T], until: float, bound: float) -> T:
+        """One attempt of ``fn``, abandoned at the monotonic time ``until`` (the end of the
+        call's ``bound``)."""
+        left = until - time.monotonic()
+        try:
+            if left <= 0:
+                raise GraphTimeout(f"the graph did not answer within {bound:.1f} s")
+            return run_bounded(fn, left)
+        except GraphTimeout:
+            self._abandon_driver()
+            raise GraphTimeout(f"the graph did not answer within {bound:.1f} s") from None
+
     def circuit_open_reason(self) -> str | None:
         """Why calls would fail fast right now (breaker open or local graph not started),
         or None. No network I/O: the query stage asks it before loading the model."""
@@ -264,16 +340,20 @@ class GraphClient:
     # -- the call protocol -------------------------------------------------------------
     def call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` through the breaker, the retry policy and the exception translation."""
+        bound = self._call_bound()
+        until = time.monotonic() + bound
         if self._probing:  # probe(): one attempt, no breaker; probe reports the failure
-            return fn()
+            return self._attempt(fn, until, bound)
         if self.target.not_started:
             raise GraphUnavailable(self.target.not_started)
         probe = self.breaker.before_call()
         # A half-open probe is one attempt: the circuit exists to avoid retry storms.
         attempts = 1 if probe else self.settings.graph_retry_attempts
-        policy = retry_policy(attempts, self.settings.graph_retry_deadline, sleep=self._sleep)
+        # No new attempt once the call's bound is spent either.
+        retry_deadline = min(self.settings.graph_retry_deadline, bound)
+        policy = retry_policy(attempts, retry_deadline, sleep=self._sleep)
         try:
-            result = policy(fn)
+            result = policy(lambda: self._attempt(fn, until, bound))
         except Exception as exc:
             error = translate(exc, self.shown_url, self.target.user)
             if isinstance(error, GraphUnavailable):
@@ -406,7 +486,8 @@ class GraphClient:
         vector index exists with other dimensions it is recreated (see
         ``ensure_vector_index``)."""
         _check_dims(dims)
-        self._ready().ensure_schema(self, dims)
+        with self._bulk():
+            self._ready().ensure_schema(self, dims)
         self._changed()
 
     def vector_index_dims(self) -> int | None:
@@ -421,23 +502,27 @@ class GraphClient:
         dimensions are read back and must be ``dims``.
         """
         _check_dims(dims)
-        self._ready().ensure_vector_index(self, dims)
+        with self._bulk():
+            self._ready().ensure_vector_index(self, dims)
         self._changed()
 
     def note_states(self) -> dict[str, NoteState]:
         """Every note's path, content hash, model, dims and embedding time (one round trip)."""
-        return self._ready().note_states(self)
+        with self._bulk():
+            return self._ready().note_states(self)
 
     def upsert_notes(self, rows: Sequence[GraphNote]) -> None:
         """Insert or update notes by path, in one transaction per call."""
         if rows:
-            self._ready().upsert_notes(self, rows)
+            with self._bulk():
+                self._ready().upsert_notes(self, rows)
             self._changed()
 
     def delete_notes(self, paths: Sequence[str]) -> None:
         """Delete notes (and their links) by path; unknown paths are ignored."""
         if paths:
-            self._ready().delete_notes(self, paths)
+            with self._bulk():
+                self._ready().delete_notes(self, paths)
             self._changed()
 
     def set_links(self, source_paths: Sequence[str], pairs: Sequence[tuple[str, str]]) -> int:
@@ -448,7 +533,24 @@ class GraphClient:
         """
         if not source_paths and not pairs:
             return 0
-        written = self._ready().set_links(self, source_paths, pairs)
+        with self._bulk():
+            written = self._ready().set_links(self, source_paths, pairs)
+        self._changed()
+        return written
+
+    def upsert_notes_with_links(
+        self,
+        rows: Sequence[GraphNote],
+        source_paths: Sequence[str],
+        pairs: Sequence[tuple[str, str]],
+    ) -> int:
+        """``upsert_notes(rows)`` and ``set_links(source_paths, pairs)`` in one transaction,
+        so a killed run leaves a batch's notes with their edges or neither; returns the
+        number of edges written."""
+        if not rows and not source_paths and not pairs:
+            return 0
+        with self._bulk():
+            written = self._ready().upsert_notes_with_links(self, rows, source_paths, pairs)
         self._changed()
         return written
 
@@ -479,7 +581,8 @@ class GraphClient:
     def all_vectors(self) -> tuple[list[NoteState], np.ndarray]:
         """Every embedded note's state and its embedding (float32 rows aligned with the
         states, sorted by path). Notes without an embedding are left out."""
-        return self._ready().all_vectors(self)
+        with self._bulk():
+            return self._ready().all_vectors(self)
 
 
 def changes_path(state_dir: Path, url: str) -> Path:

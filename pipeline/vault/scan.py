@@ -112,13 +112,33 @@ def _inside(path: Path, root: Path) -> bool:
     return True
 
 
+def _real(path: Path) -> Path | None:
+    """Where ``path`` leads, or None for a symlink loop (``a.md`` → ``b.md`` → ``a.md``) or a
+    path that cannot be resolved: such an entry is skipped, never followed round."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError for a loop
+        return None
+
+
 def _dir_excluded(rel_dir: str, patterns: tuple[str, ...]) -> bool:
     # ".obsidian/**" must prune the folder itself, so test the folder with a trailing slash.
     return glob_match(rel_dir + "/", patterns)
 
 
-def scan_vault(settings: Settings) -> list[ScannedFile]:
-    """All notes of the vault, sorted by their vault-relative path."""
+def shown_name(text: str) -> str:
+    """A file name fit to print and store: bytes that are not UTF-8 (kept by the file
+    system as lone surrogates) shown as ``\\xff`` escapes."""
+    return os.fsencode(text).decode("utf-8", "backslashreplace")
+
+
+def scan_vault(
+    settings: Settings, rejected: list[tuple[str, str]] | None = None
+) -> list[ScannedFile]:
+    """All notes of the vault, sorted by their vault-relative path.
+
+    A note whose path is not valid UTF-8 cannot be stored (KO-DB and the graph keep text):
+    it is left out, and ``(shown path, reason)`` appended to ``rejected`` when given."""
     root = settings.vault.resolve()
     state_dir = settings.state_dir.resolve() if settings.state_dir else None
     excludes = tuple(settings.vault_exclude_globs)
@@ -132,10 +152,10 @@ def scan_vault(settings: Settings) -> list[ScannedFile]:
             sub = current / name
             if name in ALWAYS_SKIPPED_DIRS:
                 continue
-            real = sub.resolve()
+            real = _real(sub)
             # Linked folders are walked only once and only inside the vault (no loops, no
             # reading outside what the user put in the vault).
-            if not _inside(real, root) or real in seen_dirs:
+            if real is None or not _inside(real, root) or real in seen_dirs:
                 continue
             if state_dir is not None and real == state_dir:
                 continue
@@ -150,10 +170,16 @@ def scan_vault(settings: Settings) -> list[ScannedFile]:
             if not name.endswith(NOTE_SUFFIX):
                 continue
             full = current / name
-            if full.is_symlink() and not _inside(full.resolve(), root):
-                continue
+            if full.is_symlink():
+                real = _real(full)
+                if real is None or not _inside(real, root):
+                    continue
             rel = full.relative_to(root).as_posix()
             if glob_match(rel, excludes):
+                continue
+            if rel != shown_name(rel):
+                if rejected is not None:
+                    rejected.append((shown_name(rel), "the file name is not valid UTF-8"))
                 continue
             try:
                 st = full.stat()

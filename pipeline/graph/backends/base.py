@@ -235,6 +235,37 @@ class Backend:
         last = results[-1]
         return int(last[0]["written"]) if last else 0
 
+    def upsert_notes_with_links(
+        self,
+        runner: Runner,
+        notes: Sequence[GraphNote],
+        source_paths: Sequence[str],
+        pairs: Sequence[tuple[str, str]],
+    ) -> int:
+        """``upsert_notes`` then ``set_links`` in ONE transaction: a run killed at any point
+        never leaves notes in the graph without their outgoing edges (the next run sees them
+        unchanged and would not write those edges again)."""
+        try:
+            payload = [note.as_row() for note in notes]
+        except ValueError as exc:
+            raise GraphQueryError(str(exc)) from exc
+        link_rows = records.link_pairs(pairs)
+        sources = sorted(set(source_paths) | {row["src"] for row in link_rows})
+        steps: list[tuple[str, Mapping[str, Any]]] = []
+        if payload:
+            steps.append(("upsert_notes", {"rows": payload}))
+        if sources:
+            steps.append(("clear_links", {"paths": sources}))
+        if link_rows:
+            steps.append(("link_notes", {"pairs": link_rows}))
+        if not steps:
+            return 0
+        results = runner.transaction(steps)
+        if not link_rows:
+            return 0
+        last = results[-1]
+        return int(last[0]["written"]) if last else 0
+
     def neighbors(self, runner: Runner, paths: Sequence[str]) -> list[tuple[str, str, bool]]:
         unique = sorted(set(paths))
         if not unique:

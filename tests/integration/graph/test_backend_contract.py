@@ -90,6 +90,20 @@ def test_upsert_updates_changed_fields(graph: GraphClient) -> None:
     assert hit.cosine == pytest.approx(1.0, abs=1e-6)
 
 
+def test_notes_and_their_links_are_written_in_one_call(graph: GraphClient) -> None:
+    vectors = unit_vectors(3)
+    graph.upsert_notes([note("a.md", vectors[0])])
+    # b.md and c.md are created by the same transaction that links them (and a.md to b.md).
+    written = graph.upsert_notes_with_links(
+        [note("b.md", vectors[1]), note("c.md", vectors[2])],
+        ["a.md", "b.md", "c.md"],
+        [("a.md", "b.md"), ("b.md", "c.md"), ("c.md", "gone.md")],
+    )
+    assert written == 2
+    assert sorted(graph.note_states()) == ["a.md", "b.md", "c.md"]
+    assert graph.neighbors(["b.md"]) == [("b.md", "a.md", False), ("b.md", "c.md", True)]
+
+
 def test_delete_notes_removes_nodes_and_their_links(graph: GraphClient) -> None:
     vectors = unit_vectors(3)
     graph.upsert_notes([note(p, vectors[i]) for i, p in enumerate(["a.md", "b.md", "c.md"])])
