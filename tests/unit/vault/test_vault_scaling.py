@@ -79,6 +79,9 @@ def test_parse_and_extract_grow_linearly_with_the_note(shape: str, deadline: Dea
     with deadline(90):
         small = parse_and_extract_seconds(note_bytes(shape, n))
         big = parse_and_extract_seconds(note_bytes(shape, 4 * n))
+        if big > MAX_GROWTH * max(small, 0.05):
+            # A burst of load on a shared machine only ever adds time: measure once more.
+            big = min(big, parse_and_extract_seconds(note_bytes(shape, 4 * n)))
     # The floor keeps a sub-millisecond small note from making the ratio meaningless.
     assert big <= MAX_GROWTH * max(small, 0.05), f"{shape}: {small:.3f} s -> {big:.3f} s"
 
