@@ -24,10 +24,10 @@ import numpy as np
 
 from pipeline.app import App
 from pipeline.config import load_settings
-from pipeline.embed import BUNDLED_MODEL_ID, set_torch_threads
+from pipeline.embed import BUNDLED_MODEL_ID
 from pipeline.graph import GraphNote
 from pipeline.query import QueryOptions
-from pipeline.service.server import SERVICE_TORCH_THREADS
+from pipeline.service.server import service_threads
 from pipeline.service.warm import WarmAnswers
 
 #: Synthetic vectors: this many cluster centres, noise of this size around them.
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", help="a running service's base URL, e.g. http://127.0.0.1:PORT")
     args = parser.parse_args(argv)
     settings = load_settings(str(args.vault))
-    set_torch_threads(SERVICE_TORCH_THREADS)  # as the service runs
+    service_threads()  # torch and BLAS threads as the service runs
     with App(settings) as app:
         if args.synthetic:
             t0 = time.perf_counter()

@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from pipeline.app import App
-from pipeline.errors import GraphError, GraphUnavailable
+from pipeline.batch.exact import ExactSearch
+from pipeline.errors import GraphError, GraphQueryError, GraphUnavailable
+from pipeline.graph.records import NoteState
 from pipeline.model import Answer, Hit
 from pipeline.query import Pipeline, QueryOptions
 
@@ -58,6 +60,7 @@ class _Copy:
 class _Vectors:
     generation: int
     exact: Any | None  # ExactSearch, or None: the index answers (empty or mixed sizes)
+    states: dict[str, NoteState]  # what the rows of ``exact`` were read as
 
 
 class WarmAnswers:
@@ -68,8 +71,11 @@ class WarmAnswers:
         self._lock = threading.Lock()
         self._copy: _Copy | None = None
         self._vectors: _Vectors | None = None
-        #: How many times the note vectors were (re)loaded from the graph.
+        self._loader: threading.Thread | None = None
+        #: How many times the note vectors were (re)loaded from the graph, and how many
+        #: note vectors those loads read (a full load reads all, a refresh the changed).
         self.vector_loads = 0
+        self.vectors_read = 0
 
     def ask(self, question: str, opts: QueryOptions) -> Answer:
         copy = self._current()
@@ -136,31 +142,91 @@ class WarmAnswers:
 
     # -- the vectors ----------------------------------------------------------------------
     def _exact(self, generation: int, pipeline: Pipeline) -> Any | None:
+        """The warm search for this generation, or None (the index answers) while it is
+        being (re)loaded in the background: a question never waits for a load (20,000
+        vectors took two minutes over Bolt here) nor gets another generation's vectors."""
         vectors = self._vectors
-        if vectors is None or vectors.generation != generation:
-            with self._lock:
-                vectors = self._vectors
-                if vectors is None or vectors.generation != generation:
-                    vectors = self._vectors = self._load_vectors(generation, pipeline)
-        return vectors.exact
+        if vectors is not None and vectors.generation == generation:
+            return vectors.exact
+        with self._lock:
+            if self._loader is None or not self._loader.is_alive():
+                self._loader = threading.Thread(
+                    target=self._refresh,
+                    args=(generation, pipeline, vectors),
+                    name="vault-ko-vectors",
+                    daemon=True,
+                )
+                self._loader.start()
+        return None
 
-    def _load_vectors(self, generation: int, pipeline: Pipeline) -> _Vectors:
-        from pipeline.batch.exact import ExactSearch
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait for a background load of the vectors to finish (tests, benchmarks)."""
+        loader = self._loader
+        if loader is not None:
+            loader.join(timeout)
 
+    def _refresh(self, generation: int, pipeline: Pipeline, old: _Vectors | None) -> None:
+        try:
+            fresh = self._load_vectors(generation, pipeline, old)
+        except Exception as exc:  # a background thread must not die silently
+            log.warning("loading the note vectors failed: %s", exc)
+            return
+        self._vectors = fresh
+
+    def _load_vectors(self, generation: int, pipeline: Pipeline, old: _Vectors | None) -> _Vectors:
+        """All vectors (the first time), else only those whose note state changed since
+        ``old``: the generation moved, so the graph's states say which ones."""
         self.vector_loads += 1
         try:
-            exact = ExactSearch.load(pipeline.graph, pipeline.kodb)
+            if old is None or old.exact is None:
+                # States first: a write after them shows as a change on the next refresh.
+                states = dict(pipeline.graph.note_states())
+                exact = ExactSearch.load(pipeline.graph, pipeline.kodb)
+                self.vectors_read += len(exact.paths)
+            else:
+                exact, states = self._changed_rows(old, pipeline)
         except GraphUnavailable as exc:  # gone meanwhile: tried again on the next question
             log.info("no warm copy of the note vectors: %s", exc)
-            return _Vectors(-1, None)
+            return old if old is not None else _Vectors(-1, None, {})
         except GraphError as exc:  # embeddings of several sizes: the index path says so
             log.info("no warm copy of the note vectors: %s", exc)
-            return _Vectors(generation, None)
+            return _Vectors(generation, None, {})
         dims = getattr(pipeline.embedder, "dims", None)
         if not exact.paths or exact.dims != dims:  # another model's vectors: as the CLI
-            return _Vectors(generation, None)
+            return _Vectors(generation, None, states)
         log.info("note vectors loaded: %d notes, generation %d", len(exact.paths), generation)
-        return _Vectors(generation, exact)
+        return _Vectors(generation, exact, states)
+
+    def _changed_rows(self, old: _Vectors, pipeline: Pipeline) -> tuple[Any, dict[str, NoteState]]:
+        import numpy as np
+
+        states = dict(pipeline.graph.note_states())
+        changed = sorted(p for p, st in states.items() if old.states.get(p) != st)
+        read = pipeline.graph.note_vectors(changed) if changed else {}
+        self.vectors_read += len(read)
+        rows = {p: i for i, p in enumerate(old.exact.paths)}
+        paths, vectors = [], []
+        for path in sorted(states):
+            if path in read:
+                vectors.append(np.asarray(read[path], dtype=np.float32))
+            elif path in rows and path not in changed:
+                vectors.append(old.exact.matrix[rows[path]])
+            else:
+                continue  # no embedding stored (yet)
+            paths.append(path)
+        if len({v.size for v in vectors}) > 1:
+            raise GraphQueryError("the graph holds embeddings of several sizes")
+        matrix = np.vstack(vectors) if vectors else np.zeros((0, 0), dtype=np.float32)
+        notes = pipeline.kodb.notes()
+        titles: list[str | None] = []
+        types: list[str | None] = []
+        for path in paths:
+            note = notes.get(path)
+            same = note is not None and note.content_hash == states[path].content_hash
+            titles.append(note.title if same and note else None)
+            types.append(note.source_type if same and note else None)
+        exact = ExactSearch(paths, titles, types, matrix, old.exact.dialect)
+        return exact, states
 
 
 def _stat(path: Path) -> tuple[int, int] | None:
