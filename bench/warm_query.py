@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         warm = WarmAnswers(app)
         pipeline.ask(questions[0], opts)  # model and connections warm
         t0 = time.perf_counter()
-        warm.ask(questions[0], opts)
+        warm.ask(questions[0], opts)  # starts the background load of the vectors
+        warm.settle()
         load_s = time.perf_counter() - t0
         stages: dict[str, dict[str, list[float]]] = {"index": {}, "warm": {}}
         for q in questions:
