@@ -6,14 +6,15 @@ model, dims) and then:
 1. ``ensure_schema(embedder.dims)``: a model with other dimensions rebuilds the vector index,
    and every node then counts as stale because its stored dims differ;
 2. deletes orphans (nodes whose note left the registry), with their edges;
-3. embeds missing and stale notes (hash, model or dims differ; everything with ``full``) in
-   batches of ``settings.embed_batch_size``; each batch is one ``upsert_notes`` call (MERGE on
-   path, one transaction), so a run killed at any point leaves only whole batches behind and
-   the next run picks up the rest without duplicates;
-4. with each batch, in the same transaction, writes the LINKS_TO edges of the notes it
-   embedded, plus those of already-embedded notes whose wikilinks point at notes the batch
+3. embeds missing and stale notes (hash, model, dims or text rules differ; everything with
+   ``full``), longest text first, in windows of ``WINDOW_BATCHES`` model batches of
+   ``settings.embed_batch_size``; each window is one graph transaction (MERGE on path), so a
+   run killed at any point leaves only whole windows behind and the next run picks up the
+   rest without duplicates;
+4. in the same transaction as each window's notes, writes the LINKS_TO edges of the notes it
+   embedded, plus those of already-embedded notes whose wikilinks point at notes the window
    created (their edges could not exist before the target node did). A kill between a
-   batch's notes and its edges would leave notes the next run sees as unchanged and never
+   window's notes and its edges would leave notes the next run sees as unchanged and never
    links, so the two are one transaction. Link targets resolve to notes by path, title, alias
    or file stem, case-insensitively; unresolved targets are ignored.
 
@@ -50,6 +51,12 @@ log = logging.getLogger(__name__)
 
 #: Called as progress(done, total) once before the first batch and after every batch.
 ProgressFn = Callable[[int, int], None]
+
+#: Model batches (``embed_batch_size`` texts each) embedded and written to the graph
+#: together: one upsert and one link transaction per window instead of per batch (a graph
+#: round trip per 32 notes cost about as much as embedding them), while a run killed at any
+#: point still leaves only whole windows behind.
+WINDOW_BATCHES = 8
 
 #: Orphan deletes are sent in chunks so one call never carries an unbounded parameter list.
 DELETE_CHUNK = 1000
@@ -294,7 +301,13 @@ def sync_embeddings(
             if target in plan.created:
                 incoming.setdefault(target, set()).add(item.path)
 
-    todo = [parsed[p] for p in plan.to_embed if p in parsed]
+    # Longest text first, as SentenceTransformer.encode orders its own input: a forward pass
+    # pads every text to the longest of its batch, so batches of similar lengths waste
+    # least (notes in path order padded most batches to the 256-token cap). Ties by path.
+    todo = sorted(
+        (parsed[p] for p in plan.to_embed if p in parsed),
+        key=lambda item: (-len(_text_of(item)), item.path),
+    )
     total = len(todo)
     if progress:
         progress(0, total)
@@ -302,10 +315,11 @@ def sync_embeddings(
     in_graph = (set(states) - set(plan.orphans)) | {item.path for item in linkers}
     embedded = 0
     # Distinct edges in place after the run among those this run wrote: a note re-linked in
-    # a later batch (its target was created then) is not counted twice.
+    # a later window (its target was created then) is not counted twice.
     edges: set[tuple[str, str]] = set()
-    for start in range(0, total, batch_size):
-        batch = todo[start : start + batch_size]
+    window = batch_size * WINDOW_BATCHES
+    for start in range(0, total, window):
+        batch = todo[start : start + window]
         vectors = embedder.embed([_text_of(item) for item in batch])
         now = time.time()
         rows = [
@@ -317,7 +331,7 @@ def sync_embeddings(
                 model=model,
                 dims=dims,
                 embedded_at=now,
-                embedding=tuple(float(x) for x in vector),
+                embedding=tuple(vector.tolist()),
                 text_version=EMBED_TEXT_VERSION,
             )
             for item, vector in zip(batch, vectors, strict=True)

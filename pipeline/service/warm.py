@@ -1,23 +1,26 @@
 """The service's warm answers: what load-context does for a batch, kept across requests.
 
-A warm `POST /query` spent most of its time in two places (examples/vault, this machine):
-the graph's vector search (33 ms at best: the index query ships the candidates' embeddings
-over Bolt) and the KO-DB statements of the bridge and the facts (25 ms). The service keeps
+A warm `POST /query` spent most of its time in two places: the graph's vector search (33 ms
+on examples/vault, about 40 ms at 20,000 notes: the index query ships the candidates'
+embeddings over Bolt) and the KO-DB statements of the bridge and the facts (25 ms). The
+service keeps
 
-* the note vectors in memory (``batch/exact.py``'s ExactSearch: one matrix product per
-  question), but only while the vault has no more notes than the index over-fetch
-  (``graph_candidates``): then the index returns every note as a candidate and the exact
-  search is the same search, so answers stay the CLI's to the last digit; a larger vault
-  is searched on the index, as the CLI does;
-* a memo of KO-DB reads (``batch/memo.py``'s CachedKodb), for a KO-DB in a SQLite file.
+* every note vector in memory (``batch/exact.py``'s ExactSearch: one matrix product per
+  question, exact, so at least as good as the index's over-fetch), whatever the vault's
+  size and whichever database holds KO-DB. The graph stays the store of record: each
+  question first reads the vectors' generation from it (``GraphClient.generation``, one
+  round trip that is also the question's graph check), which every embed write increments
+  in its own transaction, and a new generation reloads the vectors. A graph that does not
+  answer sends the question down the CLI's path (its graph check, then fallback);
+* a memo of KO-DB reads (``batch/memo.py``'s CachedKodb), for a KO-DB in a SQLite file,
+  dropped when the file or its write-ahead log changes (every commit touches one of them:
+  ingest, import, calibrate), or the stamp every graph write of this vault's clients
+  touches (``graph.client.changes_path``), and at the latest after ``RELOAD_SECONDS`` (a
+  writer using another state dir). PostgreSQL has no such cheap check: its reads are not
+  memoised.
 
-Both are dropped when what they copy changes: the SQLite file or its write-ahead log
-(every commit touches one of them: ingest, import, calibrate), the stamp every graph write
-of this vault's clients touches (``graph.client.changes_path``: embed, sync), and at the
-latest after ``RELOAD_SECONDS`` (a writer using another state dir). With KO-DB on
-PostgreSQL there is no such cheap check, so nothing is cached. The questions still go
-through ``Pipeline.ask_many`` (the graph is checked first, so a graph down answers in
-fallback as the CLI does), with the exact search as its batch search, as load-context does.
+The questions still go through ``Pipeline.ask_many`` with the exact search as its batch
+search, as load-context does.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from pipeline.app import App
-from pipeline.errors import GraphError
+from pipeline.batch.exact import ExactSearch
+from pipeline.errors import GraphError, GraphQueryError, GraphUnavailable
+from pipeline.graph.records import NoteState
 from pipeline.model import Answer, Hit
 from pipeline.query import Pipeline, QueryOptions
 
@@ -48,35 +53,55 @@ Signature = tuple[Any, ...]
 class _Copy:
     signature: Signature
     pipeline: Pipeline
-    exact: Any | None  # ExactSearch, or None: the index answers
     loaded_at: float
 
 
+@dataclass(frozen=True)
+class _Vectors:
+    generation: int
+    exact: Any | None  # ExactSearch, or None: the index answers (empty or mixed sizes)
+    states: dict[str, NoteState]  # what the rows of ``exact`` were read as
+
+
 class WarmAnswers:
-    """Answers for the service, from a warm copy of the vault when that is safe."""
+    """Answers for the service, from warm copies of the vault's vectors and KO-DB."""
 
     def __init__(self, app: App) -> None:
         self.app = app
         self._lock = threading.Lock()
         self._copy: _Copy | None = None
+        self._vectors: _Vectors | None = None
+        self._loader: threading.Thread | None = None
+        #: How many times the note vectors were (re)loaded from the graph, and how many
+        #: note vectors those loads read (a full load reads all, a refresh the changed).
+        self.vector_loads = 0
+        self.vectors_read = 0
 
     def ask(self, question: str, opts: QueryOptions) -> Answer:
         copy = self._current()
-        if copy is None:
+        if copy is None:  # KO-DB on PostgreSQL: its reads are not memoised
             self.app.refresh_calibration()
-            return self.app.pipeline().ask(question, opts)
+            pipeline = self.app.pipeline()
+        else:
+            pipeline = copy.pipeline
+        try:
+            generation = self.app.graph.generation()
+        except GraphError:
+            # Unreachable (or not set up): the CLI's path, whose own graph check decides
+            # between an index answer and the fallback with its reason.
+            return pipeline.ask_many([question], opts)[0]
+        exact = self._exact(generation, pipeline)
         search = None
-        if copy.exact is not None:
-            exact, pipeline = copy.exact, copy.pipeline
+        if exact is not None:
 
             def search(vectors: Any, k: int) -> list[list[Hit]]:
                 return exact.search_many(vectors, k, pipeline.index_search)  # type: ignore[no-any-return]
 
-        return copy.pipeline.ask_many([question], opts, search=search)[0]
+        return pipeline.ask_many([question], opts, search=search, graph_checked=True)[0]
 
-    # -- the copy -------------------------------------------------------------------------
+    # -- the KO-DB copy -------------------------------------------------------------------
     def signature(self) -> Signature | None:
-        """What the copy depends on, read with a few ``stat`` calls; None: no cache."""
+        """What the KO-DB memo depends on, read with a few ``stat`` calls; None: no memo."""
         from pipeline.graph.client import changes_path
 
         s = self.app.settings
@@ -108,22 +133,100 @@ class WarmAnswers:
         return not (callable(memo) and memo() > MAX_MEMO_ENTRIES)
 
     def _load(self, signature: Signature) -> _Copy:
-        from pipeline.batch.exact import ExactSearch
         from pipeline.batch.memo import CachedKodb
 
         base = self.app.pipeline()
         memo = CachedKodb(base.kodb)
         pipeline = Pipeline(app=self.app.sharing(kodb=memo), include_private=not base.private)
-        exact = None
-        if len(memo.notes()) <= self.app.settings.graph_candidates:
-            try:
-                exact = ExactSearch.load(pipeline.graph, memo)
-            except GraphError as exc:  # down, or embeddings of several sizes: the index path
-                log.info("no warm copy of the note vectors: %s", exc)
-            dims = getattr(pipeline.embedder, "dims", None)
-            if exact is not None and exact.paths and exact.dims != dims:
-                exact = None
-        return _Copy(signature, pipeline, exact, time.monotonic())
+        return _Copy(signature, pipeline, time.monotonic())
+
+    # -- the vectors ----------------------------------------------------------------------
+    def _exact(self, generation: int, pipeline: Pipeline) -> Any | None:
+        """The warm search for this generation, or None (the index answers) while it is
+        being (re)loaded in the background: a question never waits for a load (20,000
+        vectors took two minutes over Bolt here) nor gets another generation's vectors."""
+        vectors = self._vectors
+        if vectors is not None and vectors.generation == generation:
+            return vectors.exact
+        with self._lock:
+            if self._loader is None or not self._loader.is_alive():
+                self._loader = threading.Thread(
+                    target=self._refresh,
+                    args=(generation, pipeline, vectors),
+                    name="vault-ko-vectors",
+                    daemon=True,
+                )
+                self._loader.start()
+        return None
+
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait for a background load of the vectors to finish (tests, benchmarks)."""
+        loader = self._loader
+        if loader is not None:
+            loader.join(timeout)
+
+    def _refresh(self, generation: int, pipeline: Pipeline, old: _Vectors | None) -> None:
+        try:
+            fresh = self._load_vectors(generation, pipeline, old)
+        except Exception as exc:  # a background thread must not die silently
+            log.warning("loading the note vectors failed: %s", exc)
+            return
+        self._vectors = fresh
+
+    def _load_vectors(self, generation: int, pipeline: Pipeline, old: _Vectors | None) -> _Vectors:
+        """All vectors (the first time), else only those whose note state changed since
+        ``old``: the generation moved, so the graph's states say which ones."""
+        self.vector_loads += 1
+        try:
+            if old is None or old.exact is None:
+                # States first: a write after them shows as a change on the next refresh.
+                states = dict(pipeline.graph.note_states())
+                exact = ExactSearch.load(pipeline.graph, pipeline.kodb)
+                self.vectors_read += len(exact.paths)
+            else:
+                exact, states = self._changed_rows(old, pipeline)
+        except GraphUnavailable as exc:  # gone meanwhile: tried again on the next question
+            log.info("no warm copy of the note vectors: %s", exc)
+            return old if old is not None else _Vectors(-1, None, {})
+        except GraphError as exc:  # embeddings of several sizes: the index path says so
+            log.info("no warm copy of the note vectors: %s", exc)
+            return _Vectors(generation, None, {})
+        dims = getattr(pipeline.embedder, "dims", None)
+        if not exact.paths or exact.dims != dims:  # another model's vectors: as the CLI
+            return _Vectors(generation, None, states)
+        log.info("note vectors loaded: %d notes, generation %d", len(exact.paths), generation)
+        return _Vectors(generation, exact, states)
+
+    def _changed_rows(self, old: _Vectors, pipeline: Pipeline) -> tuple[Any, dict[str, NoteState]]:
+        import numpy as np
+
+        states = dict(pipeline.graph.note_states())
+        changed = sorted(p for p, st in states.items() if old.states.get(p) != st)
+        read = pipeline.graph.note_vectors(changed) if changed else {}
+        self.vectors_read += len(read)
+        rows = {p: i for i, p in enumerate(old.exact.paths)}
+        paths, vectors = [], []
+        for path in sorted(states):
+            if path in read:
+                vectors.append(np.asarray(read[path], dtype=np.float32))
+            elif path in rows and path not in changed:
+                vectors.append(old.exact.matrix[rows[path]])
+            else:
+                continue  # no embedding stored (yet)
+            paths.append(path)
+        if len({v.size for v in vectors}) > 1:
+            raise GraphQueryError("the graph holds embeddings of several sizes")
+        matrix = np.vstack(vectors) if vectors else np.zeros((0, 0), dtype=np.float32)
+        notes = pipeline.kodb.notes()
+        titles: list[str | None] = []
+        types: list[str | None] = []
+        for path in paths:
+            note = notes.get(path)
+            same = note is not None and note.content_hash == states[path].content_hash
+            titles.append(note.title if same and note else None)
+            types.append(note.source_type if same and note else None)
+        exact = ExactSearch(paths, titles, types, matrix, old.exact.dialect)
+        return exact, states
 
 
 def _stat(path: Path) -> tuple[int, int] | None:

@@ -201,7 +201,8 @@ def test_a_sync_killed_midway_converges_without_duplicates(
     try:
         assert child.stdout is not None
         for line in child.stdout:
-            if line.split()[0] == "2":  # two one-note batches are committed
+            done = line.split()[0]
+            if done.isdigit() and int(done) >= 2:  # a window of one-note batches is committed
                 os.kill(child.pid, signal.SIGKILL)
                 break
     finally:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline import embed_sync
 from pipeline.config import Settings
 from pipeline.embed_sync import EmbedReport, LinkIndex, plan_sync, sync_embeddings
 from pipeline.graph import GraphNote, NoteState
@@ -288,20 +289,24 @@ def test_a_note_unreadable_now_is_skipped_and_reported(vault: Path, registry: Re
     assert set(graph.nodes) == set(NOTES) - {"wiki/redis.md", "wiki/warm-cache.md"}
 
 
-def test_notes_are_written_one_upsert_per_batch_with_progress(
-    vault: Path, registry: Registry
+def test_notes_are_written_one_upsert_per_window_longest_text_first_with_progress(
+    vault: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(embed_sync, "WINDOW_BATCHES", 1)
     graph = FakeGraph()
+    embedder = FakeEmbedder()
     seen: list[tuple[int, int]] = []
     report = sync_embeddings(
         settings_for(vault, batch_size=2),
         registry,
         graph,
-        FakeEmbedder(),
+        embedder,
         progress=lambda done, total: seen.append((done, total)),
     )
     assert [len(batch) for batch in graph.upserts] == [2, 2, 1]
-    assert [p for batch in graph.upserts for p in batch] == sorted(NOTES)
+    assert sorted(p for batch in graph.upserts for p in batch) == sorted(NOTES)
+    lengths = [len(text) for call in embedder.calls for text in call]
+    assert lengths == sorted(lengths, reverse=True)  # similar lengths share a forward pass
     assert seen == [(0, 5), (2, 5), (4, 5), (5, 5)]
     # Links from early batches to notes created in later ones are written, counted once.
     assert graph.edges == EXPECTED_EDGES
@@ -309,8 +314,9 @@ def test_notes_are_written_one_upsert_per_batch_with_progress(
 
 
 def test_a_run_killed_between_batches_converges_on_the_next(
-    vault: Path, registry: Registry
+    vault: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(embed_sync, "WINDOW_BATCHES", 1)
     graph = FakeGraph()
     graph.fail_after_upserts = 1
     with pytest.raises(KeyboardInterrupt):
@@ -454,3 +460,9 @@ def test_an_unchanged_note_linking_with_the_md_suffix_gets_its_edge_to_a_new_not
     report = run(vault, registry, graph)
     assert (report.embedded, report.unchanged) == (1, 6)
     assert ("wiki/queue.md", "wiki/kafka.md") in graph.edges
+
+
+def test_several_model_batches_share_one_graph_write(vault: Path, registry: Registry) -> None:
+    graph = FakeGraph()
+    run(vault, registry, graph, batch_size=2)  # WINDOW_BATCHES × 2 > 5 notes: one window
+    assert [len(batch) for batch in graph.upserts] == [5]

@@ -36,10 +36,15 @@ Rows = list[dict[str, Any]]
 #: scores are approximate (quantised).
 RESCORE_MARGIN = 20
 
+#: The step every write of embeddings ends its transaction with (``bump_generation``).
+BUMP: tuple[str, Mapping[str, Any]] = ("bump_generation", {})
+
 #: The queries the shared operations below run; every backend's folder has them.
 DATA_QUERIES = frozenset(
     {
         "ping",
+        "bump_generation",
+        "note_generation",
         "delete_other_dims",
         "upsert_notes",
         "delete_notes",
@@ -185,7 +190,7 @@ class Backend:
         current = self.vector_index_dims(runner)
         if current == dims:
             return
-        runner.transaction([("delete_other_dims", {"dims": dims})])
+        runner.transaction([("delete_other_dims", {"dims": dims}), BUMP])
         if current is not None:
             self.drop_index(runner)
         self.create_index(runner, dims)
@@ -201,6 +206,12 @@ class Backend:
     def ping(self, runner: Runner) -> None:
         runner.auto("ping")
 
+    def generation(self, runner: Runner) -> int:
+        """How many changes the note vectors have had (0 before the first)."""
+        rows = runner.auto("note_generation")
+        value = rows[0].get("generation") if rows else None
+        return int(value) if value is not None else 0
+
     def note_states(self, runner: Runner) -> dict[str, NoteState]:
         rows = runner.auto("note_states")
         return {state.path: state for state in map(records.note_state, rows)}
@@ -212,12 +223,12 @@ class Backend:
             payload = [note.as_row() for note in notes]
         except ValueError as exc:
             raise GraphQueryError(str(exc)) from exc
-        runner.transaction([("upsert_notes", {"rows": payload})])
+        runner.transaction([("upsert_notes", {"rows": payload}), BUMP])
 
     def delete_notes(self, runner: Runner, paths: Sequence[str]) -> None:
         unique = sorted(set(paths))
         if unique:
-            runner.transaction([("delete_notes", {"paths": unique})])
+            runner.transaction([("delete_notes", {"paths": unique}), BUMP])
 
     def set_links(
         self, runner: Runner, source_paths: Sequence[str], pairs: Sequence[tuple[str, str]]
@@ -256,15 +267,18 @@ class Backend:
             steps.append(("upsert_notes", {"rows": payload}))
         if sources:
             steps.append(("clear_links", {"paths": sources}))
+        link_step = len(steps)
         if link_rows:
             steps.append(("link_notes", {"pairs": link_rows}))
         if not steps:
             return 0
+        if payload:
+            steps.append(BUMP)  # the warm service reloads the vectors this write changed
         results = runner.transaction(steps)
         if not link_rows:
             return 0
-        last = results[-1]
-        return int(last[0]["written"]) if last else 0
+        written = results[link_step]
+        return int(written[0]["written"]) if written else 0
 
     def neighbors(self, runner: Runner, paths: Sequence[str]) -> list[tuple[str, str, bool]]:
         unique = sorted(set(paths))

@@ -104,6 +104,16 @@ def test_notes_and_their_links_are_written_in_one_call(graph: GraphClient) -> No
     assert graph.neighbors(["b.md"]) == [("b.md", "a.md", False), ("b.md", "c.md", True)]
 
 
+def test_notes_written_with_their_links_move_the_generation(graph: GraphClient) -> None:
+    vectors = unit_vectors(2)
+    graph.upsert_notes([note("a.md", vectors[0])])
+    start = graph.generation()
+    assert graph.upsert_notes_with_links([note("b.md", vectors[1])], ["b.md"], [("b.md", "a.md")])
+    assert graph.generation() == start + 1  # the warm service must see the new vector
+    graph.upsert_notes_with_links([], ["a.md"], [("a.md", "b.md")])
+    assert graph.generation() == start + 1  # links alone change no vector
+
+
 def test_delete_notes_removes_nodes_and_their_links(graph: GraphClient) -> None:
     vectors = unit_vectors(3)
     graph.upsert_notes([note(p, vectors[i]) for i, p in enumerate(["a.md", "b.md", "c.md"])])

@@ -65,4 +65,21 @@ def test_arcadedb_schema_commands_are_sent_once_per_client(
         client.ensure_schema(DIMS)  # also reads the vector index dims
         client.ensure_schema(DIMS)
         assert client.vector_index_dims() == DIMS
-    assert sum(c.startswith("CREATE VERTEX TYPE") for c in sent) == 1
+    # Note and VaultGeneration (the note vectors' generation), each once.
+    assert sum(c.startswith("CREATE VERTEX TYPE") for c in sent) == 2
+
+
+def test_the_generation_counts_upserts_and_deletes(
+    graph_settings: Settings,
+) -> None:
+    from pipeline.graph import GraphNote
+
+    with GraphClient(graph_settings) as client:
+        client.ensure_schema(DIMS)
+        start = client.generation()
+        note = GraphNote("gen/a.md", "A", "wiki", "h", "m", DIMS, 1.0, (1.0,) + (0.0,) * (DIMS - 1))
+        client.upsert_notes([note])
+        assert client.generation() == start + 1
+        client.upsert_notes([])  # nothing sent, nothing counted
+        client.delete_notes([note.path])
+        assert client.generation() == start + 2

@@ -191,12 +191,15 @@ def test_writes_run_in_one_transaction_with_declared_params(
     assert link_params == {"pairs": [{"src": "a.md", "dst": "b.md"}]}
 
 
-def test_upsert_sends_properties_as_parameters(fake_driver: Drivers, client_with: Clients) -> None:
+def test_upsert_sends_properties_as_parameters_and_bumps_the_generation_in_its_transaction(
+    fake_driver: Drivers, client_with: Clients
+) -> None:
     driver = fake_driver([])
     client = client_with(driver)
     path = "x'}) DETACH DELETE n //.md"
     client.upsert_notes([GraphNote(path, "T", "adr", "h", "m", 2, 3.0, (0.5, 0.25))])
-    [(text, params)] = driver.runs
+    [(text, params), (bump, bump_params)] = driver.runs
+    assert "VaultGeneration" in bump and "+ 1" in bump and bump_params == {}
     assert path not in text
     assert params["rows"][0]["path"] == path
     assert params["rows"][0]["props"]["embedding"] == [0.5, 0.25]

@@ -263,3 +263,47 @@ def test_rows_claiming_the_ingest_extractor_are_refused_with_their_line(
     assert run(["--vault", str(vault), "facts", "import", str(path)]) == EXIT_INPUT
     assert f"{path}:2: extractor 'ingest' is reserved" in capsys.readouterr().err
     assert kodb_count(vault) == 0
+
+
+def test_bad_row_after_several_batches_writes_nothing_and_names_its_line(
+    vault: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.kodb import store
+
+    monkeypatch.setattr(store, "IMPORT_BATCH", 3)
+    monkeypatch.setattr(store.KoDB.import_facts, "__kwdefaults__", {"batch_size": 3})
+    row = {
+        "predicate": "is",
+        "object": "x",
+        "confidence": 0.5,
+        "source_type": "wiki",
+        "source_file": "a.md",
+    }
+    lines = [json.dumps({**row, "subject": f"s{i}"}) for i in range(10)]
+    lines.append(json.dumps({**row, "subject": "late", "confidence": 2}))
+    lines.append(json.dumps({**row, "subject": "after"}))
+    path = tmp_path / "late_bad.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code = run(["--vault", str(vault), "facts", "import", str(path)])
+    captured = capsys.readouterr()
+    assert code == EXIT_INPUT
+    assert f"{path}:11: confidence must be in [0, 1], got 2" in captured.err
+    assert kodb_count(vault) == 0
+
+
+def test_skip_invalid_streams_good_rows_on_both_sides_of_a_bad_one(
+    vault: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.kodb import store
+
+    monkeypatch.setattr(store.KoDB.import_facts, "__kwdefaults__", {"batch_size": 2})
+    row = {"predicate": "is", "object": "x", "confidence": 0.5, "source_type": "wiki"}
+    lines = [json.dumps({**row, "subject": f"s{i}", "source_file": "a.md"}) for i in range(5)]
+    lines.insert(2, json.dumps({**row, "subject": "bad"}))  # no source_file
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rejects = tmp_path / "rejects.jsonl"
+    args = ["--vault", str(vault), "facts", "import", str(path), "--skip-invalid"]
+    assert run([*args, "--rejects", str(rejects)]) == 0
+    assert kodb_count(vault) == 5
+    assert [json.loads(r)["line"] for r in rejects.read_text().splitlines()] == [3]

@@ -1,14 +1,19 @@
-"""The service's warm copy depends on the KO-DB file, its WAL and the graph stamp, and is
-never used for a KO-DB it cannot watch (PostgreSQL)."""
+"""The service's KO-DB memo depends on the KO-DB file, its WAL and the graph stamp, and is
+never used for a KO-DB it cannot watch (PostgreSQL); its vectors follow the graph's
+generation."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from pipeline import statefile
 from pipeline.app import App
 from pipeline.config import load_settings
+from pipeline.errors import GraphUnavailable
 from pipeline.graph.client import changes_path
 from pipeline.model import Calibration
 from pipeline.service.warm import WarmAnswers
@@ -33,3 +38,79 @@ def test_the_signature_moves_with_kodb_commits_and_graph_writes(tmp_path: Path) 
 def test_postgresql_is_never_cached(tmp_path: Path) -> None:
     settings = load_settings(tmp_path, env={}).replace(kodb_url="postgresql+psycopg://u@h/db")
     assert WarmAnswers(App(settings)).signature() is None
+
+
+class _FakePipeline:
+    def __init__(self) -> None:
+        self.calls: list[dict[str, object]] = []
+        self.graph = type("G", (), {"note_states": lambda self: {}})()
+        self.kodb = None
+
+    def ask_many(self, questions: list[str], opts: object, **kw: object) -> list[str]:
+        self.calls.append(kw)
+        return ["answer"]
+
+
+class _FakeGraph:
+    url = "bolt://127.0.0.1:1"
+
+    def __init__(self, fail: bool) -> None:
+        self.fail = fail
+
+    def generation(self) -> int:
+        if self.fail:
+            raise GraphUnavailable("graph unavailable at bolt://127.0.0.1:1: refused")
+        return 7
+
+
+class _FakeApp:
+    def __init__(self, settings: object, fail: bool) -> None:
+        self.settings = settings
+        self.graph = _FakeGraph(fail)
+        self.the_pipeline = _FakePipeline()
+
+    def refresh_calibration(self) -> None:
+        pass
+
+    def pipeline(self) -> _FakePipeline:
+        return self.the_pipeline
+
+
+def test_a_graph_that_does_not_answer_the_generation_read_takes_the_cli_path(
+    tmp_path: Path,
+) -> None:
+    settings = load_settings(tmp_path, env={}).replace(kodb_url="postgresql+psycopg://u@h/db")
+    app = _FakeApp(settings, fail=True)
+    warm = WarmAnswers(app)  # type: ignore[arg-type]
+    assert warm.ask("warm cache", None) == "answer"  # type: ignore[arg-type]
+    # Its own graph check decides between the index and the fallback, as the CLI's does.
+    assert app.the_pipeline.calls == [{}]
+    assert warm.vector_loads == 0
+
+
+def test_vectors_load_in_the_background_once_per_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.batch import exact
+
+    loads: list[object] = []
+
+    def fake_load(graph: object, kodb: object) -> object:
+        loads.append(graph)
+        return exact.ExactSearch(["a.md"], ["A"], ["wiki"], np.ones((1, 384), np.float32))
+
+    monkeypatch.setattr(exact.ExactSearch, "load", staticmethod(fake_load))
+    settings = load_settings(tmp_path, env={}).replace(kodb_url="postgresql+psycopg://u@h/db")
+    app = _FakeApp(settings, fail=False)
+    app.the_pipeline.embedder = type("E", (), {"dims": 384})()  # type: ignore[attr-defined]
+    warm = WarmAnswers(app)  # type: ignore[arg-type]
+    warm.ask("warm cache", None)  # type: ignore[arg-type]
+    warm.settle(10)
+    for _ in range(3):
+        warm.ask("warm cache", None)  # type: ignore[arg-type]
+    assert warm.vector_loads == 1 and len(loads) == 1
+    calls = app.the_pipeline.calls
+    assert all(call["graph_checked"] is True for call in calls)
+    # The first question did not wait for the load: the index answered it.
+    assert calls[0]["search"] is None
+    assert all(call["search"] is not None for call in calls[1:])
