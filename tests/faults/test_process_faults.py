@@ -19,7 +19,7 @@ import pytest
 
 from pipeline.app import App
 from pipeline.config import Settings
-from pipeline.embed_sync import sync_embeddings
+from pipeline.embed_sync import WINDOW_BATCHES, sync_embeddings
 from pipeline.graph import GraphClient
 
 pytestmark = pytest.mark.integration
@@ -130,10 +130,10 @@ def test_embed_killed_at_seeded_points_then_rerun_ends_as_an_uninterrupted_run(
     record_property: Callable[[str, object], None],
 ) -> None:
     vault = adr_vault
-    # Small batches: many commit points for a kill to fall between.
-    settings = faults_graph.settings(vault, embed_batch_size=3)
+    # Batches of one note: a commit every WINDOW_BATCHES notes for a kill to fall between.
+    settings = faults_graph.settings(vault, embed_batch_size=1)
     empty_graph(settings)
-    env = faults_graph.env(settings, VAULT_KO_EMBED_BATCH_SIZE="3")
+    env = faults_graph.env(settings, VAULT_KO_EMBED_BATCH_SIZE="1")
     assert run_cli(faults_kit, vault, env, "ingest").returncode == 0
 
     def embed_in_process() -> None:
@@ -148,7 +148,9 @@ def test_embed_killed_at_seeded_points_then_rerun_ends_as_an_uninterrupted_run(
     total = len(reference["notes"])
     assert total > 20
     rng = faults_kit.rng("kill-embed")
-    targets = sorted(rng.sample(range(1, total - 3), faults_kit.kill_points(1, 6)))
+    # A target past the last window's start would only be reached by the finished run.
+    last_window = (total - 1) // WINDOW_BATCHES * WINDOW_BATCHES
+    targets = sorted(rng.sample(range(1, last_window), faults_kit.kill_points(1, 6)))
     recovered: list[float] = []
     for target in targets:
         empty_graph(settings)
