@@ -50,6 +50,8 @@ sys.path.insert(0, str(ROOT))
 #: Bump when the generator changes: the cache key includes it.
 GENERATOR_VERSION = 2
 SEED_FACTS = 13_000  # the seed's KO-DB size
+EMBED_STRIDE = 20
+EMBED_CHUNK = 500
 
 HUBS = (
     "PostgreSQL",
@@ -396,6 +398,9 @@ class CachedEmbedder:
     def dims(self) -> int:
         return int(getattr(self._model, "dims", 384))
 
+    def has(self, text: str) -> bool:
+        return text_key(text) in self._vectors
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         keys = [text_key(t) for t in texts]
         # New texts sorted by length: batches of similar lengths waste less padding.
@@ -445,12 +450,18 @@ def main() -> int:
         from pipeline.embed import Embedder
 
         cache = CachedEmbedder(corpus, Embedder)
-        texts = list(embed_texts(corpus.vault).values())
+        by_path = list(embed_texts(corpus.vault).values())
+        # Interleaved (every EMBED_STRIDE-th note first), saved every EMBED_CHUNK: a cache
+        # filled only partly (it is resumable) still holds a uniform sample of the vault.
+        texts = [
+            by_path[i] for r in range(EMBED_STRIDE) for i in range(r, len(by_path), EMBED_STRIDE)
+        ]
         t0 = time.perf_counter()
-        for start in range(0, len(texts), 2000):
-            cache.embed(texts[start : start + 2000])
+        for start in range(0, len(texts), EMBED_CHUNK):
+            cache.embed(texts[start : start + EMBED_CHUNK])
             cache.save()
-            print(f"embedded {min(start + 2000, len(texts))}/{len(texts)}", flush=True)
+            done = min(start + EMBED_CHUNK, len(texts))
+            print(f"embedded {done}/{len(texts)} ({time.perf_counter() - t0:.0f} s)", flush=True)
         print(f"embeddings: {cache.misses} new in {time.perf_counter() - t0:.1f} s")
     print(corpus.root)
     return 0
