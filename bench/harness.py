@@ -45,10 +45,10 @@ FULL = {
 QUICK = {
     "notes": 200,
     "facts": 13_000,
-    "queries": 8,
-    "prompts": 20,
-    "loop_prompts": 20,
-    "embed_notes": 20,
+    "queries": 6,
+    "prompts": 12,
+    "loop_prompts": 12,
+    "embed_notes": 10,
 }
 
 

@@ -5,9 +5,10 @@
 overrides the root):
 
 * ``vault/``: markdown notes over the three source types the ingester knows —
-  ``sessions/YYYY/MM-DD-<slug>.md`` (about half: dated work logs with ``key:: value``
-  fields), ``wiki/<slug>.md`` (one note per subject, ``subject:`` frontmatter, aliases,
-  inline fields) and ``adr/NNNN-<slug>.md`` (Status / Context / Decision / Consequences).
+  ``sessions/YYYY/MM-DD-<slug>.md`` (the rest: dated work logs with ``key:: value``
+  fields), ``wiki/<slug>.md`` (one note per subject, up to 40 %; ``subject:`` frontmatter,
+  aliases, inline fields) and ``adr/NNNN-<slug>.md`` (10 %; Status / Context / Decision /
+  Consequences).
   Lengths are log-normal (medians of 70 words for sessions, 90 for wiki notes and 110
   for ADRs, a long tail past 1,000); every note
   links 2–12 subjects. Subjects follow a Zipf law: a few hub subjects (PostgreSQL, Kafka,

@@ -67,12 +67,14 @@ def stage_summary(timings: Sequence[dict[str, float]]) -> str:
     return "; ".join(parts)
 
 
-def ask_all(app: Any, questions: Sequence[str], **options: Any) -> list[dict[str, float]]:
+def ask_all(
+    app: Any, questions: Sequence[str], warm: int = 3, **options: Any
+) -> list[dict[str, float]]:
     from pipeline.query import QueryOptions
 
     pipeline = app.pipeline()
     opts = QueryOptions.from_settings(app.settings, **options)
-    for q in questions[:3]:  # warm up this mode's caches
+    for q in questions[:warm]:  # warm up this mode's caches
         pipeline.ask(q, opts)
     out = []
     for q in questions:
@@ -116,7 +118,7 @@ def service_queries(w: World, questions: Sequence[str]) -> tuple[list[float], li
                 raise SystemExit(f"service: {response.status} {str(data)[:300]}")
             return (time.perf_counter() - t0) * 1e3, data
 
-        for q in questions[:3]:
+        for q in questions[:3]:  # warm up
             post(q)
         client: list[float] = []
         inside: list[dict] = []
@@ -161,7 +163,8 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
         questions = w.questions(w.size["queries"])
         notes = f"{w.size['notes']:,} notes, {w.graph_notes:,} in the graph"
         facts = f"{w.app.kodb.count_facts():,} facts"
-        dense = ask_all(w.app, questions)
+        warm = 1 if args.quick else 3
+        dense = ask_all(w.app, questions, warm)
         dense_total = totals(dense)
         report.add(
             Row(
@@ -197,7 +200,7 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
         if w.pg_app is not None:
             apps.append(("pg", "PostgreSQL", w.pg_app))
         for key, label, app in apps:
-            base = dense if key == "sqlite" else ask_all(app, questions)
+            base = dense if key == "sqlite" else ask_all(app, questions, warm)
             base_total = totals(base)
             if key != "sqlite":
                 report.add(
@@ -212,7 +215,7 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
                 ("fallback", {"semantic": False}),
                 ("hybrid", {"retrieval": "hybrid"}),
             ):
-                got = ask_all(app, questions, **opts)
+                got = ask_all(app, questions, warm, **opts)
                 total = totals(got)
                 what = (
                     "degraded mode (full-text index)"

@@ -20,7 +20,8 @@ in this run; the output ends with ``RESULT key=value …`` lines.
 
 Full run (20,000 notes, 1,000,000 facts; about 40 minutes on this shared 2-CPU machine):
     .venv/bin/python bench/run.py
-CI smoke run (200 notes, 13,000 facts; the code must not rot, the figures do not count):
+CI smoke run (200 notes, 13,000 facts, a few questions; the code must not rot, the figures
+do not count):
     .venv/bin/python bench/run.py --quick
 """
 
@@ -81,12 +82,12 @@ def machine() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser)
-    parser.add_argument("--queries", type=int, help="questions per query mode (30; quick 8)")
-    parser.add_argument("--prompts", type=int, help="load-context prompts (1000; quick 20)")
+    parser.add_argument("--queries", type=int, help="questions per query mode (30; quick 6)")
+    parser.add_argument("--prompts", type=int, help="load-context prompts (1000; quick 12)")
     parser.add_argument(
-        "--loop-prompts", type=int, help="of them, answered one by one too (100; quick 20)"
+        "--loop-prompts", type=int, help="of them, answered one by one too (100; quick 12)"
     )
-    parser.add_argument("--embed-notes", type=int, help="notes of the embed part (150; quick 20)")
+    parser.add_argument("--embed-notes", type=int, help="notes of the embed part (150; quick 10)")
     parser.add_argument("--repeat", type=int, help="load-context batch runs (median; 2, quick 1)")
     parser.add_argument(
         "--only", default=",".join(PARTS), help=f"comma-separated parts of {', '.join(PARTS)}"
