@@ -71,7 +71,10 @@ class Report:
     def add(self, row: Row, **results: Any) -> None:
         self.rows.append(row)
         self.results.update(results)
-        print(f"  row: {row.what}: {row.measured} | {row.against} | {row.ratio}", flush=True)
+        print(
+            f"  row: {row.what}: {row.measured} | {row.against} | {row.ratio} | {row.check}",
+            flush=True,
+        )
 
     def table(self) -> str:
         head = "| measurement | measured | compared with (same run) | ratio | check |"

@@ -105,6 +105,7 @@ def main() -> int:
     log(f"bench: {header}; sizes {size}")
     report = Report()
     world: World | None = None
+    interrupted = False
     try:
         if any(p in NEEDS_WORLD for p in wanted):
             world = World(args, graph=any(p in NEEDS_GRAPH for p in wanted)).__enter__()
@@ -114,11 +115,13 @@ def main() -> int:
             log(f"bench: part {name}")
             PARTS[name].run(report, args, world if name in NEEDS_WORLD else None)
             log(f"bench: part {name} took {time.perf_counter() - t0:.0f} s")
+    except KeyboardInterrupt:  # Ctrl-C: the rows measured so far are still printed
+        interrupted = True
     finally:
         if world is not None:
             world.__exit__(None, None, None)
     elapsed = time.perf_counter() - started
-    mode = "quick" if args.quick else "full"
+    mode = ("quick" if args.quick else "full") + ("-interrupted" if interrupted else "")
     print(
         f"\n{mode} run: {size['notes']:,} notes, {size['facts']:,} facts (corpus seed "
         f"{args.seed}); {header}; {elapsed / 60:.1f} min"
@@ -129,7 +132,7 @@ def main() -> int:
     failed = sorted(k for k, v in report.results.items() if k.endswith("_identical") and not v)
     if failed:
         print(f"FAILED checks: {', '.join(failed)}")
-    return 1 if failed else 0
+    return 1 if failed or interrupted else 0
 
 
 if __name__ == "__main__":
