@@ -17,6 +17,7 @@ line is ``RESULT …``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import sys
 import tempfile
@@ -141,7 +142,7 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
         for key, label, big_url in backends:
             with tempfile.TemporaryDirectory() as tmp:
                 if key == "sqlite":
-                    small_ctx = _null(f"sqlite:///{Path(tmp) / 'ko13k.db'}")
+                    small_ctx = contextlib.nullcontext(f"sqlite:///{Path(tmp) / 'ko13k.db'}")
                 else:
                     small_ctx = scratch_database(args.pg_url, "vaultko_bench")
                 with small_ctx as small_url, KoDB.open(small_url) as db:
@@ -153,17 +154,6 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
                 db.analyze()
                 terms = pick_terms(db.subject_norms(), n_terms, args.seed)
                 add_rows(report, f"{key}_full", label, measure(db, label, terms))
-
-
-class _null:
-    def __init__(self, value: str) -> None:
-        self.value = value
-
-    def __enter__(self) -> str:
-        return self.value
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def main() -> int:
