@@ -8,7 +8,7 @@ VAULT  := examples/vault
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test test-backends test-wheel lint format clean
+.PHONY: install demo test test-backends test-wheel bench bench-quick lint format clean
 
 install: $(VENV)/.installed
 
@@ -37,6 +37,16 @@ test-backends: install
 # query (semantic) on a copy of the sample vault (CI runs it after `make test`).
 test-wheel:
 	PYTHON=$(PYTHON) bash scripts/wheel_smoke.sh
+
+# The benchmarks (bench/run.py, BENCHMARKS.md). bench-quick is CI's smoke run (200 notes,
+# 13,000 facts; a few minutes): every part runs and prints its row, so the code cannot rot.
+# bench is the full run (20,000 notes, 1,000,000 facts; the first run also fills the
+# embedding cache in ~/.cache/vault-ko-bench, which takes long with MiniLM on 2 CPUs).
+bench-quick: install
+	$(BIN)/python bench/run.py --quick
+
+bench: install
+	$(BIN)/python bench/run.py
 
 format: install
 	$(BIN)/ruff check --fix .

@@ -1,93 +1,169 @@
-"""KO-DB subject search: trigram-accelerated search vs a plain Python scan, side by side.
+"""KO-DB subject search with its index against a plain LIKE scan, side by side.
 
-Builds a throwaway SQLite KO-DB (in a temp dir) with N distinct subjects, then times
-``KoDB.search_subjects`` (FTS5 trigram pre-filter + word-boundary check) against
-``reference_search`` over all subject_norms already in memory (the best a full scan can do),
-on the same terms, and checks both return the same subjects. With ``--pg-url`` the same run
-is made on a fresh PostgreSQL database created (and dropped) under that server.
+On make_corpus.py's facts (the seed's 13,000 rows and the full file, 1,000,000 by default),
+on SQLite and on PostgreSQL: ``KoDB.search_subjects`` (SQLite FTS5 trigram / PostgreSQL
+pg_trgm GIN pre-filter on the ``subjects`` table, then the word-boundary check) against the
+query a KO-DB without that index would run: ``SELECT DISTINCT subject_norm FROM facts WHERE
+subject_norm LIKE '%term%'`` (a full scan of the facts table), then the same word-boundary
+check. Both must return the same subjects for every term (checked), and
+``reference_search`` (the pure-Python semantics) too.
 
-The last line is ``RESULT subjects=<n> sqlite_p50_ms=<x> scan_p50_ms=<x> speedup=<x>``.
+Self-contained when run alone: the 13,000-row databases are built here (SQLite in a temp
+dir, PostgreSQL in a scratch database), the full-size ones by the World (facts imported with
+``vault-ko facts import``). Run: ``.venv/bin/python bench/kodb_search.py [--quick]``; the last
+line is ``RESULT …``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from pipeline.kodb import KoDB, reference_search, scratch_database
-from pipeline.model import Fact
+from harness import (
+    Report,
+    Row,
+    World,
+    add_common_args,
+    log,
+    p50_p95,
+    pct,
+    ratio,
+    sizes,
+    timed_ms,
+    world_or,
+)
+from make_corpus import SEED_FACTS
 
-LETTERS = "abcdefghijklmnopqrstuvwxyzáéíóöőúüű"
+TERMS_FULL = 50
+TERMS_QUICK = 15
 
 
-def build_subjects(n: int, rng: random.Random) -> list[str]:
-    words = ["".join(rng.choice(LETTERS) for _ in range(rng.randint(3, 9))) for _ in range(5000)]
-    return [
-        " ".join(rng.choice(words) for _ in range(rng.randint(1, 4))) + f" {i}" for i in range(n)
-    ]
+def like_scan(db: object, term: str) -> list[str]:
+    """Subjects matching ``term`` by a LIKE over every fact row (no index on it)."""
+    import sqlalchemy as sa
+
+    from pipeline.kodb import contains_pattern, normalize_term, word_boundary_match
+    from pipeline.kodb.match import LIKE_ESCAPE
+    from pipeline.kodb.schema import facts
+
+    norm = normalize_term(term)
+    stmt = (
+        sa.select(facts.c.subject_norm)
+        .where(facts.c.subject_norm.like(contains_pattern(norm), escape=LIKE_ESCAPE))
+        .distinct()
+    )
+    with db._tx() as conn:  # type: ignore[attr-defined]
+        found = {row[0] for row in conn.execute(stmt)}
+    return sorted(s for s in found if word_boundary_match(norm, s))
 
 
-def time_search(db: KoDB, terms: list[str], norms: list[str]) -> tuple[list[float], list[float]]:
-    db_ms: list[float] = []
+def pick_terms(norms: list[str], n: int, seed: int) -> list[str]:
+    """Words of existing subjects (≥ 3 letters), a few two-word phrases and a few misses."""
+    rng = random.Random(seed)
+    terms: list[str] = []
+    while len(terms) < n:
+        words = [w for w in rng.choice(norms).split() if len(w) >= 3]
+        if not words:
+            continue
+        r = rng.random()
+        if r < 0.15 and len(words) > 1:
+            terms.append(" ".join(words[:2]))
+        elif r < 0.2:
+            terms.append(words[0] + "zq")  # no subject has it
+        else:
+            terms.append(rng.choice(words))
+    return terms
+
+
+def measure(db: object, label: str, terms: list[str]) -> dict[str, object]:
+    from pipeline.kodb import reference_search
+
+    norms = db.subject_norms()  # type: ignore[attr-defined]
+    for term in terms[:3]:  # warm caches on both paths
+        db.search_subjects(term)  # type: ignore[attr-defined]
+        like_scan(db, term)
+    index_ms: list[float] = []
     scan_ms: list[float] = []
+    identical = True
     for term in terms:
-        t0 = time.perf_counter()
-        got = db.search_subjects(term)
-        db_ms.append((time.perf_counter() - t0) * 1000)
-        t0 = time.perf_counter()
-        expected = reference_search(term, norms)
-        scan_ms.append((time.perf_counter() - t0) * 1000)
-        if got != expected:
-            raise SystemExit(f"mismatch for {term!r}: {len(got)} vs {len(expected)}")
-    return db_ms, scan_ms
+        ms, got = timed_ms(lambda t=term: db.search_subjects(t))  # type: ignore[attr-defined]
+        index_ms.append(ms)
+        ms, want = timed_ms(lambda t=term: like_scan(db, t))
+        scan_ms.append(ms)
+        if got != want or got != reference_search(term, norms):
+            identical = False
+            log(f"{label}: mismatch for {term!r}: {len(got)} vs {len(want)}")
+    return {
+        "facts": db.count_facts(),  # type: ignore[attr-defined]
+        "subjects": len(norms),
+        "index_ms": index_ms,
+        "scan_ms": scan_ms,
+        "identical": identical,
+    }
 
 
-def load(db: KoDB, subjects: list[str]) -> None:
-    facts = [Fact(s, "is", "x", 0.5, "wiki", f"f{i % 500}.md") for i, s in enumerate(subjects)]
-    db.import_facts(facts)
-    db.analyze()
+def add_rows(report: Report, key: str, label: str, m: dict[str, object]) -> None:
+    index_ms, scan_ms = m["index_ms"], m["scan_ms"]
+    assert isinstance(index_ms, list) and isinstance(scan_ms, list)
+    speedup = ratio(pct(scan_ms, 50), pct(index_ms, 50))
+    report.add(
+        Row(
+            f"subject search, {label} ({m['facts']:,} facts, {m['subjects']:,} subjects, "
+            f"{len(index_ms)} terms): index p50 / p95",
+            p50_p95(index_ms),
+            f"LIKE scan of facts {p50_p95(scan_ms)}",
+            f"{speedup:.1f}× (p50)",
+            "identical" if m["identical"] else "**DIFFERENT**",
+        ),
+        **{
+            f"{key}_index_p50_ms": pct(index_ms, 50),
+            f"{key}_scan_p50_ms": pct(scan_ms, 50),
+            f"{key}_speedup": speedup,
+            f"{key}_identical": m["identical"],
+        },
+    )
+
+
+def run(report: Report, args: argparse.Namespace, world: World | None = None) -> None:
+    from pipeline.facts_import import read_fact_file
+    from pipeline.kodb import KoDB, scratch_database
+
+    n_terms = TERMS_QUICK if args.quick else TERMS_FULL
+    with world_or(world, args, graph=False) as w:
+        small_file = w.corpus.facts_file(SEED_FACTS)
+        small = read_fact_file(small_file).facts
+        backends: list[tuple[str, str, str]] = [("sqlite", "SQLite", w.settings.effective_kodb_url)]
+        if w.pg_url:
+            backends.append(("pg", "PostgreSQL", w.pg_url))
+        for key, label, big_url in backends:
+            with tempfile.TemporaryDirectory() as tmp:
+                if key == "sqlite":
+                    small_ctx = contextlib.nullcontext(f"sqlite:///{Path(tmp) / 'ko13k.db'}")
+                else:
+                    small_ctx = scratch_database(args.pg_url, "vaultko_bench")
+                with small_ctx as small_url, KoDB.open(small_url) as db:
+                    db.import_facts(small)
+                    db.analyze()
+                    terms = pick_terms(db.subject_norms(), n_terms, args.seed)
+                    add_rows(report, f"{key}_13k", label, measure(db, label, terms))
+            with KoDB.open(big_url) as db:
+                db.analyze()
+                terms = pick_terms(db.subject_norms(), n_terms, args.seed)
+                add_rows(report, f"{key}_full", label, measure(db, label, terms))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--subjects", type=int, default=50_000)
-    parser.add_argument("--terms", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--pg-url", help="PostgreSQL server URL (admin database), optional")
+    add_common_args(parser)
     args = parser.parse_args()
-
-    rng = random.Random(args.seed)
-    subjects = build_subjects(args.subjects, rng)
-    terms = [rng.choice(rng.choice(subjects).split()[:-1] or ["x"]) for _ in range(args.terms)]
-
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        KoDB.open(f"sqlite:///{Path(tmp) / 'ko.db'}") as db,
-    ):
-        t0 = time.perf_counter()
-        load(db, subjects)
-        print(f"sqlite: loaded {len(subjects)} subjects in {time.perf_counter() - t0:.1f}s")
-        norms = db.subject_norms()
-        sqlite_ms, scan_ms = time_search(db, terms, norms)
-    sqlite_p50 = statistics.median(sqlite_ms)
-    scan_p50 = statistics.median(scan_ms)
-    print(f"sqlite trigram search p50 {sqlite_p50:.2f} ms; python full scan p50 {scan_p50:.2f} ms")
-
-    if args.pg_url:
-        with scratch_database(args.pg_url, "vaultko_bench") as url, KoDB.open(url) as db:
-            load(db, subjects)
-            pg_ms, _ = time_search(db, terms, db.subject_norms())
-        print(f"postgresql trigram search p50 {statistics.median(pg_ms):.2f} ms")
-
-    print(
-        f"RESULT subjects={len(subjects)} sqlite_p50_ms={sqlite_p50:.2f} "
-        f"scan_p50_ms={scan_p50:.2f} speedup={scan_p50 / sqlite_p50:.1f}"
-    )
+    sizes(args)
+    report = Report()
+    run(report, args)
+    report.print()
     return 0
 
 

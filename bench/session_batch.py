@@ -1,21 +1,21 @@
-"""Batch session loading vs a loop of single queries, on the sample vault, side by side.
+"""Batch session loading vs a loop of single queries, side by side, on the corpus vault.
 
-Self-contained: copies ``examples/vault`` to a temporary folder, starts its own local
-ArcadeDB there (``pipeline.graph.local``, free ports), syncs the vault (ingest, embed,
-calibrate), then answers the same prompts twice with the same warm model:
+On the World (make_corpus.py's 20,000 notes and 1,000,000 facts by default, its own local
+ArcadeDB loaded from the embedding cache; see harness.py), the same prompts are answered
+twice with the same warm model:
 
 * batch: ``pipeline.session.load_context`` (the in-process API of `vault-ko load-context`),
-  writing ``packs.jsonl`` to the temp folder; ``--repeat`` runs (3), the median counts;
-* loop: one ``Pipeline.ask`` per prompt, as `vault-ko query` runs it.
+  writing ``packs.jsonl`` to a temp folder; ``--repeat`` runs (3), the median counts;
+* loop: one ``Pipeline.ask`` per prompt, as `vault-ko query` runs it, for the first
+  ``--loop-prompts`` (200) of them: per-prompt times are compared.
 
 Prompts (``--prompts``, default 1000) are generated from the vault's note titles and KO-DB
 subjects with question templates, plus off-topic questions, shuffled with a fixed seed.
-identical = every pack of every batch run, read back from packs.jsonl, equals
-``answer_to_dict`` of the single answer, ``timings_ms`` ignored. The server is stopped and
-the temp folder removed at the end.
+identical = every pack of every batch run among the looped prompts, read back from
+packs.jsonl, equals ``answer_to_dict`` of the single answer, ``timings_ms`` ignored.
 
-Run: ``.venv/bin/python bench/session_batch.py`` (about a minute). The last line is
-``RESULT speedup=<x> identical=<true|false>``.
+Run: ``.venv/bin/python bench/session_batch.py [--quick]``. The last line is
+``RESULT …``.
 """
 
 from __future__ import annotations
@@ -23,25 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-# MKL's strict mode (batch-invariant embeddings) is set by pipeline.embed before it imports
-# torch, whatever the order of these imports.
-from pipeline.config import load_settings  # noqa: E402
-from pipeline.embed import batch_invariant  # noqa: E402
-from pipeline.graph.local import LocalGraph  # noqa: E402
-from pipeline.query import Pipeline  # noqa: E402
-from pipeline.render import answer_to_dict  # noqa: E402
-from pipeline.session import load_context  # noqa: E402
-from pipeline.sync import sync_vault  # noqa: E402
+from harness import Report, Row, World, add_common_args, log, world_or
 
 ON_TOPIC = (
     "what does the vault know about {x}?",
@@ -85,87 +73,89 @@ def strip_timings(d: dict) -> dict:
     return {k: v for k, v in d.items() if k != "timings_ms"}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--prompts", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--chunk-size", type=int, default=256)
-    parser.add_argument("--search", choices=["auto", "exact", "index"], default="auto")
-    parser.add_argument("--repeat", type=int, default=3, help="batch runs; the median counts")
-    args = parser.parse_args()
+def run(report: Report, args: argparse.Namespace, world: World | None = None) -> None:
+    from make_corpus import HUBS
 
-    tmp = Path(tempfile.mkdtemp(prefix="vault-ko-session-bench-"))
-    vault = tmp / "vault"
-    shutil.copytree(ROOT / "examples" / "vault", vault, ignore=shutil.ignore_patterns(".vault-ko"))
-    base = load_settings(vault, env={})
-    local = LocalGraph(base.state_dir)
-    try:
+    from pipeline.embed import batch_invariant
+    from pipeline.render import answer_to_dict
+    from pipeline.session import load_context
+
+    repeat = getattr(args, "repeat", 3)
+    with world_or(world, args) as w, tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        p = w.app.pipeline()
+        titles = [n.title for n in p.kodb.notes().values()]
+        prompts = make_prompts(titles, list(HUBS), w.size["prompts"], 7)
+        # Single queries cost ~50× a batched prompt: the loop answers the first
+        # `loop_prompts` of them (per-prompt times are compared, packs checked on those).
+        looped = prompts[: w.size["loop_prompts"]]
+        p.ask("warm up the model, the driver and the database")  # same warm start for both
+
+        # The batch is short, so a burst of other work on the machine can double it:
+        # it runs `repeat` times (fresh output each time) and the median counts.
+        batch_runs: list[float] = []
+        for run_no in range(repeat):
+            out = tmp / f"packs-{run_no}"
+            t = time.perf_counter()
+            summary = load_context(p, prompts, out)
+            batch_runs.append(time.perf_counter() - t)
+        batch_s = statistics.median(batch_runs)
+
         t = time.perf_counter()
-        local.up(settings=base)
-        print(f"graph up in {time.perf_counter() - t:.1f} s", flush=True)
-        settings = local.settings_for(base)
-        with Pipeline(settings) as p:
-            t = time.perf_counter()
-            sync_vault(p.settings, p.kodb, p.graph, p.embedder)
-            print(f"sync in {time.perf_counter() - t:.1f} s", flush=True)
-            titles = [n.title for n in p.kodb.notes().values()]
-            subjects = sorted(
-                {f.subject for f in p.kodb.facts_for_subjects(p.kodb.subject_norms())}
-            )
-            prompts = make_prompts(titles, subjects, args.prompts, args.seed)
-            p.ask("warm up the model, the driver and the database")  # same warm start for both
-
-            # The batch is short, so a burst of other work on the machine can double it:
-            # it runs --repeat times (fresh output each time) and the median counts.
-            batch_runs: list[float] = []
-            for run in range(args.repeat):
-                out = tmp / f"packs-{run}"
-                t = time.perf_counter()
-                report = load_context(
-                    p, prompts, out, search=args.search, chunk_size=args.chunk_size
-                )
-                batch_runs.append(time.perf_counter() - t)
-            batch_s = statistics.median(batch_runs)
-
-            t = time.perf_counter()
-            singles = [p.ask(text) for text in prompts]
-            loop_s = time.perf_counter() - t
+        singles = [p.ask(text) for text in looped]
+        loop_s = time.perf_counter() - t
 
         wanted = [strip_timings(answer_to_dict(answer)) for answer in singles]
         mismatches: set[int] = set()
-        for run in range(args.repeat):
-            text = (tmp / f"packs-{run}" / "packs.jsonl").read_text("utf-8")
+        for run_no in range(repeat):
+            text = (tmp / f"packs-{run_no}" / "packs.jsonl").read_text("utf-8")
             packs = [json.loads(line) for line in text.splitlines()]
             if len(packs) != len(prompts):
                 mismatches.add(-1)
+            packs = packs[: len(looped)]
             for i, (pack, want) in enumerate(zip(packs, wanted, strict=False)):
                 got = strip_timings({k: v for k, v in pack.items() if k not in ("id", "prompt")})
                 if got != want or pack["id"] != str(i + 1) or pack["prompt"] != prompts[i]:
                     mismatches.add(i + 1)
-        identical = len(singles) == len(prompts) and not mismatches
-
-        n = len(prompts)
-        print(f"prompts {n} ({report.labels}, {report.modes})")
-        runs = ", ".join(f"{r:.2f}" for r in batch_runs)
-        print(
-            f"batch  load_context: {batch_s:.2f} s median of [{runs}] "
-            f"({batch_s / n * 1e3:.2f} ms/prompt; search "
-            f"{report.search_path}, {report.embed_batches} embed batches, "
-            f"{report.kodb_statements} KO-DB statements)"
-        )
-        print(f"loop   Pipeline.ask: {loop_s:.2f} s ({loop_s / n * 1e3:.2f} ms/prompt)")
+        identical = len(singles) == len(looped) and not mismatches
         if mismatches:
-            print(
-                f"packs differing from single answers: {len(mismatches)}, "
-                f"e.g. ids {sorted(mismatches)[:10]}"
-            )
-        print(f"batch-invariant embedding: {batch_invariant()}")
-        speedup = loop_s / batch_s if batch_s else float("inf")
-        print(f"RESULT speedup={speedup:.1f} identical={'true' if identical else 'false'}")
-        return 0 if identical else 1
-    finally:
-        local.down()
-        shutil.rmtree(tmp, ignore_errors=True)
+            log(f"load-context: {len(mismatches)} packs differ, e.g. {sorted(mismatches)[:10]}")
+        n = len(prompts)
+        per_batch = batch_s / n
+        per_single = loop_s / len(looped)
+        speedup = per_single / per_batch if per_batch else float("inf")
+        log(
+            f"load-context: labels {summary.labels}, modes {summary.modes}, search "
+            f"{summary.search_path}, {summary.embed_batches} embed batches, "
+            f"{summary.kodb_statements} KO-DB statements; batch-invariant {batch_invariant()}"
+        )
+        report.add(
+            Row(
+                f"`load-context` of {n:,} prompts, {len(titles):,} notes ({w.graph_notes:,} in the "
+                f"graph), median of {repeat}",
+                f"{batch_s:.2f} s ({batch_s / n * 1e3:.1f} ms/prompt, "
+                f"search {summary.search_path})",
+                f"single `Pipeline.ask` of the first {len(looped):,}: {loop_s:.1f} s "
+                f"({per_single * 1e3:.1f} ms/prompt)",
+                f"{speedup:.1f}× faster per prompt",
+                "identical packs" if identical else f"**{len(mismatches)} packs differ**",
+            ),
+            load_context_speedup=speedup,
+            load_context_identical=identical,
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_args(parser)
+    parser.add_argument("--prompts", type=int)
+    parser.add_argument("--loop-prompts", type=int, help="of them, also answered one by one")
+    parser.add_argument("--repeat", type=int, default=3, help="batch runs; the median counts")
+    args = parser.parse_args()
+    report = Report()
+    run(report, args)
+    report.print()
+    return 0 if report.results.get("load_context_identical") else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,267 @@
+"""Warm end-to-end query latency per stage: in-process, through `vault-ko serve`, dense,
+degraded (the KO-DB full-text index) and hybrid, on SQLite and PostgreSQL, side by side.
+
+On the World (make_corpus.py's 20,000 notes and 1,000,000 imported facts by default, its own
+local ArcadeDB loaded from the embedding cache): the same ``--queries`` questions are asked
+
+* in-process with ``Pipeline.ask`` (one warm process, as `vault-ko serve` holds it): dense
+  retrieval (the graph's vector search), degraded mode (``semantic=False``: the full-text
+  index of the notes, as when the graph is down) and hybrid (dense + full text fused), on
+  the SQLite KO-DB and on the PostgreSQL one;
+* through the service: `vault-ko serve` started as a child on the vault, one ``POST /query``
+  per question on a new connection (client-side time), plus the answer's own stages.
+
+Each answer's ``timings_ms`` gives the stages (embed, graph check, graph, full text, label,
+KO-DB, bridge, rank): p50 / p95 of each. Also measured: the full-text index's build time
+(SQLite FTS5 ``rebuild``, PostgreSQL ``REINDEX`` of the GIN index) and its size on disk.
+
+Run: ``.venv/bin/python bench/query_latency.py [--quick]``; the last line is ``RESULT …``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from harness import (
+    Report,
+    Row,
+    World,
+    add_common_args,
+    child_env,
+    cli,
+    log,
+    p50_p95,
+    pct,
+    ratio,
+    world_or,
+)
+
+STAGES = (
+    "embed_ms",
+    "graph_check_ms",
+    "graph_ms",
+    "fulltext_ms",
+    "label_ms",
+    "kodb_ms",
+    "bridge_ms",
+    "rank_ms",
+)
+
+
+def stage_summary(timings: Sequence[dict[str, float]]) -> str:
+    parts = []
+    for stage in STAGES:
+        values = [t[stage] for t in timings if stage in t]
+        if values:
+            name = stage.removesuffix("_ms").replace("_", " ")
+            parts.append(f"{name} {pct(values, 50):.1f}/{pct(values, 95):.1f}")
+    return "; ".join(parts)
+
+
+def ask_all(
+    app: Any, questions: Sequence[str], warm: int = 3, **options: Any
+) -> list[dict[str, float]]:
+    from pipeline.query import QueryOptions
+
+    pipeline = app.pipeline()
+    opts = QueryOptions.from_settings(app.settings, **options)
+    for q in questions[:warm]:  # warm up this mode's caches
+        pipeline.ask(q, opts)
+    out = []
+    for q in questions:
+        answer = pipeline.ask(q, opts)
+        if options.get("semantic", True) and answer.mode != "semantic":
+            raise SystemExit(f"expected a semantic answer, got {answer.mode}: {q!r}")
+        out.append(dict(answer.timings_ms))
+    return out
+
+
+def totals(timings: Sequence[dict[str, float]]) -> list[float]:
+    return [t["total_ms"] for t in timings]
+
+
+def service_queries(w: World, questions: Sequence[str]) -> tuple[list[float], list[dict]]:
+    proc = subprocess.Popen(
+        [cli(), "--vault", str(w.vault), "serve", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=child_env(),
+    )
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 300)
+        line = proc.stdout.readline() if ready else ""
+        if not line:
+            raise SystemExit("the service did not start")
+        host, port = json.loads(line)["url"].removeprefix("http://").rsplit(":", 1)
+
+        def post(q: str) -> tuple[float, dict]:
+            t0 = time.perf_counter()
+            conn = http.client.HTTPConnection(host, int(port), timeout=60)
+            conn.request(
+                "POST", "/query", json.dumps({"question": q}), {"Content-Type": "application/json"}
+            )
+            response = conn.getresponse()
+            data = json.loads(response.read())
+            conn.close()
+            if response.status != 200 or data.get("mode") != "semantic":
+                raise SystemExit(f"service: {response.status} {str(data)[:300]}")
+            return (time.perf_counter() - t0) * 1e3, data
+
+        for q in questions[:3]:  # warm up
+            post(q)
+        client: list[float] = []
+        inside: list[dict] = []
+        for q in questions:
+            ms, data = post(q)
+            client.append(ms)
+            inside.append(data["timings_ms"])
+        return client, inside
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def fulltext_index(db: Any) -> tuple[float, int]:
+    """(seconds to rebuild the notes' full-text index, its size in bytes) — bench-side SQL,
+    read-only apart from the rebuild, which leaves the index as it was."""
+    from pipeline.kodb.schema import NOTE_TSV
+
+    with db._tx(write=True) as conn:
+        t0 = time.perf_counter()
+        if db.dialect == "sqlite":
+            conn.exec_driver_sql("INSERT INTO note_texts_fts(note_texts_fts) VALUES('rebuild')")
+            seconds = time.perf_counter() - t0
+            size = conn.exec_driver_sql(
+                "SELECT SUM(pgsize) FROM dbstat WHERE name LIKE 'note_texts_fts%'"
+            ).scalar()
+        else:
+            conn.exec_driver_sql("REINDEX INDEX ix_note_texts_tsv")
+            seconds = time.perf_counter() - t0
+            size = conn.exec_driver_sql(
+                f"SELECT pg_relation_size('ix_note_texts_tsv') + "
+                f"(SELECT COALESCE(SUM(pg_column_size({NOTE_TSV})), 0) FROM note_texts)"
+            ).scalar()
+    return seconds, int(size or 0)
+
+
+def run(report: Report, args: argparse.Namespace, world: World | None = None) -> None:
+    with world_or(world, args) as w:
+        questions = w.questions(w.size["queries"])
+        notes = f"{w.size['notes']:,} notes, {w.graph_notes:,} in the graph"
+        facts = f"{w.app.kodb.count_facts():,} facts"
+        warm = 1 if args.quick else 3
+        dense = ask_all(w.app, questions, warm)
+        dense_total = totals(dense)
+        report.add(
+            Row(
+                f"warm query, in-process, dense, SQLite ({notes}, {facts}): total p50 / p95",
+                p50_p95(dense_total),
+                "stages p50/p95 ms: " + stage_summary(dense),
+            ),
+            dense_sqlite_p50_ms=pct(dense_total, 50),
+            dense_sqlite_p95_ms=pct(dense_total, 95),
+            **{
+                f"dense_{s.removesuffix('_ms')}_p50_ms": pct([t[s] for t in dense if s in t], 50)
+                for s in STAGES
+                if any(s in t for t in dense)
+            },
+        )
+        client, inside = service_queries(w, questions)
+        report.add(
+            Row(
+                "warm query through `vault-ko serve` (POST /query, client side), dense, SQLite: "
+                "p50 / p95",
+                p50_p95(client),
+                f"in-process {p50_p95(dense_total)}; inside the service "
+                f"{p50_p95(totals(inside))}: " + stage_summary(inside),
+                f"{ratio(pct(client, 50), pct(dense_total, 50)):.2f}× in-process (p50)",
+                "p50 < 25 ms" if pct(client, 50) < 25 else "p50 ≥ 25 ms",
+            ),
+            service_p50_ms=pct(client, 50),
+            service_p95_ms=pct(client, 95),
+            service_inside_p50_ms=pct(totals(inside), 50),
+        )
+
+        apps = [("sqlite", "SQLite", w.app)]
+        if w.pg_app is not None:
+            apps.append(("pg", "PostgreSQL", w.pg_app))
+        for key, label, app in apps:
+            base = dense if key == "sqlite" else ask_all(app, questions, warm)
+            base_total = totals(base)
+            if key != "sqlite":
+                report.add(
+                    Row(
+                        f"warm query, in-process, dense, {label}: total p50 / p95",
+                        p50_p95(base_total),
+                        "stages p50/p95 ms: " + stage_summary(base),
+                    ),
+                    **{f"dense_{key}_p50_ms": pct(base_total, 50)},
+                )
+            for mode, opts in (
+                ("fallback", {"semantic": False}),
+                ("hybrid", {"retrieval": "hybrid"}),
+            ):
+                got = ask_all(app, questions, warm, **opts)
+                total = totals(got)
+                what = (
+                    "degraded mode (full-text index)"
+                    if mode == "fallback"
+                    else "hybrid (dense + full text)"
+                )
+                check = ""
+                if mode == "fallback" and key == "sqlite":
+                    check = "p50 < 50 ms" if pct(total, 50) < 50 else "p50 ≥ 50 ms"
+                report.add(
+                    Row(
+                        f"same questions, {what}, {label}: total p50 / p95",
+                        p50_p95(total),
+                        f"dense {p50_p95(base_total)}; stages: " + stage_summary(got),
+                        f"{ratio(pct(total, 50), pct(base_total, 50)):.2f}× dense (p50)",
+                        check,
+                    ),
+                    **{
+                        f"{mode}_{key}_p50_ms": pct(total, 50),
+                        f"{mode}_{key}_p95_ms": pct(total, 95),
+                    },
+                )
+            seconds, size = fulltext_index(app.kodb)
+            n = app.kodb.note_text_count()
+            report.add(
+                Row(
+                    f"notes' full-text index, {label}: build (rebuild of {n:,} notes), size",
+                    f"{seconds:.2f} s, {size / 2**20:.1f} MiB",
+                    f"ingest of the same notes {w.measures.get(f'ingest_{key}_s', 0):.1f} s",
+                    f"{size / max(n, 1) / 1024:.1f} KiB/note",
+                ),
+                **{f"fts_{key}_build_s": seconds, f"fts_{key}_mib": size / 2**20},
+            )
+        log("query latency: done")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_args(parser)
+    parser.add_argument("--queries", type=int)
+    args = parser.parse_args()
+    report = Report()
+    run(report, args)
+    report.print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
