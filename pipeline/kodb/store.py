@@ -625,35 +625,32 @@ class KoDB:
         wanted: set[str],
         agg: dict[str, dict[str, Any]],
     ) -> None:
-        """The GROUP BY half of ``subject_summaries`` for one chunk of subject keys."""
+        """The GROUP BY half of ``subject_summaries`` for one chunk of subject keys: one scan
+        of the subjects' facts, a row per (subject, source type, file, predicate, spelling)
+        (files and predicates, not facts), summed up here."""
         t = schema.facts
-        norm = t.c.subject_norm
-        totals = sa.select(
-            norm,
-            sa.func.count(sa.distinct(t.c.source_file)),
-            sa.func.count(),
-            sa.func.max(t.c.confidence),
-        ).where(*where)
-        for subject_norm, files, n, best in conn.execute(totals.group_by(norm)):
-            if subject_norm in wanted:  # the hash selects; the stored norm decides
-                agg[subject_norm] = {
-                    "source_count": int(files),
-                    "raw_facts": int(n),
-                    "max_confidence": float(best),
-                    "per_type": {},
-                    "predicates": {},
-                    "spellings": {},
-                }
-        per_key = (
-            ("per_type", t.c.source_type, sa.func.count(sa.distinct(t.c.source_file))),
-            ("predicates", t.c.predicate, sa.func.count()),
-            ("spellings", t.c.subject, sa.func.count()),
+        groups = (t.c.subject_norm, t.c.source_type, t.c.source_file, t.c.predicate, t.c.subject)
+        stmt = (
+            sa.select(*groups, sa.func.count(), sa.func.max(t.c.confidence))
+            .where(*where)
+            .group_by(*groups)
         )
-        for name, column, measure in per_key:
-            stmt = sa.select(norm, column, measure).where(*where).group_by(norm, column)
-            for subject_norm, value, n in conn.execute(stmt):
-                if subject_norm in agg:
-                    agg[subject_norm][name][value] = int(n)
+        files: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+        for norm, source_type, source_file, predicate, spelling, n, best in conn.execute(stmt):
+            if norm not in wanted:  # the hash selects; the stored norm decides
+                continue
+            a = agg.setdefault(
+                norm,
+                {"raw_facts": 0, "max_confidence": float(best), "predicates": {}, "spellings": {}},
+            )
+            a["raw_facts"] += int(n)
+            a["max_confidence"] = max(a["max_confidence"], float(best))
+            a["predicates"][predicate] = a["predicates"].get(predicate, 0) + int(n)
+            a["spellings"][spelling] = a["spellings"].get(spelling, 0) + int(n)
+            files[norm][source_type].add(source_file)
+        for norm, by_type in files.items():
+            agg[norm]["source_count"] = len(set().union(*by_type.values()))
+            agg[norm]["per_type"] = {st: len(fs) for st, fs in sorted(by_type.items())}
 
     def _summary_sample(
         self, conn: Connection, where: Sequence[Any], size: int, evidence: Sequence[str]

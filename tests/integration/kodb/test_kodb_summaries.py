@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipeline.batch.memo import CachedKodb
 from pipeline.kodb import KoDB
 from pipeline.kodb import store as kodb_store
 from pipeline.model import SOURCE_TYPES, Candidate, Fact
@@ -42,6 +44,8 @@ FILES = (
 NAMES = frozenset(("Redis", "redis", "Kafka", "strasse", "café"))
 CONFIDENCES = (0.0, 0.1, 0.5, 0.85, 0.9, 1.0)
 PRIVATE = PrivateNotes(("private/**",))
+
+LAYERS = ("store", "public", "memo", "memo-prefetched", "public-memo", "public-memo-prefetched")
 
 _examples = itertools.count()
 
@@ -85,8 +89,27 @@ def _facts(rows: list[tuple[str, ...]], tag: str, hub: int = 0) -> list[Fact]:
     return facts
 
 
+def _view(db: KoDB, layer: str, norms: list[str]) -> Any:
+    """The store as an answer sees it: itself, without private notes, through a batch's
+    memo (its facts prefetched or not), or the memo between two privacy views (load-context
+    on a vault with private notes)."""
+    if layer == "public":
+        return PublicKodb(db, PRIVATE)
+    if layer in ("memo", "memo-prefetched"):
+        memo = CachedKodb(db)
+        if layer == "memo-prefetched":
+            memo.facts_for_subjects(norms)
+        return memo
+    if layer.startswith("public-memo"):
+        memo = CachedKodb(PublicKodb(db, PRIVATE))
+        if layer == "public-memo-prefetched":
+            memo.facts_for_subjects(norms)
+        return PublicKodb(memo, PRIVATE)
+    return db
+
+
 def _both(
-    db: KoDB | PublicKodb,
+    db: Any,
     norms: list[str],
     *,
     n: int,
@@ -136,7 +159,7 @@ def test_summaries_rank_like_all_facts_on_random_fact_sets(db: KoDB) -> None:
         evidence=evidence_maps,
         only=st.booleans(),
         crystal_only=st.booleans(),
-        private=st.booleans(),
+        layer=st.sampled_from(LAYERS),
     )
     def check(
         rows: list[tuple[str, ...]],
@@ -146,13 +169,13 @@ def test_summaries_rank_like_all_facts_on_random_fact_sets(db: KoDB) -> None:
         evidence: dict[str, float],
         only: bool,
         crystal_only: bool,
-        private: bool,
+        layer: str,
     ) -> None:
         tag = f"t{next(_examples)}"
         facts = _facts(rows, tag, hub)
         db.import_facts(facts)
         norms = [*sorted({f.subject_norm for f in facts}), f"absent {tag}"]
-        view: KoDB | PublicKodb = PublicKodb(db, PRIVATE) if private else db
+        view = _view(db, layer, norms)
         old, new = _both(
             view, norms, n=n, cap=cap, evidence=evidence, only=only, crystal_only=crystal_only
         )
