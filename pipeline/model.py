@@ -164,6 +164,25 @@ class SubjectRank:
 
 
 @dataclass(frozen=True)
+class SubjectSummary:
+    """What ranking needs of one subject's facts, without all of them (kodb ``subject_summaries``).
+
+    The counts are over every fact of the subject (that the caller may see); ``sample`` holds
+    the facts representative_facts can pick (rank.py says which), sorted as
+    ``facts_for_subjects`` sorts them.
+    """
+
+    subject_norm: str
+    spellings: dict[str, int]  # subject as written -> facts
+    source_count: int  # distinct source files
+    per_type: dict[str, int]  # source type -> distinct source files
+    predicates: dict[str, int]  # predicate -> facts
+    raw_facts: int
+    max_confidence: float
+    sample: tuple[Fact, ...]
+
+
+@dataclass(frozen=True)
 class Calibration:
     embedder: str
     dims: int

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from pipeline.model import Answer, Fact, Note
+from pipeline.model import Answer, Fact, Note, SubjectSummary
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
@@ -104,6 +104,42 @@ class PublicKodb:
             for f in self._kodb.facts_for_subjects(subject_norms)
             if not self._private.is_private(f.source_file)
         ]
+
+    def subject_summaries(
+        self,
+        subject_norms: Iterable[str],
+        *,
+        sample_size: int,
+        evidence_files: Iterable[str] = (),
+        only_files: Iterable[str] | None = None,
+        exclude_files: Iterable[str] = (),
+    ) -> dict[str, SubjectSummary]:
+        """The store's summaries over public facts only: the subjects' private source files
+        are left out in SQL (counts and sample alike); past the store's bound on left-out
+        files, the summaries are computed from the public facts instead."""
+        from pipeline.kodb.store import MAX_EXCLUDED_FILES
+        from pipeline.rank import summaries_from_facts
+
+        wanted = set(subject_norms)
+        files = self._kodb.subject_source_files(wanted)
+        private = sorted(set(exclude_files) | {f for f in files if self._private.is_private(f)})
+        if len(private) > MAX_EXCLUDED_FILES:
+            keep = None if only_files is None else set(only_files)
+            drop = set(private)
+            facts = self.facts_for_subjects(wanted)
+            return summaries_from_facts(
+                f
+                for f in facts
+                if (keep is None or f.source_file in keep) and f.source_file not in drop
+            )
+        more = {"exclude_files": private} if private else {}
+        return self._kodb.subject_summaries(  # type: ignore[no-any-return]
+            wanted,
+            sample_size=sample_size,
+            evidence_files=evidence_files,
+            only_files=only_files,
+            **more,
+        )
 
     def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
         return self._kodb.subjects_by_source_file(  # type: ignore[no-any-return]

@@ -1,6 +1,6 @@
 """The query orchestrator: the only module that knows the order of the stages.
 
-    graph check ─▶ embed ─▶ vector search ─▶ relevance ─▶ bridge ─▶ KO-DB facts ─▶ rank
+    graph check ─▶ embed ─▶ vector search ─▶ relevance ─▶ bridge ─▶ KO-DB summaries ─▶ rank
          └─ graph unavailable / circuit open ─▶ word search on KO-DB ─▶ rank (mode fallback)
 
 One answer path serves one question (``Pipeline.ask``) and a batch (``Pipeline.ask_many``,
@@ -24,9 +24,17 @@ from pipeline.config import Settings
 from pipeline.errors import ConfigError, GraphError, GraphQueryError, GraphUnavailable
 from pipeline.fallback_log import record_fallback
 from pipeline.fusion import rrf
-from pipeline.model import Answer, Candidate, Hit, Relevance, SubjectRank, clean_text
+from pipeline.model import (
+    Answer,
+    Candidate,
+    Hit,
+    Relevance,
+    SubjectRank,
+    SubjectSummary,
+    clean_text,
+)
 from pipeline.privacy import PrivateNotes, redact
-from pipeline.rank import DEFAULT_ORDER, OrderRule, rank_subjects
+from pipeline.rank import DEFAULT_ORDER, OrderRule, rank_summaries
 
 if TYPE_CHECKING:
     import numpy as np
@@ -379,12 +387,10 @@ class Pipeline:
             if opts.per_token:
                 for s, c in bridge.term_candidates(text, self.kodb).items():
                     candidates.setdefault(s, c)
-        with timer.stage("kodb_ms"):
-            facts = self.kodb.facts_for_subjects(candidates)
         evidence = {h.path: h.cosine or 0.0 for h in shown}
-        if opts.session_notes_only:
-            facts = [f for f in facts if f.source_file in evidence]
-        subjects = self._rank(facts, opts, candidates, timer, relevance, evidence)
+        with timer.stage("kodb_ms"):
+            summaries = self._summaries(candidates, opts, evidence)
+        subjects = self._rank(summaries, opts, candidates, timer, relevance, evidence)
         if opts.crystal_only and not subjects and candidates:
             notice = "no crystal-ready subject among the relevant ones"
         return Answer(text, "semantic", None, relevance, tuple(shown), subjects, notice=notice)
@@ -406,13 +412,11 @@ class Pipeline:
                 candidates = bridge.semantic_candidates(hits, None, self.kodb)
                 for s, c in bridge.term_candidates(text, self.kodb).items():
                     candidates.setdefault(s, c)
-            with timer.stage("kodb_ms"):
-                facts = self.kodb.facts_for_subjects(candidates)
             evidence = {h.path: h.bm25 or 0.0 for h in hits}
-            if opts.session_notes_only:
-                facts = [f for f in facts if f.source_file in evidence]
+            with timer.stage("kodb_ms"):
+                summaries = self._summaries(candidates, opts, evidence)
             best = max((h.bm25 for h in hits if h.bm25 is not None), default=None)
-            subjects = self._rank(facts, opts, candidates, timer, None, evidence, top_bm25=best)
+            subjects = self._rank(summaries, opts, candidates, timer, None, evidence, top_bm25=best)
             if opts.crystal_only and not subjects and candidates:
                 notice = "no crystal-ready subject among the relevant ones"
         record_fallback(self.settings.state_dir, reason)
@@ -450,9 +454,24 @@ class Pipeline:
             return "no session notes in this vault"
         return f"no session note among the {scanned} notes closest to the question"
 
+    def _summaries(
+        self, candidates: dict[str, Candidate], opts: QueryOptions, evidence: dict[str, float]
+    ) -> list[SubjectSummary]:
+        """The candidates' KO-DB summaries: counts over all of their facts (only the hit
+        notes' facts for episodic recall) and the facts an answer may show of them."""
+        if not candidates:
+            return []
+        found = self.kodb.subject_summaries(
+            candidates,
+            sample_size=opts.facts_per_subject,
+            evidence_files=evidence,
+            only_files=evidence if opts.session_notes_only else None,
+        )
+        return list(found.values())
+
     def _rank(
         self,
-        facts: Sequence[Any],
+        summaries: Sequence[SubjectSummary],
         opts: QueryOptions,
         candidates: dict[str, Candidate],
         timer: Timer,
@@ -464,8 +483,8 @@ class Pipeline:
         basis = self.basis() if relevance is not None else None
         with timer.stage("rank_ms"):
             return tuple(
-                rank_subjects(
-                    facts,
+                rank_summaries(
+                    summaries,
                     top_k=opts.top_k,
                     facts_per_subject=opts.facts_per_subject,
                     facts_per_predicate_cap=opts.facts_per_predicate_cap,

@@ -37,6 +37,7 @@ from pipeline.model import (
     Fact,
     FactView,
     SubjectRank,
+    SubjectSummary,
     normalize_text,
 )
 
@@ -269,8 +270,7 @@ def rank_subjects(
     ranked: list[tuple[tuple[object, ...], SubjectRank]] = []
     for norm, group in groups.items():
         candidate = known.get(norm)
-        cosine = candidate.cosine if candidate is not None else None
-        band = band_of(cosine) if band_of is not None and cosine is not None else None
+        band = _band(candidate, band_of)
         s = rank_subject(
             group,
             facts_per_subject=facts_per_subject,
@@ -281,17 +281,133 @@ def rank_subjects(
         )
         if crystal_only and not s.crystal_ready:
             continue
-        group = EVIDENCE_GROUP.get(s.evidence or "own", 0)
-        if cosine is not None:
-            top = top_cosine if top_cosine is not None else cosine
-            relevance: tuple[float, ...] = (0, *order.key(cosine, band, top, sigma, group, s.score))
-        elif candidate is not None and candidate.bm25 is not None:
-            best = top_bm25 if top_bm25 is not None else candidate.bm25
-            relevance = (0, *order.bm25_key(candidate.bm25, best, group))
-        elif candidate is not None and candidate.evidence == "words":
-            relevance = (1, -candidate.words, group)  # degraded: more question words first
-        else:
-            relevance = (2, group)
+        relevance = _relevance(s, candidate, band, top_cosine, sigma, top_bm25, order)
+        ranked.append((answer_order(s, relevance), s))
+    ranked.sort(key=lambda pair: pair[0])
+    return [s for _, s in ranked[:top_k]]
+
+
+def _band(candidate: Candidate | None, band_of: BandOf | None) -> Band | None:
+    cosine = candidate.cosine if candidate is not None else None
+    return band_of(cosine) if band_of is not None and cosine is not None else None
+
+
+def _relevance(
+    s: SubjectRank,
+    candidate: Candidate | None,
+    band: Band | None,
+    top_cosine: float | None,
+    sigma: float | None,
+    top_bm25: float | None,
+    order: OrderRule,
+) -> tuple[float, ...]:
+    """The relevance part of a ranked subject's ``answer_order`` key."""
+    group = EVIDENCE_GROUP.get(s.evidence or "own", 0)
+    cosine = candidate.cosine if candidate is not None else None
+    if cosine is not None:
+        top = top_cosine if top_cosine is not None else cosine
+        return (0, *order.key(cosine, band, top, sigma, group, s.score))
+    if candidate is not None and candidate.bm25 is not None:
+        best = top_bm25 if top_bm25 is not None else candidate.bm25
+        return (0, *order.bm25_key(candidate.bm25, best, group))
+    if candidate is not None and candidate.evidence == "words":
+        return (1, -candidate.words, group)  # degraded: more question words first
+    return (2, group)
+
+
+def summarize(facts: Sequence[Fact]) -> SubjectSummary:
+    """The summary of one subject's facts (all of them), computed in Python: what
+    ``KoDB.subject_summaries`` computes in SQL, with every fact as the sample."""
+    files_by_type: dict[str, set[str]] = defaultdict(set)
+    for f in facts:
+        files_by_type[f.source_type].add(f.source_file)
+    return SubjectSummary(
+        subject_norm=facts[0].subject_norm,
+        spellings=dict(Counter(f.subject for f in facts)),
+        source_count=len({f.source_file for f in facts}),
+        per_type={t: len(files) for t, files in files_by_type.items()},
+        predicates=dict(Counter(f.predicate for f in facts)),
+        raw_facts=len(facts),
+        max_confidence=max(f.confidence for f in facts),
+        sample=tuple(facts),
+    )
+
+
+def summaries_from_facts(facts: Iterable[Fact]) -> dict[str, SubjectSummary]:
+    """subject_norm -> ``summarize`` of its facts (test doubles and fallbacks use it)."""
+    groups: dict[str, list[Fact]] = defaultdict(list)
+    for f in facts:
+        groups[f.subject_norm].append(f)
+    return {norm: summarize(group) for norm, group in groups.items()}
+
+
+def rank_summary(
+    summary: SubjectSummary,
+    *,
+    facts_per_subject: int,
+    facts_per_predicate_cap: int,
+    candidate: Candidate | None = None,
+    band: Band | None = None,
+    evidence_files: Mapping[str, float] | None = None,
+) -> SubjectRank:
+    """``rank_subject`` from a summary: the same SubjectRank as on all of the subject's
+    facts when the sample holds every fact ``representative_facts`` would pick."""
+    per_type = {t: summary.per_type.get(t, 0) for t in SOURCE_TYPES}
+    predicates = dict(sorted(summary.predicates.items()))
+    total = sum(min(c, facts_per_predicate_cap) for c in predicates.values())
+    types = sum(1 for c in per_type.values() if c)
+    spellings = summary.spellings
+    return SubjectRank(
+        subject=min(spellings, key=lambda s: (-spellings[s], s)),  # display_name's rule
+        score=score_of(summary.source_count, per_type, total),
+        source_count=summary.source_count,
+        per_type=per_type,
+        total_facts=total,
+        raw_facts=summary.raw_facts,
+        max_confidence=summary.max_confidence,
+        best_cosine=candidate.cosine if candidate else None,
+        best_bm25=candidate.bm25 if candidate else None,
+        crystal_ready=is_crystal_ready(types, summary.source_count, summary.max_confidence),
+        predicates=predicates,
+        facts=representative_facts(summary.sample, facts_per_subject, evidence_files),
+        band=band,
+        evidence=candidate.evidence if candidate else None,
+    )
+
+
+def rank_summaries(
+    summaries: Iterable[SubjectSummary],
+    *,
+    top_k: int,
+    facts_per_subject: int,
+    facts_per_predicate_cap: int,
+    candidates: Mapping[str, Candidate] | None = None,
+    band_of: BandOf | None = None,
+    top_cosine: float | None = None,
+    sigma: float | None = None,
+    top_bm25: float | None = None,
+    order: OrderRule = DEFAULT_ORDER,
+    evidence_files: Mapping[str, float] | None = None,
+    crystal_only: bool = False,
+) -> list[SubjectRank]:
+    """``rank_subjects`` on per-subject summaries (``KoDB.subject_summaries``) instead of
+    all facts: the same list, at a cost that does not grow with a subject's facts."""
+    known = candidates or {}
+    ranked: list[tuple[tuple[object, ...], SubjectRank]] = []
+    for summary in summaries:
+        candidate = known.get(summary.subject_norm)
+        band = _band(candidate, band_of)
+        s = rank_summary(
+            summary,
+            facts_per_subject=facts_per_subject,
+            facts_per_predicate_cap=facts_per_predicate_cap,
+            candidate=candidate,
+            band=band,
+            evidence_files=evidence_files,
+        )
+        if crystal_only and not s.crystal_ready:
+            continue
+        relevance = _relevance(s, candidate, band, top_cosine, sigma, top_bm25, order)
         ranked.append((answer_order(s, relevance), s))
     ranked.sort(key=lambda pair: pair[0])
     return [s for _, s in ranked[:top_k]]

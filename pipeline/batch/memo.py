@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from pipeline.model import Fact, Note
+from pipeline.model import Fact, Note, SubjectSummary
 
 #: KO-DB cache entries kept across chunks before the cache is emptied (memory stays flat).
 CACHE_MAX_ENTRIES: Final = 200_000
@@ -112,6 +112,42 @@ class CachedKodb:
                 self._facts[subject] = tuple(facts)
         # The store sorts by subject_norm first, and each cached list keeps its order.
         return [f for s in sorted(wanted) for f in self._facts.get(s, ())]
+
+    def subject_summaries(
+        self,
+        subject_norms: Iterable[str],
+        *,
+        sample_size: int,
+        evidence_files: Iterable[str] = (),
+        only_files: Iterable[str] | None = None,
+        exclude_files: Iterable[str] = (),
+    ) -> dict[str, SubjectSummary]:
+        """Summaries of these subjects. When the batch's prefetch has cached all of their
+        facts, computed from them (every fact the sample: the same ranking as the store's
+        summaries), so a chunk reads its candidates' facts in one statement however many
+        answers it makes; else the store's (the warm service: bounded by a subject's files
+        and predicates, not by its facts)."""
+        from pipeline.rank import summaries_from_facts
+
+        wanted = set(subject_norms)
+        drop = set(exclude_files)
+        if not wanted.issubset(self._facts):
+            self.statements += 1
+            more = {"exclude_files": sorted(drop)} if drop else {}
+            return self._kodb.subject_summaries(  # type: ignore[no-any-return]
+                wanted,
+                sample_size=sample_size,
+                evidence_files=evidence_files,
+                only_files=only_files,
+                **more,
+            )
+        keep = None if only_files is None else set(only_files)
+        facts = self.facts_for_subjects(wanted)
+        return summaries_from_facts(
+            f
+            for f in facts
+            if (keep is None or f.source_file in keep) and f.source_file not in drop
+        )
 
     def entries(self) -> int:
         """Cached rows: files, terms and facts (what ``trim`` bounds)."""

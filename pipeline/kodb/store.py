@@ -39,7 +39,7 @@ from pipeline.config import mask_url
 from pipeline.errors import KodbError
 from pipeline.kodb import schema, text
 from pipeline.kodb.match import LIKE_ESCAPE, contains_pattern, normalize_term, word_boundary_match
-from pipeline.model import Calibration, Fact, Note, NoteText
+from pipeline.model import Calibration, Fact, Note, NoteText, SubjectSummary
 
 #: Values per IN list / rows per executemany batch: far below SQLite's 32766 bound
 #: parameters and small enough for PostgreSQL's planner to treat as a short list.
@@ -56,6 +56,11 @@ TERMS_PER_STATEMENT = 100
 TITLE_WEIGHT = 3.0
 #: ts_rank_cd's normalisation flag (0: none; 1: divide by 1 + log(length); 32: r/(r+1)).
 PG_RANK_NORMALIZATION = 0
+#: Most files ``subject_summaries`` may leave out (NOT IN lists of ``CHUNK`` values; SQLite
+#: takes 32766 parameters a statement since 3.32); privacy.py falls back to all facts above.
+MAX_EXCLUDED_FILES = 10_000
+#: The predicate whose facts may only restate their subject's name (rank.representative_facts).
+_TITLE_PREDICATE = "title"
 #: PostgreSQL advisory lock key serialising schema migrations ("vkokodb" in ASCII).
 _PG_MIGRATE_LOCK = 0x766B6F6B6F6462
 _SUPPORTED = ("sqlite", "postgresql")
@@ -537,6 +542,151 @@ class KoDB:
         rows = [r for r in rows if r.subject_norm in wanted]
         rows.sort(key=lambda r: (r.subject_norm, r.predicate, r.object, r.source_file, r.extractor))
         return [_from_row(Fact, r) for r in rows]
+
+    def subject_source_files(self, subject_norms: Iterable[str]) -> set[str]:
+        """The distinct source files of these subjects' facts (privacy.py checks them)."""
+        wanted = set(subject_norms)
+        t = schema.facts
+        found: set[str] = set()
+        with self._tx() as conn:
+            for chunk in _chunks(sorted({subject_key(n) for n in wanted})):
+                stmt = (
+                    sa.select(t.c.subject_norm, t.c.source_file)
+                    .where(t.c.subject_key.in_(chunk))
+                    .distinct()
+                )
+                found.update(f for norm, f in conn.execute(stmt) if norm in wanted)
+        return found
+
+    def subject_summaries(
+        self,
+        subject_norms: Iterable[str],
+        *,
+        sample_size: int,
+        evidence_files: Iterable[str] = (),
+        only_files: Iterable[str] | None = None,
+        exclude_files: Iterable[str] = (),
+    ) -> dict[str, SubjectSummary]:
+        """subject_norm -> SubjectSummary for these subjects: counts by GROUP BY, and a
+        sample of at most ``sample_size`` facts per partition of (subject, predicate,
+        source type, the file if it is one of ``evidence_files``, the object if the
+        predicate is ``title``) in representative_facts' order (confidence first).
+
+        That sample holds every fact ``rank.representative_facts`` picks with
+        n = ``sample_size`` and these evidence files (the argument is in rank.py), so
+        ``rank.rank_summaries`` equals ``rank.rank_subjects`` on all facts, while the rows
+        read do not grow with how many facts a subject has. ``only_files`` keeps only the
+        facts of these files, ``exclude_files`` leaves these files' facts out (at most
+        ``MAX_EXCLUDED_FILES``); subjects without facts left are not in the result.
+        """
+        wanted = set(subject_norms)
+        excluded = sorted(set(exclude_files))
+        if len(excluded) > MAX_EXCLUDED_FILES:
+            raise ValueError(f"at most {MAX_EXCLUDED_FILES} excluded files, not {len(excluded)}")
+        only = None if only_files is None else sorted(set(only_files))
+        evidence = sorted(set(evidence_files))
+        t = schema.facts
+        agg: dict[str, dict[str, Any]] = {}
+        sample: dict[str, list[Fact]] = defaultdict(list)
+        with self._tx() as conn:
+            for chunk in _chunks(sorted({subject_key(n) for n in wanted})):
+                where = [t.c.subject_key.in_(chunk)]
+                if only is not None:
+                    where.append(t.c.source_file.in_(only))
+                where.extend(t.c.source_file.not_in(part) for part in _chunks(excluded))
+                self._summary_counts(conn, where, wanted, agg)
+                if sample_size > 0:
+                    for fact in self._summary_sample(conn, where, sample_size, evidence):
+                        if fact.subject_norm in wanted:
+                            sample[fact.subject_norm].append(fact)
+        found: dict[str, SubjectSummary] = {}
+        for norm in sorted(agg):
+            a = agg[norm]
+            facts = sorted(
+                sample.get(norm, ()),
+                key=lambda f: (f.predicate, f.object, f.source_file, f.extractor),
+            )
+            found[norm] = SubjectSummary(
+                subject_norm=norm,
+                spellings=a["spellings"],
+                source_count=a["source_count"],
+                per_type=a["per_type"],
+                predicates=a["predicates"],
+                raw_facts=a["raw_facts"],
+                max_confidence=a["max_confidence"],
+                sample=tuple(facts),
+            )
+        return found
+
+    def _summary_counts(
+        self,
+        conn: Connection,
+        where: Sequence[Any],
+        wanted: set[str],
+        agg: dict[str, dict[str, Any]],
+    ) -> None:
+        """The GROUP BY half of ``subject_summaries`` for one chunk of subject keys: one scan
+        of the subjects' facts, a row per (subject, source type, file, predicate, spelling)
+        (files and predicates, not facts), summed up here."""
+        t = schema.facts
+        groups = (t.c.subject_norm, t.c.source_type, t.c.source_file, t.c.predicate, t.c.subject)
+        stmt = (
+            sa.select(*groups, sa.func.count(), sa.func.max(t.c.confidence))
+            .where(*where)
+            .group_by(*groups)
+        )
+        files: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+        for norm, source_type, source_file, predicate, spelling, n, best in conn.execute(stmt):
+            if norm not in wanted:  # the hash selects; the stored norm decides
+                continue
+            a = agg.setdefault(
+                norm,
+                {"raw_facts": 0, "max_confidence": float(best), "predicates": {}, "spellings": {}},
+            )
+            a["raw_facts"] += int(n)
+            a["max_confidence"] = max(a["max_confidence"], float(best))
+            a["predicates"][predicate] = a["predicates"].get(predicate, 0) + int(n)
+            a["spellings"][spelling] = a["spellings"].get(spelling, 0) + int(n)
+            files[norm][source_type].add(source_file)
+        for norm, by_type in files.items():
+            agg[norm]["source_count"] = len(set().union(*by_type.values()))
+            agg[norm]["per_type"] = {st: len(fs) for st, fs in sorted(by_type.items())}
+
+    def _summary_sample(
+        self, conn: Connection, where: Sequence[Any], size: int, evidence: Sequence[str]
+    ) -> list[Fact]:
+        """The sample half of ``subject_summaries`` for one chunk of subject keys."""
+        t = schema.facts
+        is_evidence = t.c.source_file.in_(evidence)
+        rank = (
+            sa.func.row_number()
+            .over(
+                partition_by=[
+                    t.c.subject_norm,
+                    t.c.predicate,
+                    t.c.source_type,
+                    sa.case((is_evidence, t.c.source_file), else_=sa.null()),
+                    sa.case((t.c.predicate == _TITLE_PREDICATE, t.c.object), else_=sa.null()),
+                ],
+                order_by=[
+                    t.c.confidence.desc(),
+                    self._code_point(t.c.predicate),
+                    self._code_point(t.c.source_type),
+                    self._code_point(t.c.source_file),
+                    self._code_point(t.c.object),
+                ],
+            )
+            .label("rank")
+        )
+        cols = [t.c[f.name] for f in fields(Fact)]
+        ranked = sa.select(*cols, rank).where(*where).subquery("ranked")
+        stmt = sa.select(*(ranked.c[f.name] for f in fields(Fact))).where(ranked.c.rank <= size)
+        return [_from_row(Fact, r) for r in conn.execute(stmt)]
+
+    def _code_point(self, column: Any) -> Any:
+        """``column`` ordered by code point, as Python orders str: SQLite's default BINARY
+        collation compares UTF-8 bytes (the same order); PostgreSQL needs ``COLLATE "C"``."""
+        return column if self._dialect == "sqlite" else sa.collate(column, "C")
 
     def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
         """subject_norms of the facts coming from these source files."""

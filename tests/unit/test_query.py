@@ -16,9 +16,9 @@ from pipeline.errors import GraphQueryError, GraphUnavailable
 from pipeline.graph.cypher import CypherLoadError
 from pipeline.kodb import text
 from pipeline.kodb.match import reference_search
-from pipeline.model import Calibration, Fact, Note, normalize_text
+from pipeline.model import Calibration, Fact, Note, SubjectSummary, normalize_text
 from pipeline.query import Pipeline, QueryOptions
-from pipeline.rank import score_of
+from pipeline.rank import score_of, summaries_from_facts
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -105,6 +105,18 @@ class FakeKodb:
     def facts_for_subjects(self, subject_norms: Iterable[str]) -> list[Fact]:
         wanted = set(subject_norms)
         return [f for f in self.facts if f.subject_norm in wanted]
+
+    def subject_summaries(
+        self,
+        subject_norms: Iterable[str],
+        *,
+        sample_size: int,
+        evidence_files: Iterable[str] = (),
+        only_files: Iterable[str] | None = None,
+    ) -> dict[str, SubjectSummary]:
+        keep = None if only_files is None else set(only_files)
+        facts = self.facts_for_subjects(subject_norms)
+        return summaries_from_facts(f for f in facts if keep is None or f.source_file in keep)
 
     def latest_calibration(self, embedder: str | None = None, dims: int | None = None):
         return self.cal

@@ -23,8 +23,9 @@ from pipeline.graph.records import Candidate, NoteState
 from pipeline.graph.scoring import exact_rescore
 from pipeline.kodb import text as kodb_text
 from pipeline.kodb.match import reference_search
-from pipeline.model import Calibration, Fact, Note
+from pipeline.model import Calibration, Fact, Note, SubjectSummary
 from pipeline.query import Pipeline, QueryOptions
+from pipeline.rank import summaries_from_facts
 from pipeline.render import answer_to_dict
 from pipeline.session import load_context
 
@@ -176,6 +177,18 @@ class FakeKodb:
             rows,
             key=lambda f: (f.subject_norm, f.predicate, f.object, f.source_file, f.extractor),
         )
+
+    def subject_summaries(
+        self,
+        subject_norms: Iterable[str],
+        *,
+        sample_size: int,
+        evidence_files: Iterable[str] = (),
+        only_files: Iterable[str] | None = None,
+    ) -> dict[str, SubjectSummary]:
+        keep = None if only_files is None else set(only_files)
+        facts = self.facts_for_subjects(subject_norms)
+        return summaries_from_facts(f for f in facts if keep is None or f.source_file in keep)
 
     def latest_calibration(self, embedder=None, dims=None) -> Calibration:
         return Calibration(MODEL, DIMS, 2, 0.30, 0.10, 0.2, 60, 1770, 60, time.time())

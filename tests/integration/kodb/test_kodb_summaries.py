@@ -1,0 +1,256 @@
+"""``KoDB.subject_summaries`` + ``rank.rank_summaries`` against the all-facts path.
+
+The answer path ranks from per-subject summaries (GROUP BY counts and a bounded sample);
+these tests check, on random fact sets in a real SQLite file and a real PostgreSQL database,
+that the ranked output is exactly ``rank.rank_subjects`` on every fact of the subjects, with
+evidence files, episodic recall's file filter and private notes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.batch.memo import CachedKodb
+from pipeline.kodb import KoDB
+from pipeline.kodb import store as kodb_store
+from pipeline.model import SOURCE_TYPES, Candidate, Fact
+from pipeline.privacy import PrivateNotes, PublicKodb
+from pipeline.rank import rank_subjects, rank_summaries
+
+pytestmark = pytest.mark.integration
+
+#: Spellings that fold together ("Redis"/"REDIS", "Straße"/"STRASSE", NFC/NFD "é").
+SPELLINGS = ("Redis", "redis", "REDIS", "Kafka", "Straße", "STRASSE", "café", "cafe\u0301")
+PREDICATES = ("title", "has_value", "is", "links_to", "Is", "ä")
+#: Objects that may restate a subject's name (a ``title`` fact shown last) or not.
+OBJECTS = ("Redis", "redis", "x", "X", "y", "Kafka", "strasse", "café", "", "z z")
+FILES = (
+    "wiki/a.md",
+    "wiki/b.md",
+    "Wiki/a.md",
+    "adr/c.md",
+    "sessions/d.md",
+    "wiki/ä.md",
+    "private/p.md",
+    "private/q.md",
+)
+#: Objects that name a subject (tagged like the subjects, so a ``title`` fact restates it).
+NAMES = frozenset(("Redis", "redis", "Kafka", "strasse", "café"))
+CONFIDENCES = (0.0, 0.1, 0.5, 0.85, 0.9, 1.0)
+PRIVATE = PrivateNotes(("private/**",))
+
+LAYERS = ("store", "public", "memo", "memo-prefetched", "public-memo", "public-memo-prefetched")
+
+_examples = itertools.count()
+
+#: Few subjects, predicates and types, so that partitions hold more than n facts.
+fact_rows = st.lists(
+    st.tuples(
+        st.sampled_from(SPELLINGS[:3]) | st.sampled_from(SPELLINGS),
+        st.sampled_from(PREDICATES[:2]) | st.sampled_from(PREDICATES),
+        st.sampled_from(OBJECTS),
+        st.sampled_from(CONFIDENCES),
+        st.sampled_from(SOURCE_TYPES[1:]) | st.sampled_from(SOURCE_TYPES),
+        st.sampled_from(FILES),
+        st.sampled_from(("import", "ingest")),
+    ),
+    min_size=1,
+    max_size=60,
+)
+#: Evidence cosines with ties, so the evidence order falls back to confidence.
+evidence_maps = st.dictionaries(
+    st.sampled_from(FILES), st.sampled_from((0.3, 0.7, 0.7, 0.9)), max_size=4
+)
+
+
+@pytest.fixture
+def db(kodb_url: str) -> Iterator[KoDB]:
+    with KoDB.open(kodb_url) as store:
+        yield store
+
+
+def _facts(rows: list[tuple[str, ...]], tag: str, hub: int = 0) -> list[Fact]:
+    """The example's facts, their subjects (and name-like objects) tagged so examples do not
+    share subjects; ``hub`` more facts on one subject make a predicate flood."""
+    facts = [
+        Fact(f"{s} {tag}", p, f"{o} {tag}" if o in NAMES else o, c, t, f, e)  # type: ignore[arg-type]
+        for s, p, o, c, t, f, e in rows
+    ]
+    facts += [
+        Fact(f"Redis {tag}", "has_value", f"v{i % 7}", (i % 10) / 10, "wiki", f"wiki/h{i % 3}.md")
+        for i in range(hub)
+    ]
+    return facts
+
+
+def _view(db: KoDB, layer: str, norms: list[str]) -> Any:
+    """The store as an answer sees it: itself, without private notes, through a batch's
+    memo (its facts prefetched or not), or the memo between two privacy views (load-context
+    on a vault with private notes)."""
+    if layer == "public":
+        return PublicKodb(db, PRIVATE)
+    if layer in ("memo", "memo-prefetched"):
+        memo = CachedKodb(db)
+        if layer == "memo-prefetched":
+            memo.facts_for_subjects(norms)
+        return memo
+    if layer.startswith("public-memo"):
+        memo = CachedKodb(PublicKodb(db, PRIVATE))
+        if layer == "public-memo-prefetched":
+            memo.facts_for_subjects(norms)
+        return PublicKodb(memo, PRIVATE)
+    return db
+
+
+def _both(
+    db: Any,
+    norms: list[str],
+    *,
+    n: int,
+    cap: int,
+    evidence: dict[str, float],
+    only: bool,
+    crystal_only: bool,
+) -> tuple[list[object], list[object]]:
+    """(all-facts ranking, summaries ranking) of the same subjects and options."""
+    candidates = {
+        norm: Candidate(norm, "own" if i % 2 else "mentioned", 0.5 + 0.1 * (i % 3), None)
+        for i, norm in enumerate(norms[:-2])
+    }  # the last two (one absent) are no candidates: they are ranked after them
+    opts = {
+        "top_k": 50,
+        "facts_per_subject": n,
+        "facts_per_predicate_cap": cap,
+        "candidates": candidates,
+        "band_of": lambda c: "strong" if c > 0.55 else "weak",
+        "top_cosine": 0.7,
+        "sigma": 0.05,
+        "evidence_files": evidence,
+        "crystal_only": crystal_only,
+    }
+    facts = db.facts_for_subjects(norms)
+    if only:
+        facts = [f for f in facts if f.source_file in evidence]
+    old = rank_subjects(facts, **opts)  # type: ignore[arg-type]
+    summaries = db.subject_summaries(
+        norms, sample_size=n, evidence_files=evidence, only_files=evidence if only else None
+    )
+    new = rank_summaries(summaries.values(), **opts)  # type: ignore[arg-type]
+    return old, new
+
+
+def test_summaries_rank_like_all_facts_on_random_fact_sets(db: KoDB) -> None:
+    @settings(
+        max_examples=300 if db.dialect == "sqlite" else 100,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(
+        rows=fact_rows,
+        hub=st.sampled_from((0, 0, 40)),
+        n=st.integers(0, 4) | st.integers(1, 2),
+        cap=st.integers(1, 4),
+        evidence=evidence_maps,
+        only=st.booleans(),
+        crystal_only=st.booleans(),
+        layer=st.sampled_from(LAYERS),
+    )
+    def check(
+        rows: list[tuple[str, ...]],
+        hub: int,
+        n: int,
+        cap: int,
+        evidence: dict[str, float],
+        only: bool,
+        crystal_only: bool,
+        layer: str,
+    ) -> None:
+        tag = f"t{next(_examples)}"
+        facts = _facts(rows, tag, hub)
+        db.import_facts(facts)
+        norms = [*sorted({f.subject_norm for f in facts}), f"absent {tag}"]
+        view = _view(db, layer, norms)
+        old, new = _both(
+            view, norms, n=n, cap=cap, evidence=evidence, only=only, crystal_only=crystal_only
+        )
+        assert new == old
+
+    check()
+
+
+def test_private_files_beyond_the_bound_fall_back_to_public_facts(
+    db: KoDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = [
+        ("Redis", "is", "x", 0.9, "wiki", "private/p.md", "import"),
+        ("Redis", "is", "y", 0.5, "wiki", "wiki/a.md", "import"),
+        ("Redis", "title", "Redis", 1.0, "adr", "private/q.md", "import"),
+        ("redis", "title", "x", 0.1, "adr", "adr/c.md", "import"),
+    ]
+    facts = _facts(rows, "fallback")
+    db.import_facts(facts)
+    norms = sorted({f.subject_norm for f in facts})
+    view = PublicKodb(db, PRIVATE)
+    monkeypatch.setattr(kodb_store, "MAX_EXCLUDED_FILES", 1)
+    for only in (False, True):
+        old, new = _both(
+            view, norms, n=3, cap=2, evidence={"wiki/a.md": 0.8}, only=only, crystal_only=False
+        )
+        assert new == old
+        assert all(not f.source_file.startswith("private/") for s in new for f in s.facts)  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="at most 1 excluded"):
+        db.subject_summaries(norms, sample_size=1, exclude_files=["a", "b"])
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_title_facts_restating_the_name_do_not_crowd_out_other_titles(db: KoDB, n: int) -> None:
+    rows = [
+        ("Redis", "title", "Redis", 1.0, "wiki", "wiki/a.md", "import"),
+        ("Redis", "title", "Redis", 1.0, "wiki", "wiki/b.md", "import"),
+        ("Redis", "title", "redis", 0.9, "wiki", "wiki/b.md", "import"),
+        ("Redis", "title", "x", 0.1, "wiki", "wiki/c.md", "import"),
+        ("Redis", "title", "y", 0.1, "wiki", "wiki/c.md", "import"),
+    ]
+    facts = _facts(rows, f"restate{n}")
+    db.import_facts(facts)
+    norms = [facts[0].subject_norm]
+    old, new = _both(db, norms, n=n, cap=3, evidence={}, only=False, crystal_only=False)
+    assert new == old
+    assert [f.object for f in new[0].facts] == ["x", "y"][:n]  # type: ignore[attr-defined]
+
+
+def test_confidence_ties_go_to_the_file_then_the_object(db: KoDB) -> None:
+    rows = [
+        ("Redis", "is", "a", 0.5, "wiki", "wiki/z.md", "import"),
+        ("Redis", "is", "b", 0.5, "wiki", "wiki/y.md", "import"),
+        ("Redis", "is", "c", 0.5, "wiki", "wiki/x.md", "import"),
+        ("Redis", "is", "d", 0.5, "wiki", "wiki/x.md", "ingest"),
+    ]
+    facts = _facts(rows, "ties")
+    db.import_facts(facts)
+    old, new = _both(
+        db, [facts[0].subject_norm], n=2, cap=3, evidence={}, only=False, crystal_only=False
+    )
+    assert new == old
+    assert [f.object for f in new[0].facts] == ["c", "d"]  # type: ignore[attr-defined]
+
+
+def test_sample_is_bounded_by_partitions_not_by_facts(db: KoDB) -> None:
+    """10,000 facts of one predicate in one file: a sample of n rows, exact counts."""
+    facts = [
+        Fact("Hub", "has_value", f"v{i}", (i % 100) / 100, "wiki", "wiki/hub.md")
+        for i in range(10_000)
+    ]
+    db.import_facts(facts)
+    got = db.subject_summaries(["hub"], sample_size=3, evidence_files=["wiki/hub.md"])["hub"]
+    assert got.raw_facts == 10_000 and got.predicates == {"has_value": 10_000}
+    assert got.source_count == 1 and got.per_type == {"wiki": 1}
+    assert got.max_confidence == 0.99 and got.spellings == {"Hub": 10_000}
+    assert len(got.sample) == 3
+    assert all(f.confidence == 0.99 for f in got.sample)
