@@ -13,11 +13,18 @@ SETUPTOOLS = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8")
 
 
 def test_every_package_folder_is_listed() -> None:
+    # Any folder of modules counts, with or without __init__.py: a namespace package that is
+    # not listed imports from a checkout and is missing from the wheel.
     found = {
-        ".".join(init.parent.relative_to(REPO).parts)
-        for init in (REPO / "pipeline").rglob("__init__.py")
+        ".".join(module.parent.relative_to(REPO).parts)
+        for module in (REPO / "pipeline").rglob("*.py")
     }
     assert set(SETUPTOOLS["packages"]) == found | {"pipeline.cypher_files"}
+
+
+def test_every_package_folder_has_an_init() -> None:
+    for module in (REPO / "pipeline").rglob("*.py"):
+        assert (module.parent / "__init__.py").is_file(), module.parent
 
 
 def test_the_cypher_folder_is_installed_as_a_package_with_every_query() -> None:
