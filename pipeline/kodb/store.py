@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
+import sqlite3
 import time
 import uuid
 from collections import defaultdict
@@ -858,7 +859,7 @@ def _sqlite_engine(url: sa.URL, shown: str) -> Engine:
         cursor = dbapi_conn.cursor()
         try:
             if database and database != ":memory:":
-                cursor.execute("PRAGMA journal_mode=WAL")
+                _use_wal(cursor)
             cursor.execute("PRAGMA foreign_keys=ON")
         finally:
             cursor.close()
@@ -870,6 +871,24 @@ def _sqlite_engine(url: sa.URL, shown: str) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
+
+
+def _use_wal(cursor: Any, wait_s: float = 30.0) -> None:
+    """Switch a SQLite file to WAL once. WAL persists in the file, so later connections only
+    read the mode; the switch itself needs the file to themselves and SQLite reports "database
+    is locked" at once, without waiting, when first opens race (several processes creating one
+    KO-DB), so it is retried for as long as the busy timeout."""
+    if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+        return
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 @contextmanager
