@@ -194,31 +194,14 @@ def rank_subject(
     band: Band | None = None,
     evidence_files: Mapping[str, float] | None = None,
 ) -> SubjectRank:
-    """Rank one subject on all of its facts."""
-    files_by_type: dict[str, set[str]] = defaultdict(set)
-    for f in facts:
-        files_by_type[f.source_type].add(f.source_file)
-    per_type = {t: len(files_by_type.get(t, ())) for t in SOURCE_TYPES}
-    source_count = len({f.source_file for f in facts})
-    predicates = dict(sorted(Counter(f.predicate for f in facts).items()))
-    total = sum(min(c, facts_per_predicate_cap) for c in predicates.values())
-    max_conf = max(f.confidence for f in facts)
-    types = sum(1 for c in per_type.values() if c)
-    return SubjectRank(
-        subject=display_name(facts),
-        score=score_of(source_count, per_type, total),
-        source_count=source_count,
-        per_type=per_type,
-        total_facts=total,
-        raw_facts=len(facts),
-        max_confidence=max_conf,
-        best_cosine=candidate.cosine if candidate else None,
-        best_bm25=candidate.bm25 if candidate else None,
-        crystal_ready=is_crystal_ready(types, source_count, max_conf),
-        predicates=predicates,
-        facts=representative_facts(facts, facts_per_subject, evidence_files),
+    """Rank one subject on all of its facts (its summary with every fact as the sample)."""
+    return rank_summary(
+        summarize(facts),
+        facts_per_subject=facts_per_subject,
+        facts_per_predicate_cap=facts_per_predicate_cap,
+        candidate=candidate,
         band=band,
-        evidence=candidate.evidence if candidate else None,
+        evidence_files=evidence_files,
     )
 
 
@@ -263,28 +246,20 @@ def rank_subjects(
     ``order``'s tiers, ``top_bm25`` (the best word score) a degraded one;
     ``evidence_files`` (hit path → its score) picks the facts shown.
     """
-    groups: dict[str, list[Fact]] = defaultdict(list)
-    for f in facts:
-        groups[f.subject_norm].append(f)
-    known = candidates or {}
-    ranked: list[tuple[tuple[object, ...], SubjectRank]] = []
-    for norm, group in groups.items():
-        candidate = known.get(norm)
-        band = _band(candidate, band_of)
-        s = rank_subject(
-            group,
-            facts_per_subject=facts_per_subject,
-            facts_per_predicate_cap=facts_per_predicate_cap,
-            candidate=candidate,
-            band=band,
-            evidence_files=evidence_files,
-        )
-        if crystal_only and not s.crystal_ready:
-            continue
-        relevance = _relevance(s, candidate, band, top_cosine, sigma, top_bm25, order)
-        ranked.append((answer_order(s, relevance), s))
-    ranked.sort(key=lambda pair: pair[0])
-    return [s for _, s in ranked[:top_k]]
+    return rank_summaries(
+        summaries_from_facts(facts).values(),
+        top_k=top_k,
+        facts_per_subject=facts_per_subject,
+        facts_per_predicate_cap=facts_per_predicate_cap,
+        candidates=candidates,
+        band_of=band_of,
+        top_cosine=top_cosine,
+        sigma=sigma,
+        top_bm25=top_bm25,
+        order=order,
+        evidence_files=evidence_files,
+        crystal_only=crystal_only,
+    )
 
 
 def _band(candidate: Candidate | None, band_of: BandOf | None) -> Band | None:
