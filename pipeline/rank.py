@@ -132,10 +132,10 @@ def is_crystal_ready(types: int, source_count: int, max_confidence: float) -> bo
     )
 
 
-def display_name(facts: Sequence[Fact]) -> str:
-    """The spelling most facts use; ties go to the smallest string, so output is stable."""
-    counts = Counter(f.subject for f in facts)
-    return min(counts, key=lambda s: (-counts[s], s))
+def display_name(spellings: Mapping[str, int]) -> str:
+    """The spelling most facts use (spelling -> facts); ties go to the smallest string, so
+    output is stable."""
+    return min(spellings, key=lambda s: (-spellings[s], s))
 
 
 def representative_facts(
@@ -331,9 +331,8 @@ def rank_summary(
     predicates = dict(sorted(summary.predicates.items()))
     total = sum(min(c, facts_per_predicate_cap) for c in predicates.values())
     types = sum(1 for c in per_type.values() if c)
-    spellings = summary.spellings
     return SubjectRank(
-        subject=min(spellings, key=lambda s: (-spellings[s], s)),  # display_name's rule
+        subject=display_name(summary.spellings),
         score=score_of(summary.source_count, per_type, total),
         source_count=summary.source_count,
         per_type=per_type,
