@@ -228,6 +228,8 @@ def ingest_vault(
     texts = [note_text(note) for note in [*parsed.values(), *relinked.values()]]
     if upserts or removed:
         kodb.apply_ingest(upserts, removed, extractor=EXTRACTOR, texts=texts)
+    else:  # nothing changed; a KO-DB just upgraded still gets its subjects' summaries
+        kodb.refresh_subject_stats()
 
     notes = kodb.notes()
     by_type = Counter(n.source_type for n in notes.values())

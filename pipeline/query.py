@@ -13,7 +13,7 @@ and MCP call ``ask`` and render its Answer.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -28,10 +28,12 @@ from pipeline.model import (
     Answer,
     Candidate,
     Hit,
+    Note,
     Relevance,
     SubjectRank,
     SubjectSummary,
     clean_text,
+    normalize_text,
 )
 from pipeline.privacy import PrivateNotes, redact
 from pipeline.rank import DEFAULT_ORDER, OrderRule, rank_summaries
@@ -384,13 +386,11 @@ class Pipeline:
             candidates = bridge.semantic_candidates(
                 shown, relevance.floor_cosine, self.kodb, registry=registry
             )
-            if opts.per_token:
-                for s, c in bridge.term_candidates(text, self.kodb).items():
-                    candidates.setdefault(s, c)
         evidence = {h.path: h.cosine or 0.0 for h in shown}
-        with timer.stage("kodb_ms"):
-            summaries = self._summaries(candidates, opts, evidence)
-        subjects = self._rank(summaries, opts, candidates, timer, relevance, evidence)
+        words = (lambda: bridge.term_candidates(text, self.kodb)) if opts.per_token else None
+        subjects, candidates = self._subjects(
+            candidates, opts, timer, relevance, evidence, words=words
+        )
         if opts.crystal_only and not subjects and candidates:
             notice = "no crystal-ready subject among the relevant ones"
         return Answer(text, "semantic", None, relevance, tuple(shown), subjects, notice=notice)
@@ -404,19 +404,23 @@ class Pipeline:
         if not bridge.content_words(text):
             return self._no_content(text, reason)
         with timer.stage("fulltext_ms"):
-            hits = self.word_hits(text, opts)
+            hits, registry = self._word_hits(text, opts)
         if opts.session_notes_only and not hits:
             notice = self._no_session_notes(opts.hits)
         if opts.subjects and opts.top_k:
             with timer.stage("bridge_ms"):
-                candidates = bridge.semantic_candidates(hits, None, self.kodb)
-                for s, c in bridge.term_candidates(text, self.kodb).items():
-                    candidates.setdefault(s, c)
+                candidates = bridge.semantic_candidates(hits, None, self.kodb, registry=registry)
             evidence = {h.path: h.bm25 or 0.0 for h in hits}
-            with timer.stage("kodb_ms"):
-                summaries = self._summaries(candidates, opts, evidence)
             best = max((h.bm25 for h in hits if h.bm25 is not None), default=None)
-            subjects = self._rank(summaries, opts, candidates, timer, None, evidence, top_bm25=best)
+            subjects, candidates = self._subjects(
+                candidates,
+                opts,
+                timer,
+                None,
+                evidence,
+                top_bm25=best,
+                words=lambda: bridge.term_candidates(text, self.kodb),
+            )
             if opts.crystal_only and not subjects and candidates:
                 notice = "no crystal-ready subject among the relevant ones"
         record_fallback(self.settings.state_dir, reason)
@@ -429,6 +433,10 @@ class Pipeline:
     def word_hits(self, text: str, opts: QueryOptions) -> list[Hit]:
         """Degraded mode's note hits: KO-DB's full-text search on the question's words,
         best first, with ``bm25`` (larger is better) and no cosine."""
+        return self._word_hits(text, opts)[0]
+
+    def _word_hits(self, text: str, opts: QueryOptions) -> tuple[list[Hit], Mapping[str, Note]]:
+        """``word_hits`` and the registry rows of the notes found."""
         k = max(opts.hits, EPISODIC_SCAN) if opts.session_notes_only else opts.hits
         found = self.kodb.search_notes(bridge.query_terms(text), k)
         registry = self.kodb.notes_at(p for p, _ in found)
@@ -439,7 +447,7 @@ class Pipeline:
         ]
         if opts.session_notes_only:
             hits = [h for h in hits if h.source_type == "session"]
-        return hits[: opts.hits]
+        return hits[: opts.hits], registry
 
     def _no_content(self, text: str, reason: str | None) -> Answer:
         """The answer to a question without content words: no_match, nothing searched."""
@@ -454,16 +462,66 @@ class Pipeline:
             return "no session notes in this vault"
         return f"no session note among the {scanned} notes closest to the question"
 
+    def _subjects(
+        self,
+        candidates: dict[str, Candidate],
+        opts: QueryOptions,
+        timer: Timer,
+        relevance: Relevance | None,
+        evidence: dict[str, float],
+        *,
+        top_bm25: float | None = None,
+        words: Callable[[], dict[str, Candidate]] | None = None,
+    ) -> tuple[tuple[SubjectRank, ...], dict[str, Candidate]]:
+        """The ranked subjects of an answer, and every candidate considered.
+
+        The order depends on counts alone, so the candidates are ranked on their counts
+        first and only the ``top_k`` kept read the facts they show (the same ranking as with
+        every fact read: the facts do not move a subject). Subjects named by the question's
+        words (``words``: degraded mode, wiki-gap) follow every subject a hit is about, so
+        they are looked for only while fewer than ``top_k`` of those are ranked."""
+
+        def ranked(found: Sequence[SubjectSummary]) -> tuple[SubjectRank, ...]:
+            return self._rank(
+                found, opts, candidates, timer, relevance, evidence, top_bm25=top_bm25
+            )
+
+        with timer.stage("kodb_ms"):
+            counted = self._summaries(candidates, opts, evidence, sample=False)
+        subjects = ranked(counted)
+        if words is not None and len(subjects) < opts.top_k:
+            with timer.stage("bridge_ms"):
+                extra = {s: c for s, c in words().items() if s not in candidates}
+            if extra:
+                candidates = {**candidates, **extra}
+                with timer.stage("kodb_ms"):
+                    counted += self._summaries(extra, opts, evidence, sample=False)
+                subjects = ranked(counted)
+        if subjects and opts.facts_per_subject > 0:
+            kept = {normalize_text(s.subject) for s in subjects}
+            with timer.stage("kodb_ms"):
+                shown = self._summaries(
+                    {k: c for k, c in candidates.items() if k in kept}, opts, evidence
+                )
+            subjects = ranked(shown)
+        return subjects, candidates
+
     def _summaries(
-        self, candidates: dict[str, Candidate], opts: QueryOptions, evidence: dict[str, float]
+        self,
+        candidates: dict[str, Candidate],
+        opts: QueryOptions,
+        evidence: dict[str, float],
+        *,
+        sample: bool = True,
     ) -> list[SubjectSummary]:
         """The candidates' KO-DB summaries: counts over all of their facts (only the hit
-        notes' facts for episodic recall) and the facts an answer may show of them."""
+        notes' facts for episodic recall) and, with ``sample``, the facts an answer may show
+        of them."""
         if not candidates:
             return []
         found = self.kodb.subject_summaries(
             candidates,
-            sample_size=opts.facts_per_subject,
+            sample_size=opts.facts_per_subject if sample else 0,
             evidence_files=evidence,
             only_files=evidence if opts.session_notes_only else None,
         )

@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings as hypothesis_settings
@@ -151,11 +152,31 @@ def _dump_kodb(url: str) -> dict[str, list[tuple[object, ...]]]:
                 if "_fts_" in name:
                     continue  # SQLite FTS5 shadow tables: the index's internal layout
                 cols = [c for c in table.columns if c.name not in _VOLATILE_COLUMNS]
-                rows = conn.execute(sa.select(*cols)).all()
-                out[name] = sorted((tuple(r) for r in rows), key=repr)
+                rows = [tuple(r) for r in conn.execute(sa.select(*cols)).all()]
+                if name == "subject_stats":  # its samples name facts by surrogate id
+                    rows = _stats_by_fact_key(conn, meta, cols, rows)
+                out[name] = sorted(rows, key=repr)
         return out
     finally:
         engine.dispose()
+
+
+def _stats_by_fact_key(
+    conn: Any, meta: Any, cols: list[Any], rows: list[tuple[object, ...]]
+) -> list[tuple[object, ...]]:
+    """subject_stats rows with each sampled fact id replaced by its fact_key."""
+    import json
+
+    import sqlalchemy as sa
+
+    facts = meta.tables["facts"]
+    key_of = dict(conn.execute(sa.select(facts.c.id, facts.c.fact_key)).all())
+    at = [c.name for c in cols].index("sample")
+    out = []
+    for row in rows:
+        parts = [[n, [key_of.get(i, i) for i in ids]] for n, ids in json.loads(str(row[at]))]
+        out.append((*row[:at], json.dumps(parts), *row[at + 1 :]))
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -143,8 +143,31 @@ note_texts = sa.Table(
     sa.UniqueConstraint("path", name="uq_note_texts_path"),
 )
 
+#: Each subject's summary (kodb/summaries.py): the ranking counts and a question-independent
+#: fact sample, computed once when the subject's facts change instead of on every answer.
+#: A row exists only while it is current: every write of a subject's facts deletes the row in
+#: the same transaction; ``KoDB.refresh_subject_stats`` fills the missing ones afterwards.
+subject_stats = sa.Table(
+    "subject_stats",
+    metadata,
+    sa.Column("subject_key", sa.String(64), primary_key=True),
+    sa.Column("subject_norm", sa.Text, nullable=False),
+    sa.Column("source_count", sa.Integer, nullable=False),
+    sa.Column("raw_facts", sa.Integer, nullable=False),
+    sa.Column("max_confidence", sa.Float, nullable=False),
+    # JSON objects: source type -> files, predicate -> facts, spelling -> facts.
+    sa.Column("per_type", sa.Text, nullable=False),
+    sa.Column("predicates", sa.Text, nullable=False),
+    sa.Column("spellings", sa.Text, nullable=False),
+    # JSON list of [partition size, [fact ids, best first]] (at most ``sample_depth`` ids).
+    sa.Column("sample", sa.Text, nullable=False),
+    sa.Column("sample_depth", sa.Integer, nullable=False),
+)
+
 #: The SQLite FTS5 table over note_texts (external content, kept in sync by triggers).
-note_texts_fts = sa.table("note_texts_fts", sa.column("rowid"), sa.column("note_texts_fts"))
+note_texts_fts = sa.table(
+    "note_texts_fts", sa.column("rowid"), sa.column("note_texts_fts"), sa.column("rank")
+)
 #: PostgreSQL: the weighted tsvector column of note_texts (generated, GIN-indexed).
 NOTE_TSV = "tsv"
 
@@ -317,6 +340,13 @@ def _m006_fact_key_owner(conn: Connection, dialect: str) -> None:
         last = rows[-1].id
 
 
+def _m007_subject_stats(conn: Connection, dialect: str) -> None:
+    """``subject_stats``: per-subject summaries kept current by every fact write. It starts
+    empty: answers compute a missing summary from the facts, and the next ingest or import
+    (``KoDB.refresh_subject_stats``) stores every missing one."""
+    subject_stats.create(conn, checkfirst=True)
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema change: ``apply(conn, dialect)`` runs once, recorded under ``version``."""
@@ -334,6 +364,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "note_summary_and_extractor_version", _m004_note_summary_and_extractor_version),
     Migration(5, "note_full_text", _m005_note_full_text),
     Migration(6, "fact_key_owner", _m006_fact_key_owner),
+    Migration(7, "subject_stats", _m007_subject_stats),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -280,3 +280,43 @@ def test_sync_and_calibrate_cli_json(synced: Pipeline, graph_env) -> None:  # ty
     assert data["stored"]["n_notes"] == 68
     assert data["stored"]["probe_set_version"] == 2
     assert 0 < data["floor_cosine"] < 0.42
+
+
+def test_answers_are_the_same_from_stored_summaries_and_from_every_fact(
+    synced: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """subject_stats is a cache: with it, and with every summary computed from the facts
+    (as on a KO-DB just upgraded), each mode and preset gives the same answer, facts too."""
+    from pipeline.kodb import schema as kodb_schema
+    from pipeline.kodb import summaries as kodb_summaries
+
+    questions = [*UNRELATED, "why did we choose redis for the warm cache?", OFF_TOPIC[0]]
+    modes: list[dict[str, object]] = [
+        {},
+        {"semantic": False},
+        {"retrieval": "hybrid"},
+        {"preset": "wiki-gap"},
+        {"preset": "episodic"},
+        {"preset": "crystallize", "semantic": False},
+        {"top_k": 3, "facts_per_subject": 5},
+    ]
+
+    def answers() -> list[object]:
+        out = []
+        for extra in modes:
+            opts = QueryOptions.from_settings(synced.settings, **extra)
+            for q in questions:
+                a = synced.ask(q, opts)
+                out.append((q, extra, a.mode, a.hits, a.subjects, a.notice))
+        return out
+
+    stored = answers()
+    assert synced.app.kodb.refresh_subject_stats() == 0  # every subject has its row
+    monkeypatch.setattr(kodb_summaries, "read", lambda *args: {})
+    computed = answers()
+    assert computed == stored
+    monkeypatch.undo()
+    with synced.app.kodb._tx(write=True) as conn:
+        conn.execute(kodb_schema.subject_stats.delete())
+    assert answers() == stored
+    assert synced.app.kodb.refresh_subject_stats() > 0

@@ -507,3 +507,29 @@ def test_a_graph_gone_while_the_model_loads_answers_in_fallback(tmp_path: Path) 
     emb.embed = load_then_find_the_graph_gone  # type: ignore[method-assign]
     a = p.ask("what about the warm cache?")
     assert a.mode == "fallback" and "checked before loading" in (a.degraded_reason or "")
+
+
+def test_subject_names_are_searched_by_word_only_while_the_hits_leave_room(
+    tmp_path: Path,
+) -> None:
+    """Word-matched subjects follow every subject a hit is about, so with top_k already
+    filled by those they cannot be shown and are not looked for; the answer is the same."""
+    p, _, _ = make(tmp_path, HITS, down=True)
+    kodb = p.app.kodb
+    searched: list[list[str]] = []
+    real = kodb.search_subjects_many
+
+    def counting(terms: Sequence[str]) -> dict[str, list[str]]:
+        searched.append(list(terms))
+        return real(terms)
+
+    kodb.search_subjects_many = counting  # type: ignore[method-assign]
+    question = "warm cache redis"
+    full = p.ask(question, QueryOptions(semantic=False))
+    assert ["warm", "cache", "redis"] in searched  # room left: the words were searched
+    n_hit_based = sum(1 for s in full.subjects if s.evidence != "words")
+    assert n_hit_based >= 2
+    searched.clear()
+    cut = p.ask(question, QueryOptions(semantic=False, top_k=n_hit_based))
+    assert ["warm", "cache", "redis"] not in searched
+    assert cut.subjects == full.subjects[:n_hit_based]

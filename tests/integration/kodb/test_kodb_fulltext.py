@@ -16,6 +16,7 @@ from pipeline.ingest import ingest_vault
 from pipeline.kodb import KoDB
 from pipeline.kodb import schema as kodb_schema
 from pipeline.model import Note, NoteText
+from tests.integration.kodb.test_kodb_store import without_subject_stats
 
 pytestmark = pytest.mark.integration
 
@@ -121,6 +122,7 @@ def test_ingest_keeps_the_index_and_an_old_kodb_gets_it_at_the_next_ingest(
         patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:4])
         patch.setattr(ingest_module, "EXTRACTOR_VERSION", 2)
         patch.setattr(KoDB, "_replace_texts", lambda self, conn, texts, removed: None)
+        without_subject_stats(patch)
         with KoDB.open(kodb_url) as old:
             ingest_vault(settings_, old)
     with KoDB.open(kodb_url) as db:
@@ -135,3 +137,17 @@ def test_ingest_keeps_the_index_and_an_old_kodb_gets_it_at_the_next_ingest(
         assert found(db, "okapis") == ["wiki/redis.md"]
         assert "wiki/kafka.md" not in found(db, "kafka")
         assert db.note_text_count() == 67
+
+
+@pytest.mark.parametrize("limit", [3, 12, 40])
+def test_equal_scores_go_to_the_path_whatever_the_limit(db: KoDB, limit: int) -> None:
+    """25 notes with the same text tie; the cut keeps the first paths (the tie margin and the
+    exact fallback past it), and better notes still come first."""
+    paths = [f"wiki/t{i:02d}.md" for i in reversed(range(25))]
+    texts = [NoteText(p, "Same title", "Okapi herds graze.") for p in paths]
+    texts.append(NoteText("wiki/best.md", "Okapi", "Okapi okapi herds."))
+    db.apply_ingest([(note(x.path), []) for x in texts], [], texts=texts)
+    got = db.search_notes(["okapi"], limit)
+    assert [p for p, _ in got] == ["wiki/best.md", *sorted(paths)][:limit]
+    assert all(score > 0 for _, score in got)
+    assert got[0][1] > got[1][1]

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from pipeline.errors import InputError, KodbError
 from pipeline.kodb import SCHEMA_VERSION, ImportResult, KoDB, reference_search, scratch_database
 from pipeline.kodb import schema as kodb_schema
+from pipeline.kodb import summaries as kodb_summaries
 from pipeline.model import Calibration, Fact, Note
 
 pytestmark = pytest.mark.integration
@@ -220,6 +221,13 @@ def test_fact_objects_lists_one_extractors_objects_of_given_predicates(db: KoDB)
     assert db.fact_objects(["superseded_by"]) == set()
 
 
+def without_subject_stats(patch: pytest.MonkeyPatch) -> None:
+    """The code of a vault-ko before migration 7, which never wrote ``subject_stats``."""
+    patch.setattr(KoDB, "refresh_subject_stats", lambda self: 0)
+    patch.setattr(KoDB, "_refresh_stats", lambda self, conn: 0)
+    patch.setattr(kodb_summaries, "invalidate", lambda conn, keys, chunk: None)
+
+
 def test_migration_3_upgrades_a_schema_2_database_keeping_its_rows(
     kodb_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -227,6 +235,7 @@ def test_migration_3_upgrades_a_schema_2_database_keeping_its_rows(
 
     with monkeypatch.context() as patch:
         patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:2])
+        without_subject_stats(patch)
         with KoDB.open(kodb_url) as old:
             assert old.schema_versions() == [1, 2]
             old.import_facts([fact("Redis")])

@@ -13,13 +13,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.batch.memo import CachedKodb
 from pipeline.kodb import KoDB
+from pipeline.kodb import schema as kodb_schema
 from pipeline.kodb import store as kodb_store
-from pipeline.model import SOURCE_TYPES, Candidate, Fact
+from pipeline.model import SOURCE_TYPES, Candidate, Fact, Note
 from pipeline.privacy import PrivateNotes, PublicKodb
 from pipeline.rank import rank_subjects, rank_summaries
 
@@ -160,6 +162,7 @@ def test_summaries_rank_like_all_facts_on_random_fact_sets(db: KoDB) -> None:
         only=st.booleans(),
         crystal_only=st.booleans(),
         layer=st.sampled_from(LAYERS),
+        stored=st.booleans(),
     )
     def check(
         rows: list[tuple[str, ...]],
@@ -170,10 +173,13 @@ def test_summaries_rank_like_all_facts_on_random_fact_sets(db: KoDB) -> None:
         only: bool,
         crystal_only: bool,
         layer: str,
+        stored: bool,
     ) -> None:
         tag = f"t{next(_examples)}"
         facts = _facts(rows, tag, hub)
         db.import_facts(facts)
+        if not stored:
+            _forget_stored_summaries(db)
         norms = [*sorted({f.subject_norm for f in facts}), f"absent {tag}"]
         view = _view(db, layer, norms)
         old, new = _both(
@@ -182,6 +188,78 @@ def test_summaries_rank_like_all_facts_on_random_fact_sets(db: KoDB) -> None:
         assert new == old
 
     check()
+
+
+def _forget_stored_summaries(db: KoDB) -> None:
+    """Every summary computed from the facts again (as before the refresh of an upgrade)."""
+    with db._tx(write=True) as conn:
+        conn.execute(kodb_schema.subject_stats.delete())
+
+
+def _stored_count(db: KoDB) -> int:
+    with db._tx() as conn:
+        return int(
+            conn.execute(
+                sa.select(sa.func.count()).select_from(kodb_schema.subject_stats)
+            ).scalar_one()
+        )
+
+
+def test_every_subject_has_a_stored_summary_after_import_and_ingest(db: KoDB) -> None:
+    facts = _facts([("Redis", "is", "x", 0.9, "wiki", "wiki/a.md", "import")], "stored", hub=30)
+    db.import_facts(facts)
+    assert _stored_count(db) == len(db.subject_norms()) == 1
+    # An ingest that replaces a file's facts drops the summary with them and stores the new one.
+    note = Note("wiki/h0.md", "H0", "wiki", "sha", 0.0, 1)
+    changed = [Fact("Redis stored", "is", "new", 1.0, "wiki", "wiki/h0.md", "ingest")]
+    changed.append(Fact("Kafka stored", "is", "k", 0.5, "wiki", "wiki/h0.md", "ingest"))
+    db.apply_ingest([(note, changed)], [], extractor="ingest")
+    assert _stored_count(db) == len(db.subject_norms()) == 2
+    norms = sorted(db.subject_norms())
+    old, new = _both(
+        db, [*norms, "absent"], n=3, cap=3, evidence={}, only=False, crystal_only=False
+    )
+    assert new == old
+    got = db.subject_summaries(["redis stored"], sample_size=0)["redis stored"]
+    assert got.raw_facts == 23 and got.max_confidence == 1.0 and got.sample == ()
+    # A removed note's facts leave the counts too.
+    db.apply_ingest([], ["wiki/h0.md"], extractor="ingest")
+    assert db.subject_summaries(["redis stored"], sample_size=0)["redis stored"].raw_facts == 22
+    assert "kafka stored" not in db.subject_summaries(["kafka stored"], sample_size=1)
+
+
+def test_a_refresh_stores_what_an_upgrade_left_without_summary(db: KoDB) -> None:
+    db.import_facts(_facts([("Kafka", "is", "x", 0.9, "adr", "adr/c.md", "import")], "upgrade"))
+    _forget_stored_summaries(db)
+    assert db.refresh_subject_stats() == len(db.subject_norms())
+    assert db.refresh_subject_stats() == 0
+
+
+@pytest.mark.parametrize("stored", [True, False])
+def test_evidence_files_crowding_the_stored_sample_are_answered_from_the_facts(
+    db: KoDB, stored: bool
+) -> None:
+    """The stored list holds a partition's best 8 facts; when the question's files hold all
+    of them, the best facts of the other files lie beyond it."""
+    hot = [Fact("Hub crowd", "is", f"hot{i}", 1.0, "wiki", f"wiki/hot{i}.md") for i in range(10)]
+    cold = [Fact("Hub crowd", "is", f"cold{i}", 0.5, "wiki", "wiki/cold.md") for i in range(5)]
+    db.import_facts([*hot, *cold])
+    if not stored:
+        _forget_stored_summaries(db)
+    evidence = {f"wiki/hot{i}.md": 0.5 for i in range(8)}
+    for n in (1, 3, 4):
+        old, new = _both(
+            db,
+            ["hub crowd", "x", "y"],
+            n=n,
+            cap=3,
+            evidence=evidence,
+            only=False,
+            crystal_only=False,
+        )
+        assert new == old
+    got = db.subject_summaries(["hub crowd"], sample_size=3, evidence_files=evidence)
+    assert {f.object for f in got["hub crowd"].sample} >= {"hot8", "hot9", "cold0"}
 
 
 def test_private_files_beyond_the_bound_fall_back_to_public_facts(

@@ -1,0 +1,347 @@
+"""Per-subject summaries for ranking: computed from the facts, or read from ``subject_stats``.
+
+A summary (``model.SubjectSummary``) holds a subject's counts and a fact sample that holds
+every fact ``rank.representative_facts`` can pick. Computing one scans all of the subject's
+facts, which for a hub subject (tens of thousands of facts) costs hundreds of milliseconds,
+on every answer that names it. So each subject's summary is stored once its facts settle:
+
+* the counts, exactly what the GROUP BY computes;
+* a sample independent of the question: for each partition of (predicate, source type, the
+  object if the predicate is ``title``) the first ``SAMPLE_DEPTH`` facts in
+  representative_facts' order (confidence first), and the partition's size.
+
+At answer time the sample that representative_facts needs is: the facts of the question's
+evidence files (fetched, a handful of files), and of every other partition its first ``n``
+facts from files that are not evidence. The stored list holds them unless evidence files
+crowd it (fewer than ``n`` other facts among its ids while the partition is larger than the
+list); then that subject is computed from the facts. A sample holding more facts than needed
+picks the same ones (representative_facts takes the best of its pool, and the needed ones
+are in it), so the ranked answer equals the one from all facts.
+
+Freshness: every write of a subject's facts deletes its row (``invalidate``) and stores the
+missing rows anew (``store``) in the same transaction, so facts and summaries commit
+together; a subject without a row (a KO-DB just upgraded) is computed from the facts. On
+PostgreSQL writers take one advisory lock, so a refresh never stores counts that a
+concurrent writer is changing.
+
+SQL only through SQLAlchemy Core; the store (store.py) owns the transactions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import fields
+from typing import Any, Final
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from pipeline.kodb import schema
+from pipeline.model import Fact, SubjectSummary
+
+#: Facts kept per partition in a stored sample: answers show up to ``facts_per_subject`` (3
+#: by default) per subject; the margin leaves room for facts of the question's own files.
+SAMPLE_DEPTH: Final = 8
+#: Subjects per refresh step (one GROUP BY and one window query each).
+REFRESH_CHUNK: Final = 500
+#: The predicate whose facts may only restate their subject's name (partitioned by object).
+TITLE_PREDICATE: Final = "title"
+#: PostgreSQL advisory lock key serialising fact writes with a refresh ("vkostat").
+PG_STATS_LOCK: Final = 0x766B6F73746174
+
+CodePoint = Callable[[Any], Any]
+
+_FACT_COLUMNS: Final = tuple(f.name for f in fields(Fact))
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _from_row(row: Any, start: int = 0) -> Fact:
+    """A Fact from a row holding its fields in order from ``start`` (answers read
+    thousands: positional, not by name)."""
+    return Fact(*row[start : start + len(_FACT_COLUMNS)])
+
+
+# --- computed from the facts -------------------------------------------------------------
+
+
+def counts(
+    conn: Connection, where: Sequence[Any], wanted: set[str], agg: dict[str, dict[str, Any]]
+) -> None:
+    """The counts of the subjects the ``where`` clauses select: one GROUP BY of their facts,
+    a row per (subject, source type, file, predicate, spelling), summed up here."""
+    t = schema.facts
+    groups = (t.c.subject_norm, t.c.source_type, t.c.source_file, t.c.predicate, t.c.subject)
+    stmt = (
+        sa.select(*groups, sa.func.count(), sa.func.max(t.c.confidence))
+        .where(*where)
+        .group_by(*groups)
+    )
+    files: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for norm, source_type, source_file, predicate, spelling, n, best in conn.execute(stmt):
+        if norm not in wanted:  # the hash selects; the stored norm decides
+            continue
+        a = agg.setdefault(
+            norm,
+            {"raw_facts": 0, "max_confidence": float(best), "predicates": {}, "spellings": {}},
+        )
+        a["raw_facts"] += int(n)
+        a["max_confidence"] = max(a["max_confidence"], float(best))
+        a["predicates"][predicate] = a["predicates"].get(predicate, 0) + int(n)
+        a["spellings"][spelling] = a["spellings"].get(spelling, 0) + int(n)
+        files[norm][source_type].add(source_file)
+    for norm, by_type in files.items():
+        agg[norm]["source_count"] = len(set().union(*by_type.values()))
+        agg[norm]["per_type"] = {st: len(fs) for st, fs in sorted(by_type.items())}
+
+
+def _order(code_point: CodePoint) -> list[Any]:
+    """representative_facts' pool order after the evidence score, in SQL."""
+    t = schema.facts
+    return [
+        t.c.confidence.desc(),
+        code_point(t.c.predicate),
+        code_point(t.c.source_type),
+        code_point(t.c.source_file),
+        code_point(t.c.object),
+        code_point(t.c.extractor),  # facts equal up to here show alike; this fixes the row
+    ]
+
+
+def _title_object() -> Any:
+    t = schema.facts
+    return sa.case((t.c.predicate == TITLE_PREDICATE, t.c.object), else_=sa.null())
+
+
+def sample(
+    conn: Connection,
+    where: Sequence[Any],
+    size: int,
+    evidence: Sequence[str],
+    code_point: CodePoint,
+    subjects: Sequence[str] | None = None,
+) -> list[Fact]:
+    """The question's sample computed from the facts: at most ``size`` facts per partition
+    of (subject, predicate, source type, the file if it is evidence, the object of a title);
+    ``subjects`` keeps those subject_norms only (a filter on the partitions, so ``where``
+    still picks the index)."""
+    t = schema.facts
+    is_evidence = t.c.source_file.in_(evidence)
+    rank = (
+        sa.func.row_number()
+        .over(
+            partition_by=[
+                t.c.subject_norm,
+                t.c.predicate,
+                t.c.source_type,
+                sa.case((is_evidence, t.c.source_file), else_=sa.null()),
+                _title_object(),
+            ],
+            order_by=_order(code_point),
+        )
+        .label("rank")
+    )
+    cols = [t.c[name] for name in _FACT_COLUMNS]
+    ranked = sa.select(*cols, t.c.subject_norm, rank).where(*where).subquery("ranked")
+    stmt = sa.select(*(ranked.c[name] for name in _FACT_COLUMNS)).where(ranked.c.rank <= size)
+    if subjects is not None:
+        stmt = stmt.where(ranked.c.subject_norm.in_(subjects))
+    return [_from_row(r) for r in conn.execute(stmt)]
+
+
+# --- stored --------------------------------------------------------------------------------
+
+
+def lock(conn: Connection, dialect: str) -> None:
+    """PostgreSQL: serialise this transaction with refreshes (until it ends). SQLite's
+    writers are serial already (BEGIN IMMEDIATE)."""
+    if dialect == "postgresql":
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(PG_STATS_LOCK)))
+
+
+def invalidate(conn: Connection, keys: Iterable[str], chunk: int) -> None:
+    """Forget the stored summaries of these subject keys (their facts are being written)."""
+    s = schema.subject_stats
+    for part in _chunks(sorted(set(keys)), chunk):
+        conn.execute(s.delete().where(s.c.subject_key.in_(part)))
+
+
+def missing_keys(conn: Connection) -> list[str]:
+    """Subject keys without a stored summary."""
+    s, st = schema.subjects, schema.subject_stats
+    stmt = sa.select(s.c.subject_key).where(~sa.exists().where(st.c.subject_key == s.c.subject_key))
+    return sorted(conn.execute(stmt).scalars())
+
+
+def store(conn: Connection, keys: Sequence[str], code_point: CodePoint) -> int:
+    """Compute and store the summaries of these subject keys; return how many were stored."""
+    t, st = schema.facts, schema.subject_stats
+    where = [t.c.subject_key.in_(keys)]
+    norms = dict(
+        conn.execute(
+            sa.select(schema.subjects.c.subject_key, schema.subjects.c.subject_norm).where(
+                schema.subjects.c.subject_key.in_(keys)
+            )
+        ).all()
+    )
+    agg: dict[str, dict[str, Any]] = {}
+    counts(conn, where, set(norms.values()), agg)
+    part = [t.c.subject_norm, t.c.predicate, t.c.source_type, _title_object()]
+    rank = sa.func.row_number().over(partition_by=part, order_by=_order(code_point))
+    size = sa.func.count().over(partition_by=part)
+    ranked = (
+        sa.select(
+            t.c.id,
+            t.c.subject_norm,
+            t.c.predicate,
+            t.c.source_type,
+            _title_object().label("title_object"),
+            rank.label("rank"),
+            size.label("size"),
+        )
+        .where(*where)
+        .subquery("ranked")
+    )
+    stmt = sa.select(ranked).where(ranked.c.rank <= SAMPLE_DEPTH)
+    parts: dict[str, dict[tuple[str, str, str], tuple[int, list[tuple[int, int]]]]] = defaultdict(
+        dict
+    )
+    for row in conn.execute(stmt):
+        key = (row.predicate, row.source_type, row.title_object or "")
+        n, ids = parts[row.subject_norm].get(key, (int(row.size), []))
+        ids.append((int(row.rank), int(row.id)))
+        parts[row.subject_norm][key] = (n, ids)
+    rows = []
+    for key, norm in sorted(norms.items()):
+        if norm not in agg:
+            continue  # a subject row no fact refers to any more: nothing to summarise
+        a = agg[norm]
+        sampled = [
+            [n, [fid for _, fid in sorted(ids)]] for _, (n, ids) in sorted(parts[norm].items())
+        ]
+        rows.append(
+            {
+                "subject_key": key,
+                "subject_norm": norm,
+                "source_count": a["source_count"],
+                "raw_facts": a["raw_facts"],
+                "max_confidence": a["max_confidence"],
+                "per_type": json.dumps(a["per_type"], sort_keys=True),
+                "predicates": json.dumps(a["predicates"], sort_keys=True, ensure_ascii=False),
+                "spellings": json.dumps(a["spellings"], sort_keys=True, ensure_ascii=False),
+                "sample": json.dumps(sampled),
+                "sample_depth": SAMPLE_DEPTH,
+            }
+        )
+    if rows:
+        conn.execute(st.insert(), rows)
+    return len(rows)
+
+
+def read(
+    conn: Connection,
+    keys: Sequence[str],
+    wanted: set[str],
+    size: int,
+    evidence: Sequence[str],
+    chunk: int,
+    code_point: CodePoint,
+) -> dict[str, SubjectSummary]:
+    """The stored summaries of these subject keys that can serve a sample of ``size`` with
+    these evidence files; a subject left out must be computed from its facts."""
+    st, t = schema.subject_stats, schema.facts
+    # Counts alone (size 0, how answers rank) leave the stored sample unread.
+    wanted_cols = [c for c in st.c if size > 0 or c.name != "sample"]
+    rows: list[Any] = []
+    for part in _chunks(keys, chunk):
+        rows.extend(conn.execute(sa.select(*wanted_cols).where(st.c.subject_key.in_(part))))
+    rows = [r for r in rows if r.subject_norm in wanted and r.sample_depth >= size]
+    if not rows:
+        return {}
+    samples: dict[str, list[list[Any]]] = (
+        {r.subject_norm: json.loads(r.sample) for r in rows} if size > 0 else {}
+    )
+    facts: dict[int, Fact] = {}
+    by_subject: dict[str, list[Fact]] = defaultdict(list)
+    if size > 0:
+        ids = sorted({fid for parts in samples.values() for _, fids in parts for fid in fids})
+        cols = [t.c.id, *(t.c[name] for name in _FACT_COLUMNS)]
+        for part in _chunks(ids, chunk):
+            for r in conn.execute(sa.select(*cols).where(t.c.id.in_(part))):
+                facts[int(r.id)] = _from_row(r, 1)
+        # The question's files: their best ``size`` facts per partition. Selected by file
+        # alone: a few files hold a few hundred facts, a hub subject tens of thousands.
+        names = sorted(samples)
+        for files in _chunks(list(evidence), chunk):
+            for part in _chunks(names, chunk):
+                where = [t.c.source_file.in_(files)]
+                for fact in sample(conn, where, size, files, code_point, part):
+                    by_subject[fact.subject_norm].append(fact)
+    is_evidence = set(evidence).__contains__
+    found: dict[str, SubjectSummary] = {}
+    for r in rows:
+        norm = r.subject_norm
+        pool = list(by_subject.get(norm, ()))
+        complete = True
+        for n, fids in samples[norm] if size > 0 else ():
+            kept = [facts[f] for f in fids if f in facts]
+            if len(kept) != len(fids):
+                complete = False  # a fact vanished: the row is stale in this snapshot
+                break
+            others = sum(1 for f in kept if not is_evidence(f.source_file))
+            if others < size and n > len(fids):
+                complete = False  # the question's files crowd the stored list
+                break
+            pool.extend(kept)
+        if not complete:
+            continue
+        found[norm] = SubjectSummary(
+            subject_norm=norm,
+            spellings=json.loads(r.spellings),
+            source_count=int(r.source_count),
+            per_type=json.loads(r.per_type),
+            predicates=json.loads(r.predicates),
+            raw_facts=int(r.raw_facts),
+            max_confidence=float(r.max_confidence),
+            sample=tuple(
+                sorted(
+                    {_fact_identity(f): f for f in pool}.values(),
+                    key=lambda f: (f.predicate, f.object, f.source_file, f.extractor),
+                )
+            ),
+        )
+    return found
+
+
+def _fact_identity(f: Fact) -> tuple[Any, ...]:
+    return (f.subject, f.predicate, f.object, f.source_file, f.extractor)
+
+
+def summaries_from_agg(
+    agg: Mapping[str, dict[str, Any]], sample_facts: Mapping[str, Sequence[Fact]]
+) -> dict[str, SubjectSummary]:
+    """SubjectSummary objects from ``counts``' aggregates and a sample per subject."""
+    found: dict[str, SubjectSummary] = {}
+    for norm in sorted(agg):
+        a = agg[norm]
+        found[norm] = SubjectSummary(
+            subject_norm=norm,
+            spellings=a["spellings"],
+            source_count=a["source_count"],
+            per_type=a["per_type"],
+            predicates=a["predicates"],
+            raw_facts=a["raw_facts"],
+            max_confidence=a["max_confidence"],
+            sample=tuple(
+                sorted(
+                    sample_facts.get(norm, ()),
+                    key=lambda f: (f.predicate, f.object, f.source_file, f.extractor),
+                )
+            ),
+        )
+    return found
