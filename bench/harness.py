@@ -138,22 +138,53 @@ def child_env(**extra: str) -> dict[str, str]:
     return out
 
 
+#: A small launcher that forks the command and reports its ``ru_maxrss`` on the fd it is
+#: given. Linux
+#: records the parent's memory in a child's ``ru_maxrss`` when the child execs (the old
+#: address space's high-water mark is kept), so a child spawned straight from this process
+#: (which holds the corpus, about 1 GB) reports at least that; forked from the launcher, it
+#: starts from the launcher's few MB.
+_MAXRSS_LAUNCHER = """
+import os, sys
+fd = int(sys.argv[1])
+pid = os.fork()
+if pid == 0:
+    os.close(fd)
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+os.write(fd, str(usage.ru_maxrss).encode())
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_measured(cmd: list[str], env: dict[str, str]) -> tuple[float, int, str]:
     """Run a child to its end: (seconds, its peak RSS in MB, stdout). Raises on failure.
 
-    The peak is the child's own ``ru_maxrss`` from ``os.wait4`` (not the high-water mark of
-    every child this process ever had, which RUSAGE_CHILDREN would give)."""
+    The peak is the child's own ``ru_maxrss`` from ``os.wait4`` in a small launcher
+    (``_MAXRSS_LAUNCHER`` says why not from this process)."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        read_fd, write_fd = os.pipe()
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _MAXRSS_LAUNCHER, str(write_fd), *cmd],
+                env=env,
+                stdout=out,
+                stderr=err,
+                text=True,
+                pass_fds=(write_fd,),
+            )
+        finally:
+            os.close(write_fd)
+        with os.fdopen(read_fd, "rb") as report:
+            maxrss = report.read()
+        proc.wait()
         seconds = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        if proc.returncode != 0:
+        if proc.returncode != 0 or not maxrss:
             raise SystemExit(f"{' '.join(cmd[:6])}… exited {proc.returncode}: {err.read()[-2000:]}")
-        return seconds, usage.ru_maxrss // 1024, out.read()
+        return seconds, int(maxrss) // 1024, out.read()
 
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:

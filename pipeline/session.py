@@ -200,7 +200,7 @@ class SessionLoader:
     def semantic(self, found: Sequence[Sequence[Hit]], basis: Basis) -> None:
         """Warm the cache for the chunk's semantic answers: the registry rows of the hits,
         the subjects of the best hits' files, the subjects named by hit titles, then the
-        facts of every candidate; one statement each.
+        counts of every candidate (what answers rank on); one statement each.
 
         Only a warm-up: answers do not depend on it (a miss is fetched when asked).
         """
@@ -227,22 +227,18 @@ class SessionLoader:
         for hits, floor in live:
             candidates.update(bridge.semantic_candidates(hits, floor, self.kodb))
         if candidates:
-            self.kodb.facts_for_subjects(candidates)
+            self.kodb.subject_summaries(candidates, sample_size=0)
 
     def words(self, questions: Sequence[str]) -> None:
         """Warm the cache for the chunk's degraded answers: every question word in one
-        search, then the facts of every matched subject."""
+        search (answers rank the word-named subjects only when their hits leave room, so
+        their counts are fetched when asked)."""
         if not (self.options.subjects and self.options.top_k):
             return
         terms = sorted({t for text in questions for t in bridge.query_terms(text)})
         if not terms:
             return
         self.kodb.search_subjects_many(terms)
-        candidates: set[str] = set()
-        for text in questions:
-            candidates.update(bridge.term_candidates(text, self.kodb))
-        if candidates:
-            self.kodb.facts_for_subjects(candidates)
 
     # -- the whole run ----------------------------------------------------------------------
     def run(

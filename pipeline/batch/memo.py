@@ -30,6 +30,7 @@ class CachedKodb:
         self._by_file: dict[str, frozenset[str]] = {}
         self._by_term: dict[str, tuple[str, ...]] = {}
         self._facts: dict[str, tuple[Fact, ...]] = {}
+        self._counted: dict[str, SubjectSummary | None] = {}
         self._notes: Mapping[str, Note] | None = None
         self._rows: dict[str, Note | None] = {}
         self._counts: dict[str | None, int] = {}
@@ -122,15 +123,22 @@ class CachedKodb:
         only_files: Iterable[str] | None = None,
         exclude_files: Iterable[str] = (),
     ) -> dict[str, SubjectSummary]:
-        """Summaries of these subjects. When the batch's prefetch has cached all of their
-        facts, computed from them (every fact the sample: the same ranking as the store's
-        summaries), so a chunk reads its candidates' facts in one statement however many
-        answers it makes; else the store's (the warm service: bounded by a subject's files
-        and predicates, not by its facts)."""
+        """Summaries of these subjects. Counts alone (``sample_size`` 0, what answers rank
+        on) are the store's, each subject's fetched once per batch; with a sample, computed
+        from the facts when all of theirs are cached (every fact the sample: the same
+        ranking as the store's summaries), else the store's."""
         from pipeline.rank import summaries_from_facts
 
         wanted = set(subject_norms)
         drop = set(exclude_files)
+        if sample_size == 0 and only_files is None and not drop:
+            missing = wanted.difference(self._counted)
+            if missing:
+                self.statements += 1
+                found = self._kodb.subject_summaries(missing, sample_size=0)
+                for subject in missing:
+                    self._counted[subject] = found.get(subject)
+            return {s: c for s in sorted(wanted) if (c := self._counted[s]) is not None}
         if not wanted.issubset(self._facts):
             self.statements += 1
             more = {"exclude_files": sorted(drop)} if drop else {}
@@ -150,12 +158,13 @@ class CachedKodb:
         )
 
     def entries(self) -> int:
-        """Cached rows: files, terms and facts (what ``trim`` bounds)."""
+        """Cached rows: files, terms, summaries and facts (what ``trim`` bounds)."""
         return (
             len(self._by_file)
             + len(self._by_term)
             + len(self._rows)
             + len(self._searches)
+            + len(self._counted)
             + sum(map(len, self._facts.values()))
         )
 
@@ -167,6 +176,7 @@ class CachedKodb:
             self._rows.clear()
             self._searches.clear()
             self._facts.clear()
+            self._counted.clear()
 
     def close(self) -> None:
         """The owner of the real KoDB closes it."""

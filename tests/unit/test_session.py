@@ -8,6 +8,7 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -260,11 +261,23 @@ def test_memoised_kodb_needs_fewer_statements_than_single_queries(tmp_path: Path
 
 def test_a_chunk_reads_each_kind_of_kodb_row_in_one_statement(tmp_path: Path) -> None:
     p, _, _, kodb = make(tmp_path)
+    sampled: list[list[str]] = []
+    real = kodb.subject_summaries
+
+    def spy(subject_norms: Iterable[str], *, sample_size: int, **more: Any) -> Any:
+        if sample_size:
+            sampled.append(sorted(subject_norms))
+        return real(subject_norms, sample_size=sample_size, **more)
+
+    kodb.subject_summaries = spy  # type: ignore[method-assign]
     report = load_context(p, PROMPTS * 3, tmp_path / "out", search="exact")
-    # the hits' registry rows, the best hits' files' subjects, title matches, the facts of
-    # the candidates
-    assert kodb.calls == 4
-    assert report.kodb_statements == 5  # and the registry, read once for the exact search
+    # The hits' registry rows, the best hits' files' subjects, title matches and the counts
+    # of every candidate: one statement each for the chunk. Then each answer reads the facts
+    # it shows, of the top_k subjects it keeps (its own evidence files pick them).
+    assert 0 < len(sampled) <= len(PROMPTS) * 3
+    assert all(len(kept) <= p.settings.query_top_k for kept in sampled)
+    assert kodb.calls == 4 + len(sampled)
+    assert report.kodb_statements == 5 + len(sampled)  # and the registry, read once
 
 
 def test_cached_kodb_returns_what_the_store_returns(tmp_path: Path) -> None:
