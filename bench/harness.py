@@ -139,11 +139,10 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 #: A small launcher that forks the command and reports its ``ru_maxrss`` on the fd it is
-#: given. Linux
-#: records the parent's memory in a child's ``ru_maxrss`` when the child execs (the old
-#: address space's high-water mark is kept), so a child spawned straight from this process
-#: (which holds the corpus, about 1 GB) reports at least that; forked from the launcher, it
-#: starts from the launcher's few MB.
+#: given. Linux records the parent's memory in a child's ``ru_maxrss`` when the child execs
+#: (the old address space's high-water mark is kept), so a child spawned straight from this
+#: process (which holds the corpus, about 1 GB) reports at least that; forked from the
+#: launcher, it starts from the launcher's few MB.
 _MAXRSS_LAUNCHER = """
 import os, sys
 fd = int(sys.argv[1])

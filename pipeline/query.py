@@ -430,13 +430,10 @@ class Pipeline:
         )
         return Answer(text, "fallback", reason, relevance, tuple(hits), subjects, notice=notice)
 
-    def word_hits(self, text: str, opts: QueryOptions) -> list[Hit]:
-        """Degraded mode's note hits: KO-DB's full-text search on the question's words,
-        best first, with ``bm25`` (larger is better) and no cosine."""
-        return self._word_hits(text, opts)[0]
-
     def _word_hits(self, text: str, opts: QueryOptions) -> tuple[list[Hit], Mapping[str, Note]]:
-        """``word_hits`` and the registry rows of the notes found."""
+        """Degraded mode's note hits: KO-DB's full-text search on the question's words,
+        best first, with ``bm25`` (larger is better) and no cosine; and the registry rows of
+        the notes found (the bridge reads them)."""
         k = max(opts.hits, EPISODIC_SCAN) if opts.session_notes_only else opts.hits
         found = self.kodb.search_notes(bridge.query_terms(text), k)
         registry = self.kodb.notes_at(p for p, _ in found)

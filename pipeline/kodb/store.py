@@ -672,12 +672,13 @@ class KoDB:
             if not summaries.missing_keys(conn):
                 return 0
         with self._tx(write=True) as conn:
+            summaries.lock(conn, self._dialect)
             return self._refresh_stats(conn)
 
     def _refresh_stats(self, conn: Connection) -> int:
-        """In the caller's write transaction: store the missing subject summaries, so the
-        facts and their summaries commit together (a run cut short leaves neither)."""
-        summaries.lock(conn, self._dialect)
+        """In the caller's write transaction (holding ``summaries.lock``): store the missing
+        subject summaries, so the facts and their summaries commit together (a run cut short
+        leaves neither)."""
         stored = 0
         for chunk in _chunks(summaries.missing_keys(conn), summaries.REFRESH_CHUNK):
             stored += summaries.store(conn, chunk, self._code_point)

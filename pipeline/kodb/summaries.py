@@ -300,48 +300,40 @@ def read(
             pool.extend(kept)
         if not complete:
             continue
-        found[norm] = SubjectSummary(
-            subject_norm=norm,
-            spellings=json.loads(r.spellings),
-            source_count=int(r.source_count),
-            per_type=json.loads(r.per_type),
-            predicates=json.loads(r.predicates),
-            raw_facts=int(r.raw_facts),
-            max_confidence=float(r.max_confidence),
-            sample=tuple(
-                sorted(
-                    {_fact_identity(f): f for f in pool}.values(),
-                    key=lambda f: (f.predicate, f.object, f.source_file, f.extractor),
-                )
-            ),
-        )
+        stored = {
+            "spellings": json.loads(r.spellings),
+            "source_count": r.source_count,
+            "per_type": json.loads(r.per_type),
+            "predicates": json.loads(r.predicates),
+            "raw_facts": r.raw_facts,
+            "max_confidence": r.max_confidence,
+        }
+        found[norm] = _summary(norm, stored, pool)
     return found
-
-
-def _fact_identity(f: Fact) -> tuple[Any, ...]:
-    return (f.subject, f.predicate, f.object, f.source_file, f.extractor)
 
 
 def summaries_from_agg(
     agg: Mapping[str, dict[str, Any]], sample_facts: Mapping[str, Sequence[Fact]]
 ) -> dict[str, SubjectSummary]:
     """SubjectSummary objects from ``counts``' aggregates and a sample per subject."""
-    found: dict[str, SubjectSummary] = {}
-    for norm in sorted(agg):
-        a = agg[norm]
-        found[norm] = SubjectSummary(
-            subject_norm=norm,
-            spellings=a["spellings"],
-            source_count=a["source_count"],
-            per_type=a["per_type"],
-            predicates=a["predicates"],
-            raw_facts=a["raw_facts"],
-            max_confidence=a["max_confidence"],
-            sample=tuple(
-                sorted(
-                    sample_facts.get(norm, ()),
-                    key=lambda f: (f.predicate, f.object, f.source_file, f.extractor),
-                )
-            ),
-        )
-    return found
+    return {norm: _summary(norm, agg[norm], sample_facts.get(norm, ())) for norm in sorted(agg)}
+
+
+def _summary(norm: str, a: Mapping[str, Any], sample: Iterable[Fact]) -> SubjectSummary:
+    """One subject's summary from its aggregates (``counts``' keys) and sample facts, the
+    sample de-duplicated and sorted as ``facts_for_subjects`` sorts facts."""
+    unique = {(f.subject, f.predicate, f.object, f.source_file, f.extractor): f for f in sample}
+    return SubjectSummary(
+        subject_norm=norm,
+        spellings=a["spellings"],
+        source_count=int(a["source_count"]),
+        per_type=a["per_type"],
+        predicates=a["predicates"],
+        raw_facts=int(a["raw_facts"]),
+        max_confidence=float(a["max_confidence"]),
+        sample=tuple(
+            sorted(
+                unique.values(), key=lambda f: (f.predicate, f.object, f.source_file, f.extractor)
+            )
+        ),
+    )
