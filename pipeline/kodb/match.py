@@ -54,6 +54,18 @@ def is_word_char(ch: str) -> bool:
     return _WORD_CHAR.match(ch) is not None
 
 
+_WORD_RUN = re.compile(r"\w+")
+
+
+def word_runs(text: str) -> str:
+    """The runs of word characters of ``text``, joined by one space: the form the SQLite
+    word index holds. Where a term lies in a subject between boundaries, the term's runs are
+    consecutive runs of the subject, so ``word_runs(term)`` is a phrase of
+    ``word_runs(subject)``; the index finds a superset of the matches (empty for a term
+    without a word character, which the index cannot look up)."""
+    return " ".join(_WORD_RUN.findall(text))
+
+
 def word_boundary_match(term_norm: str, subject_norm: str) -> bool:
     """True when ``term_norm`` occurs in ``subject_norm`` delimited by non-word characters.
 

@@ -39,7 +39,13 @@ from sqlalchemy.engine import Connection, Engine
 from pipeline.config import mask_url
 from pipeline.errors import KodbError
 from pipeline.kodb import schema, summaries, text
-from pipeline.kodb.match import LIKE_ESCAPE, contains_pattern, normalize_term, word_boundary_match
+from pipeline.kodb.match import (
+    LIKE_ESCAPE,
+    contains_pattern,
+    normalize_term,
+    word_boundary_match,
+    word_runs,
+)
 from pipeline.model import Calibration, Fact, Note, NoteText, SubjectSummary
 
 #: Values per IN list / rows per executemany batch: far below SQLite's 32766 bound
@@ -497,7 +503,10 @@ class KoDB:
 
     def _add_subjects(self, conn: Connection, subjects: dict[str, str]) -> None:
         s = schema.subjects
-        rows = [{"subject_key": k, "subject_norm": v} for k, v in sorted(subjects.items())]
+        rows = [
+            {"subject_key": k, "subject_norm": v, "words": word_runs(v)}
+            for k, v in sorted(subjects.items())
+        ]
         self._insert_ignore(conn, s, rows, s.c.subject_key, returning=False)
 
     def _insert_ignore(
@@ -756,7 +765,22 @@ class KoDB:
     # --- subject search -----------------------------------------------------------------
 
     def _candidate_select(self, term_norm: str, tag: int) -> sa.Select[Any]:
-        """SQL substring pre-filter for one normalised term, tagged with ``tag``."""
+        """SQL pre-filter for one normalised term, tagged with ``tag``: a superset of the
+        subjects holding it at word boundaries (the caller checks each exactly).
+
+        SQLite looks a term with a word character up by its words (``match.word_runs``) as
+        one phrase in the word index; other terms go by trigram or LIKE."""
+        runs = word_runs(term_norm) if self._dialect == "sqlite" else ""
+        if runs:
+            w, s = schema.subject_words, schema.subjects
+            return (
+                sa.select(
+                    sa.literal(tag, sa.Integer).label("tag"),
+                    s.c.subject_norm.label("subject_norm"),
+                )
+                .select_from(w.join(s, s.c.id == w.c.rowid))
+                .where(w.c.words.match(_fts_phrase(runs)))
+            )
         if self._dialect == "sqlite" and len(term_norm) >= schema.TRIGRAM:
             f = schema.subjects_fts
             return sa.select(

@@ -16,7 +16,7 @@ from pipeline.ingest import ingest_vault
 from pipeline.kodb import KoDB
 from pipeline.kodb import schema as kodb_schema
 from pipeline.model import Note, NoteText
-from tests.integration.kodb.test_kodb_store import without_subject_stats
+from tests.integration.kodb.test_kodb_store import as_code_before_migration_7
 
 pytestmark = pytest.mark.integration
 
@@ -122,7 +122,7 @@ def test_ingest_keeps_the_index_and_an_old_kodb_gets_it_at_the_next_ingest(
         patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:4])
         patch.setattr(ingest_module, "EXTRACTOR_VERSION", 2)
         patch.setattr(KoDB, "_replace_texts", lambda self, conn, texts, removed: None)
-        without_subject_stats(patch)
+        as_code_before_migration_7(patch)
         with KoDB.open(kodb_url) as old:
             ingest_vault(settings_, old)
     with KoDB.open(kodb_url) as db:

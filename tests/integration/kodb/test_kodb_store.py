@@ -6,6 +6,7 @@ import random
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -221,11 +222,19 @@ def test_fact_objects_lists_one_extractors_objects_of_given_predicates(db: KoDB)
     assert db.fact_objects(["superseded_by"]) == set()
 
 
-def without_subject_stats(patch: pytest.MonkeyPatch) -> None:
-    """The code of a vault-ko before migration 7, which never wrote ``subject_stats``."""
+def as_code_before_migration_7(patch: pytest.MonkeyPatch) -> None:
+    """The code of a vault-ko before migration 7, which never wrote ``subject_stats`` nor
+    ``subjects.words``."""
     patch.setattr(KoDB, "refresh_subject_stats", lambda self: 0)
     patch.setattr(KoDB, "_refresh_stats", lambda self, conn: 0)
     patch.setattr(kodb_summaries, "invalidate", lambda conn, keys, chunk: None)
+
+    def add_subjects(self: KoDB, conn: Any, subjects: dict[str, str]) -> None:
+        s = kodb_schema.subjects_v1
+        rows = [{"subject_key": k, "subject_norm": v} for k, v in sorted(subjects.items())]
+        self._insert_ignore(conn, s, rows, s.c.subject_key, returning=False)
+
+    patch.setattr(KoDB, "_add_subjects", add_subjects)
 
 
 def test_migration_3_upgrades_a_schema_2_database_keeping_its_rows(
@@ -235,7 +244,7 @@ def test_migration_3_upgrades_a_schema_2_database_keeping_its_rows(
 
     with monkeypatch.context() as patch:
         patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:2])
-        without_subject_stats(patch)
+        as_code_before_migration_7(patch)
         with KoDB.open(kodb_url) as old:
             assert old.schema_versions() == [1, 2]
             old.import_facts([fact("Redis")])
@@ -310,6 +319,39 @@ def test_migration_4_adds_summary_and_extractor_version_as_null(
         written = replace(row, summary="An in-memory store.", extractor_version=2)
         upgraded.apply_ingest([(written, [])], [])
         assert upgraded.notes()["wiki/redis.md"] == written
+
+
+def test_migration_8_fills_subject_words_and_search_finds_the_old_subjects(
+    kodb_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlalchemy as sa
+
+    names = ["Warm cache", "Redis warm-cache policy", "gyorsítótár_x", "C++ build", "Ő\u0301r"]
+    with monkeypatch.context() as patch:
+        patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:7])
+        as_code_before_migration_7(patch)
+        with KoDB.open(kodb_url) as old:
+            old.import_facts([fact(n, f"wiki/{i}.md") for i, n in enumerate(names)])
+    engine = sa.create_engine(kodb_url)
+    try:
+        with engine.begin() as conn:
+            assert "words" not in {c["name"] for c in sa.inspect(conn).get_columns("subjects")}
+    finally:
+        engine.dispose()
+    with KoDB.open(kodb_url) as upgraded:
+        assert upgraded.schema_versions()[-1] == 8
+        with upgraded._tx() as conn:
+            words = dict(conn.execute(sa.text("SELECT subject_norm, words FROM subjects")).all())
+        assert words["redis warm-cache policy"] == "redis warm cache policy"
+        assert words["c++ build"] == "c build"
+        norms = upgraded.subject_norms()
+        for term in ("warm", "warm cache", "cache", "c", "ő", "gyorsítótár", "x", "++"):
+            assert upgraded.search_subjects(term) == reference_search(term, norms), term
+        # The index finds by words; the match stays literal ("warm-cache" is not "warm cache").
+        assert upgraded.search_subjects("warm cache") == ["warm cache"]
+        assert upgraded.search_subjects("cache") == ["redis warm-cache policy", "warm cache"]
+        upgraded.import_facts([fact("Warm cache tuning", "wiki/new.md")])  # the new code
+        assert "warm cache tuning" in upgraded.search_subjects("warm cache")
 
 
 def _schema_3_fact_key(subject: str, predicate: str, obj: str, source_file: str) -> str:
@@ -466,6 +508,10 @@ def test_search_many_answers_each_term(db: KoDB) -> None:
 
 
 _CHARS = "aábcdeéőűöüsz z__%%''\"\\.-,ŐÉ1"
+# Characters where word-character rules could differ between Python and a tokenizer: a
+# private-use one, a symbol, a numeric other than a digit, a title-case letter, a combining
+# accent, a zero-width joiner and an Arabic-Indic digit.
+_EXOTIC = "\ue000+²ǅ\u0301\u200d٣"
 _WORDS = ["warm", "warmstart", "cache", "őrző", "gyorsítótár", "50%", "a_b", "it's", "c\\d"]
 
 
@@ -475,7 +521,8 @@ def _random_subject(rng: random.Random) -> str:
         if rng.random() < 0.5:
             parts.append(rng.choice(_WORDS))
         else:
-            parts.append("".join(rng.choice(_CHARS) for _ in range(rng.randint(1, 8))))
+            chars = _CHARS + _EXOTIC if rng.random() < 0.3 else _CHARS
+            parts.append("".join(rng.choice(chars) for _ in range(rng.randint(1, 8))))
     sep = rng.choice([" ", "", "-", "_", ", "])
     text = sep.join(parts)
     return text.upper() if rng.random() < 0.2 else text
@@ -515,7 +562,7 @@ def test_search_agrees_with_the_reference_for_arbitrary_terms(db: KoDB) -> None:
     subjects = [_random_subject(rng) for _ in range(300)]
     db.import_facts([fact(s) for s in subjects])
     norms = db.subject_norms()
-    alphabet = st.sampled_from([*_CHARS, "ß", "İ", "ﬁ", "\u0301"])
+    alphabet = st.sampled_from([*_CHARS, *_EXOTIC, "ß", "İ", "ﬁ"])
 
     @settings(
         max_examples=150,
@@ -529,12 +576,16 @@ def test_search_agrees_with_the_reference_for_arbitrary_terms(db: KoDB) -> None:
     check()
 
 
-def test_search_uses_the_trigram_index(db: KoDB) -> None:
+def test_search_uses_the_word_or_trigram_index(db: KoDB) -> None:
     if db.dialect == "sqlite":
-        plan = db.explain_search("warm")
-        assert "subjects_fts" in plan and "VIRTUAL TABLE" in plan
-        # Terms below three characters cannot use trigrams: they scan distinct subjects.
-        assert "subjects_fts" not in db.explain_search("wa")
+        # A term with a word character is looked up by its words, short ones included.
+        for term in ("warm", "wa", "warm cache", "c++"):
+            plan = db.explain_search(term)
+            assert "subject_words" in plan and "VIRTUAL TABLE" in plan, (term, plan)
+        # Without one, three characters or more go by trigram; shorter scan distinct subjects.
+        assert "subjects_fts" in db.explain_search("+++")
+        plan = db.explain_search("++")
+        assert "subjects_fts" not in plan and "subject_words" not in plan
         return
     # PostgreSQL: with 50k subjects and a selective term the planner must pick the pg_trgm
     # GIN index (a term found in a large share of rows rightly gets a sequential scan).
