@@ -268,12 +268,27 @@ def read(
     )
     facts: dict[int, Fact] = {}
     by_subject: dict[str, list[Fact]] = defaultdict(list)
-    if size > 0:
-        ids = sorted({fid for parts in samples.values() for _, fids in parts for fid in fids})
-        cols = [t.c.id, *(t.c[name] for name in _FACT_COLUMNS)]
-        for part in _chunks(ids, chunk):
+    cols = [t.c.id, *(t.c[name] for name in _FACT_COLUMNS)]
+
+    def fetch(ids: Iterable[int]) -> None:
+        wanted_ids = sorted(set(ids) - facts.keys())
+        for part in _chunks(wanted_ids, chunk):
             for r in conn.execute(sa.select(*cols).where(t.c.id.in_(part))):
                 facts[int(r.id)] = _from_row(r, 1)
+
+    is_evidence = set(evidence).__contains__
+    if size > 0:
+        # First the best ``size`` of each list: all an answer needs unless the question's
+        # own files hold some of them; only those lists are then read further.
+        fetch(fid for parts in samples.values() for _, fids in parts for fid in fids[:size])
+        fetch(
+            fid
+            for parts in samples.values()
+            for _, fids in parts
+            if sum(1 for f in fids[:size] if f in facts and not is_evidence(facts[f].source_file))
+            < size
+            for fid in fids[size:]
+        )
         # The question's files: their best ``size`` facts per partition. Selected by file
         # alone: a few files hold a few hundred facts, a hub subject tens of thousands.
         names = sorted(samples)
@@ -282,13 +297,18 @@ def read(
                 where = [t.c.source_file.in_(files)]
                 for fact in sample(conn, where, size, files, code_point, part):
                     by_subject[fact.subject_norm].append(fact)
-    is_evidence = set(evidence).__contains__
     found: dict[str, SubjectSummary] = {}
     for r in rows:
         norm = r.subject_norm
         pool = list(by_subject.get(norm, ()))
         complete = True
         for n, fids in samples[norm] if size > 0 else ():
+            head = [facts[f] for f in fids[:size] if f in facts]
+            if len(head) == min(size, len(fids)) and (
+                sum(1 for f in head if not is_evidence(f.source_file)) >= size
+            ):
+                pool.extend(head)  # holds the list's first ``size`` facts from other files
+                continue
             kept = [facts[f] for f in fids if f in facts]
             if len(kept) != len(fids):
                 complete = False  # a fact vanished: the row is stale in this snapshot
