@@ -206,6 +206,7 @@ def create_api(app: App, metrics: ServiceMetrics, *, token: str | None = None) -
             "pid": os.getpid(),
             "version": __version__,
             "model_loaded": app.model_loaded,
+            "warm_vectors": warm.warm_vectors,
         }
 
     @api.get("/metrics", response_class=Response)

@@ -159,6 +159,13 @@ class WarmAnswers:
                 self._loader.start()
         return None
 
+    @property
+    def warm_vectors(self) -> int:
+        """How many note vectors questions are searched in memory (0: the graph's index
+        answers, before the first load or when the vectors cannot be held)."""
+        vectors = self._vectors
+        return len(vectors.exact.paths) if vectors is not None and vectors.exact else 0
+
     def settle(self, timeout: float | None = None) -> None:
         """Wait for a background load of the vectors to finish (tests, benchmarks)."""
         loader = self._loader

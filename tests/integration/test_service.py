@@ -77,6 +77,20 @@ def test_query_answers_exactly_as_in_process(http: httpx.Client, here: App) -> N
     assert untimed(r.json()) == in_process(here, REDIS, top_k=2, preset="routing")
 
 
+def test_healthz_reports_the_vectors_held_in_memory_once_loaded(
+    http: httpx.Client, here: App
+) -> None:
+    http.post("/query", json={"question": REDIS})  # starts the background load
+    deadline = time.monotonic() + 120
+    while not http.get("/healthz").json()["warm_vectors"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    # Every vector the graph holds, except private notes' (answers never see those).
+    public = here.pipeline().graph.all_vectors()[0]
+    assert http.get("/healthz").json()["warm_vectors"] == len(public) > 0
+    r = http.post("/query", json={"question": REDIS})  # answered from memory, the same
+    assert untimed(r.json()) == in_process(here, REDIS)
+
+
 def test_off_topic_is_no_match_with_no_subjects(http: httpx.Client) -> None:
     data = http.post("/query", json={"question": "recipe for banana bread"}).json()
     assert data["relevance"]["label"] == "no_match" and data["subjects"] == []

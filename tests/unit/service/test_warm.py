@@ -104,8 +104,10 @@ def test_vectors_load_in_the_background_once_per_generation(
     app = _FakeApp(settings, fail=False)
     app.the_pipeline.embedder = type("E", (), {"dims": 384})()  # type: ignore[attr-defined]
     warm = WarmAnswers(app)  # type: ignore[arg-type]
+    assert warm.warm_vectors == 0
     warm.ask("warm cache", None)  # type: ignore[arg-type]
     warm.settle(10)
+    assert warm.warm_vectors == 1
     for _ in range(3):
         warm.ask("warm cache", None)  # type: ignore[arg-type]
     assert warm.vector_loads == 1 and len(loads) == 1
