@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from dataclasses import replace
 
 import numpy as np
 from harness import Report, Row, World, add_common_args, log, p50_p95, pct, ratio, world_or
@@ -42,18 +43,24 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
         load_ms = (time.perf_counter() - t0) * 1e3
         paths = [s.path for s in states]
         graph.vector_search(vectors[0], K)  # the index graph is built on first use
-        graph_ms: list[float] = []
         exact_ms: list[float] = []
-        recall: list[float] = []
+        truths = []
         for vector in vectors:
             t0 = time.perf_counter()
-            truth = {paths[i] for i in exact_topk(matrix, vector, K)}
+            truths.append({paths[i] for i in exact_topk(matrix, vector, K)})
             exact_ms.append((time.perf_counter() - t0) * 1e3)
-            t0 = time.perf_counter()
-            hits = graph.vector_search(vector, K)
-            graph_ms.append((time.perf_counter() - t0) * 1e3)
-            recall.append(len(truth & {h.path for h in hits}) / K)
-        r = statistics.fmean(recall)
+
+        def measure() -> tuple[float, list[float]]:
+            took: list[float] = []
+            recall: list[float] = []
+            for vector, truth in zip(vectors, truths, strict=True):
+                t0 = time.perf_counter()
+                hits = graph.vector_search(vector, K)
+                took.append((time.perf_counter() - t0) * 1e3)
+                recall.append(len(truth & {h.path for h in hits}) / K)
+            return statistics.fmean(recall), took
+
+        r, graph_ms = measure()
         log(f"ann: all_vectors of {len(paths)} notes in {load_ms:.0f} ms")
         report.add(
             Row(
@@ -71,12 +78,38 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
             exact_search_p50_ms=pct(exact_ms, 50),
             exact_search_p95_ms=pct(exact_ms, 95),
         )
+        default = graph.settings.graph_candidates
+        for candidates in getattr(args, "sweep", []):
+            graph.settings = replace(graph.settings, graph_candidates=candidates)
+            try:
+                swept, took = measure()
+            finally:
+                graph.settings = replace(graph.settings, graph_candidates=default)
+            report.add(
+                Row(
+                    f"  same questions, the index asked for {candidates} candidates "
+                    f"(setting graph_candidates; default {default}): recall@{K}, p50 / p95",
+                    f"recall {swept:.3f}, {p50_p95(took)}",
+                    f"default: recall {r:.3f}, {p50_p95(graph_ms)}",
+                    f"{ratio(pct(took, 50), pct(graph_ms, 50)):.2f}× the default (p50)",
+                ),
+                **{
+                    f"recall_at_10_c{candidates}": swept,
+                    f"graph_search_c{candidates}_p50_ms": pct(took, 50),
+                },
+            )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser)
     parser.set_defaults(pg_url="")
+    parser.add_argument(
+        "--sweep",
+        type=lambda text: [int(v) for v in text.split(",") if v],
+        default=[],
+        help="also measure these graph_candidates values, comma-separated (e.g. 400,800)",
+    )
     args = parser.parse_args()
     report = Report()
     run(report, args)
