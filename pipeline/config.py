@@ -47,7 +47,9 @@ class Settings:
     # (ping, vector search) get graph_call_timeout; bulk reads and writes graph_write_timeout.
     graph_call_timeout: float = 2.0
     graph_write_timeout: float = 120.0
-    graph_candidates: int = 200  # vector index over-fetch before exact re-scoring
+    # Vector index over-fetch before exact re-scoring: 400 gave recall@10 1.000 at 20,000
+    # MiniLM notes (200: 0.970) for 4 % more search time (BENCHMARKS.md, bench/ann_recall.py).
+    graph_candidates: int = 400
     embed_model: str = DEFAULT_MODEL
     embed_batch_size: int = 32
     embed_device: str = "cpu"
