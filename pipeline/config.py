@@ -57,6 +57,9 @@ class Settings:
     vault_adr_globs: tuple[str, ...] = ("adr/**", "decisions/**")
     vault_exclude_globs: tuple[str, ...] = (".obsidian/**", ".trash/**", ".git/**")
     vault_max_note_bytes: int = 2_000_000
+    # Processes that parse notes when an ingest reads at least ingest.PARALLEL_MIN_NOTES of
+    # them: 0 = one per CPU, 1 = parse in the ingesting process.
+    vault_parse_workers: int = 0
     # Notes under these globs never reach an answer (hook, MCP, service, load-context).
     vault_private_globs: tuple[str, ...] = ()
     query_top_k: int = 20

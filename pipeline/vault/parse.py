@@ -32,7 +32,7 @@ import itertools
 import posixpath
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
@@ -195,6 +195,12 @@ class ParsedNote:
     frontmatter_lines: int = 0  # lines taken by the frontmatter, fences included
     urls: tuple[str, ...] = ()  # distinct web links (markdown links to http(s)), in order
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Parsed in worker processes (ingest): the read-only mapping proxy does not pickle.
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["frontmatter"] = dict(self.frontmatter)
+        return (_parsed_note, (values,))
+
     @property
     def embed_text(self) -> str:
         """What the graph embeds: the title, a blank line, the body as plain text."""
@@ -234,6 +240,11 @@ class ParsedNote:
             subject=self.subject,
             summary=self.summary,
         )
+
+
+def _parsed_note(values: dict[str, Any]) -> ParsedNote:
+    """A ParsedNote from its pickled fields (``ParsedNote.__reduce__``)."""
+    return ParsedNote(**{**values, "frontmatter": MappingProxyType(values["frontmatter"])})
 
 
 # --------------------------------------------------------------------------- reading

@@ -517,3 +517,46 @@ def test_resolver_affected_terms_cover_changed_keys_their_segments_and_old_subje
     assert {"adr/0007", "0007", "old title", "new title", "old subject"} <= terms
     assert not terms & {"kafka", "wiki/kafka"}
     assert old.affected_terms(old) == set()
+
+
+def test_parsing_in_worker_processes_ingests_exactly_what_one_process_does(
+    vault: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pipeline.ingest as ingest_module
+
+    (vault / "wiki" / "Redis.md").write_text(  # a frontmatter mapping crosses the processes
+        "---\naliases: [Remote Dictionary Server]\nowner: platform\n---\n# Redis\n\n"
+        "An in-memory store, see [[Warm cache]].\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(ingest_module, "PARALLEL_MIN_NOTES", 2)
+    pools: list[int] = []
+
+    class CountedPool(ingest_module.ProcessPoolExecutor):
+        def __init__(self, max_workers: int, **kw: object) -> None:
+            pools.append(max_workers)
+            super().__init__(max_workers, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ingest_module, "ProcessPoolExecutor", CountedPool)
+    reports = []
+    contents = []
+    for workers, name in ((1, "one.db"), (2, "two.db")):
+        s = settings_for(
+            vault, vault_parse_workers=workers, kodb_url=f"sqlite:///{tmp_path / name}"
+        )
+        with KoDB.open(s.effective_kodb_url) as db:
+            report = ingest_vault(s, db)
+            reports.append(replace(report, seconds=0.0))
+            contents.append((db.notes(), stored(db), db.note_texts()))
+    assert pools == [2]  # one process parsed the first vault, two the second
+    assert reports[0] == reports[1]
+    assert reports[0].added == len(GOOD) and len(reports[0].skipped) == len(BAD)
+    assert contents[0] == contents[1]
+    assert contents[0][0]["wiki/Redis.md"].title == "Redis"
+
+
+def test_negative_parse_workers_is_a_config_error(vault: Path, kodb: KoDB) -> None:
+    from pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="parse_workers"):
+        run(vault, kodb, vault_parse_workers=-1)
