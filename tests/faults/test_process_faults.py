@@ -225,7 +225,10 @@ def test_postgresql_cut_off_during_ingest_gives_a_clear_error_and_no_partial_row
         assert cut.returncode == 2, (cut_at, cut.stdout, cut.stderr)
         assert "Traceback" not in cut.stderr
         assert re.search(r"KO-DB .*(unreachable|lost|closed|failed)", cut.stderr), cut.stderr
-        assert dump_kodb(url) == before, f"partial rows after a cut at byte {cut_at}"
+        # All or nothing: a cut after the COMMIT reached the server loses only its reply,
+        # so the whole run is there (the CLI cannot know and says the connection failed).
+        left = dump_kodb(url)
+        assert left in (before, after), f"partial rows after a cut at byte {cut_at}"
         again = run_cli(faults_kit, edited, {**base, "VAULT_KO_KODB_URL": url}, "ingest")
         assert again.returncode == 0, again.stderr
         assert dump_kodb(url) == after
