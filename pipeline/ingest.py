@@ -34,12 +34,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pipeline.config import Settings
-from pipeline.errors import ConfigError, InputError
+from pipeline.errors import ConfigError, InputError, VaultKoError
 from pipeline.model import SOURCE_TYPES, Fact, Note, NoteText
 from pipeline.vault.extract import EXTRACTOR, EXTRACTOR_VERSION, extract_facts, link_key
 from pipeline.vault.parse import ParsedNote, content_hash, parse_note, read_note_bytes
@@ -329,8 +330,14 @@ def _read_many(jobs: Sequence[_ReadJob], workers: int) -> Iterator[ParsedNote | 
     # spawn: the ingesting process may hold threads (the service, a driver) that fork
     # would copy mid-flight.
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
-        yield from pool.map(_read_job, jobs, chunksize=PARALLEL_CHUNK)
+    try:
+        with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
+            yield from pool.map(_read_job, jobs, chunksize=PARALLEL_CHUNK)
+    except BrokenProcessPool as exc:  # a worker was killed (out of memory, a signal)
+        raise VaultKoError(
+            f"a note-parsing worker process died ({exc}); nothing was written. "
+            "Run again, or set vault.parse_workers = 1 to parse in one process"
+        ) from exc
 
 
 def _read_job(job: _ReadJob) -> ParsedNote | SkippedNote | None:

@@ -560,3 +560,29 @@ def test_negative_parse_workers_is_a_config_error(vault: Path, kodb: KoDB) -> No
 
     with pytest.raises(ConfigError, match="parse_workers"):
         run(vault, kodb, vault_parse_workers=-1)
+
+
+def test_a_parsing_worker_that_dies_is_one_clear_error_and_nothing_is_written(
+    vault: Path, kodb: KoDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from concurrent.futures.process import BrokenProcessPool
+
+    import pipeline.ingest as ingest_module
+    from pipeline.errors import VaultKoError
+
+    class DyingPool:
+        def __init__(self, *args: object, **kw: object) -> None: ...
+
+        def __enter__(self) -> DyingPool:
+            return self
+
+        def __exit__(self, *exc: object) -> None: ...
+
+        def map(self, *args: object, **kw: object) -> Iterator[object]:
+            raise BrokenProcessPool("A process in the process pool was terminated abruptly")
+
+    monkeypatch.setattr(ingest_module, "PARALLEL_MIN_NOTES", 2)
+    monkeypatch.setattr(ingest_module, "ProcessPoolExecutor", DyingPool)
+    with pytest.raises(VaultKoError, match="parse_workers = 1"):
+        run(vault, kodb, vault_parse_workers=2)
+    assert kodb.notes() == {} and kodb.count_facts() == 0
