@@ -805,12 +805,13 @@ class KoDB:
         searchable = [n for n in distinct if "\x00" not in n]
         # SQLite: the terms with a word character in one statement of fixed shape (its
         # compiled form is cached; building a UNION of 20 selects cost 3 ms an answer).
-        worded = [n for n in searchable if self._dialect == "sqlite" and word_runs(n)]
-        others = sorted(set(searchable) - set(worded))
+        runs = {n: word_runs(n) for n in searchable} if self._dialect == "sqlite" else {}
+        worded = [n for n in searchable if runs.get(n)]
+        others = [n for n in searchable if not runs.get(n)]
         if searchable:
             with self._tx() as conn:
                 for chunk in _chunks(worded, WORD_TERMS_PER_STATEMENT):
-                    phrases = json.dumps([_fts_phrase(word_runs(n)) for n in chunk])
+                    phrases = json.dumps([_fts_phrase(runs[n]) for n in chunk])
                     for tag, norm in conn.execute(self._word_select(), {"phrases": phrases}):
                         candidates[chunk[int(tag)]].add(norm)
                 for chunk in _chunks(others, TERMS_PER_STATEMENT):

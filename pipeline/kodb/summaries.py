@@ -277,6 +277,11 @@ def read(
                 facts[int(r.id)] = _from_row(r, 1)
 
     is_evidence = set(evidence).__contains__
+
+    def others_in_head(fids: Sequence[int]) -> int:
+        """Facts read from files other than the question's among a list's first ``size``."""
+        return sum(1 for f in fids[:size] if f in facts and not is_evidence(facts[f].source_file))
+
     if size > 0:
         # First the best ``size`` of each list: all an answer needs unless the question's
         # own files hold some of them; only those lists are then read further.
@@ -285,8 +290,7 @@ def read(
             fid
             for parts in samples.values()
             for _, fids in parts
-            if sum(1 for f in fids[:size] if f in facts and not is_evidence(facts[f].source_file))
-            < size
+            if others_in_head(fids) < size
             for fid in fids[size:]
         )
         # The question's files: their best ``size`` facts per partition. Selected by file
@@ -304,9 +308,7 @@ def read(
         complete = True
         for n, fids in samples[norm] if size > 0 else ():
             head = [facts[f] for f in fids[:size] if f in facts]
-            if len(head) == min(size, len(fids)) and (
-                sum(1 for f in head if not is_evidence(f.source_file)) >= size
-            ):
+            if len(head) == min(size, len(fids)) and others_in_head(fids) >= size:
                 pool.extend(head)  # holds the list's first ``size`` facts from other files
                 continue
             kept = [facts[f] for f in fids if f in facts]
