@@ -16,7 +16,8 @@ from pipeline.errors import InputError, KodbError
 from pipeline.kodb import SCHEMA_VERSION, ImportResult, KoDB, reference_search, scratch_database
 from pipeline.kodb import schema as kodb_schema
 from pipeline.kodb import summaries as kodb_summaries
-from pipeline.model import Calibration, Fact, Note
+from pipeline.kodb import text as kodb_text
+from pipeline.model import Calibration, Fact, Note, NoteText
 
 pytestmark = pytest.mark.integration
 
@@ -135,6 +136,29 @@ def test_facts_keep_their_fields_and_extractor(db: KoDB) -> None:
         [f, f2], key=lambda x: (x.predicate, x.object, x.source_file)
     )
     assert db.facts_for_subjects(["absent"]) == []
+
+
+#: Text that a row encoding must carry unchanged: quotes, backslashes, JSON and array
+#: syntax, control characters, line separators, astral and combining characters.
+AWKWARD = 'a "quoted" \\ back\\slash {x,y} [1] NULL null \t tab\nline \u2028 ☃ 🧪 e\u0301'
+
+
+def test_awkward_text_survives_the_bulk_insert_exactly(db: KoDB) -> None:
+    facts = [
+        fact(f"{AWKWARD} {i}", f"wiki/{AWKWARD}-{i}.md", object=AWKWARD, confidence=0.1 * i)
+        for i in range(1, 4)
+    ]
+    db.apply_ingest(
+        [(note("wiki/n.md"), facts)],
+        [],
+        extractor="import",
+        texts=[NoteText("wiki/n.md", AWKWARD, AWKWARD)],
+    )
+    stored = db.facts_for_subjects(f.subject_norm for f in facts)
+    assert sorted(stored, key=lambda f: f.confidence) == facts
+    assert [f.confidence for f in stored] == [0.1 * i for i in range(1, 4)]  # bit for bit
+    folded = kodb_text.index_text(AWKWARD)
+    assert db.note_texts() == {"wiki/n.md": (folded, folded)}
 
 
 def test_facts_for_many_subjects_uses_chunked_in_lists(db: KoDB) -> None:
