@@ -44,6 +44,9 @@ def cli(ctx: click.Context, vault: str | None, verbose: int) -> None:
     level = logging.WARNING - 10 * min(verbose, 2)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_MaskingFormatter("%(levelname)s %(name)s: %(message)s"))
+    # The handler filters too: a library that sets its own logger to DEBUG (bm25s does)
+    # must not print below the level asked for.
+    handler.setLevel(level)
     logging.basicConfig(level=level, handlers=[handler])
     ctx.obj = AppContext(vault=vault)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -161,3 +163,27 @@ def test_cli_log_lines_mask_the_passwords_of_urls() -> None:
     )
     line = _MaskingFormatter("%(name)s: %(message)s").format(record)
     assert line == "neo4j: opening bolt://u:***@h:7687"
+
+
+def test_a_library_logging_at_debug_prints_nothing_without_verbose(tmp_path: Path) -> None:
+    # A fresh process: the root logger is the CLI's alone (pytest installs its own).
+    code = (
+        "import logging, sys\n"
+        "import click\n"
+        "from pipeline.cli.root import cli\n"
+        "@cli.command('log-probe')\n"
+        "def probe():\n"
+        "    chatty = logging.getLogger('chatty_library')\n"
+        "    chatty.setLevel(logging.DEBUG)  # as bm25s does for its own logger\n"
+        "    chatty.debug('building index')\n"
+        "    chatty.warning('a real warning')\n"
+        "cli(sys.argv[1:])\n"
+    )
+
+    def stderr(*flags: str) -> str:
+        args = [sys.executable, "-c", code, "--vault", str(tmp_path), *flags, "log-probe"]
+        return subprocess.run(args, capture_output=True, text=True, check=True).stderr
+
+    quiet, loud = stderr(), stderr("-vv")
+    assert "a real warning" in quiet and "building index" not in quiet
+    assert "building index" in loud
