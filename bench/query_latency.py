@@ -89,7 +89,20 @@ def totals(timings: Sequence[dict[str, float]]) -> list[float]:
     return [t["total_ms"] for t in timings]
 
 
-def service_queries(w: World, questions: Sequence[str]) -> tuple[list[float], list[dict]]:
+#: Questions no vault here knows about: their answers are no_match and read no subject,
+#: so their latency is the service's floor on this machine (HTTP, embedding, scan, label).
+OFF_TOPIC = tuple(
+    f"{dish} recipe with {extra}"
+    for dish in ("banana bread", "sourdough starter", "lemon tart", "pumpkin soup", "paella")
+    for extra in ("walnuts", "extra butter", "saffron", "cinnamon")
+)
+
+
+def service_queries(
+    w: World, questions: Sequence[str], floor_questions: Sequence[str] = ()
+) -> tuple[list[float], list[dict], list[float], list[dict]]:
+    """Client-side ms and the service's own timings of each question, then of those
+    ``floor_questions`` the service answered no_match."""
     proc = subprocess.Popen(
         [cli(), "--vault", str(w.vault), "serve", "--json"],
         stdout=subprocess.PIPE,
@@ -138,7 +151,14 @@ def service_queries(w: World, questions: Sequence[str]) -> tuple[list[float], li
             ms, data = post(q)
             client.append(ms)
             inside.append(data["timings_ms"])
-        return client, inside
+        floor_client: list[float] = []
+        floor_inside: list[dict] = []
+        for q in floor_questions:
+            ms, data = post(q)
+            if data["relevance"]["label"] == "no_match":
+                floor_client.append(ms)
+                floor_inside.append(data["timings_ms"])
+        return client, inside, floor_client, floor_inside
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -192,7 +212,7 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
                 if any(s in t for t in dense)
             },
         )
-        client, inside = service_queries(w, questions)
+        client, inside, floor, floor_inside = service_queries(w, questions, OFF_TOPIC)
         report.add(
             Row(
                 "warm query through `vault-ko serve` (POST /query, client side), dense, SQLite: "
@@ -207,6 +227,19 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
             service_p95_ms=pct(client, 95),
             service_inside_p50_ms=pct(totals(inside), 50),
         )
+        if floor:
+            report.add(
+                Row(
+                    f"the service's floor: {len(floor)} off-topic questions answered no_match "
+                    "(HTTP, embedding, scan, label; no subject read): p50 / p95",
+                    p50_p95(floor),
+                    f"inside the service {p50_p95(totals(floor_inside))}: "
+                    + stage_summary(floor_inside),
+                    f"{ratio(pct(floor, 50), pct(client, 50)):.2f}× a question's answer (p50)",
+                ),
+                service_floor_p50_ms=pct(floor, 50),
+                service_floor_inside_p50_ms=pct(totals(floor_inside), 50),
+            )
 
         apps = [("sqlite", "SQLite", w.app)]
         if w.pg_app is not None:
