@@ -416,6 +416,27 @@ def _m008_subject_word_index(conn: Connection, dialect: str) -> None:
     conn.exec_driver_sql("INSERT INTO subject_words(subject_words) VALUES ('rebuild')")
 
 
+#: PostgreSQL's word index: ``subjects.words`` as an array of its runs (GIN).
+PG_WORDS_INDEX = "ix_subjects_words_gin"
+#: PostgreSQL's GIN indexes (trigrams, note full text, words): the store empties their
+#: pending lists after each write (``KoDB._flush_gin``).
+PG_GIN_INDEXES = ("ix_subjects_norm_trgm", "ix_note_texts_tsv", PG_WORDS_INDEX)
+#: The indexed expression, spelt as the index and every query that should use it spell it.
+PG_WORDS_EXPR = "string_to_array(words, ' ')"
+
+
+def _m009_pg_subject_word_index(conn: Connection, dialect: str) -> None:
+    """PostgreSQL: a GIN index over ``subjects.words`` split into its runs, so a term with
+    a word character is looked up by containment of its runs (as SQLite's ``subject_words``
+    serves it) instead of a pg_trgm LIKE per term. The runs come from Python
+    (``match.word_runs``), so no text-search parser's idea of a word is involved. SQLite:
+    nothing to do (migration 8 built its index)."""
+    if dialect != "sqlite":
+        conn.exec_driver_sql(
+            f"CREATE INDEX IF NOT EXISTS {PG_WORDS_INDEX} ON subjects USING gin ({PG_WORDS_EXPR})"
+        )
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema change: ``apply(conn, dialect)`` runs once, recorded under ``version``."""
@@ -435,6 +456,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "fact_key_owner", _m006_fact_key_owner),
     Migration(7, "subject_stats", _m007_subject_stats),
     Migration(8, "subject_word_index", _m008_subject_word_index),
+    Migration(9, "pg_subject_word_index", _m009_pg_subject_word_index),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

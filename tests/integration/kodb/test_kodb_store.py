@@ -363,7 +363,7 @@ def test_migration_8_fills_subject_words_and_search_finds_the_old_subjects(
     finally:
         engine.dispose()
     with KoDB.open(kodb_url) as upgraded:
-        assert upgraded.schema_versions()[-1] == 8
+        assert upgraded.schema_versions()[-1] == SCHEMA_VERSION
         with upgraded._tx() as conn:
             words = dict(conn.execute(sa.text("SELECT subject_norm, words FROM subjects")).all())
         assert words["redis warm-cache policy"] == "redis warm cache policy"
@@ -376,6 +376,97 @@ def test_migration_8_fills_subject_words_and_search_finds_the_old_subjects(
         assert upgraded.search_subjects("cache") == ["redis warm-cache policy", "warm cache"]
         upgraded.import_facts([fact("Warm cache tuning", "wiki/new.md")])  # the new code
         assert "warm cache tuning" in upgraded.search_subjects("warm cache")
+
+
+def test_migration_9_indexes_the_words_of_a_schema_8_postgresql_database(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlalchemy as sa
+
+    def word_index() -> list[str]:
+        engine = sa.create_engine(pg_url)
+        try:
+            with engine.begin() as conn:
+                stmt = "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_subjects_words_gin'"
+                return list(conn.exec_driver_sql(stmt).scalars())
+        finally:
+            engine.dispose()
+
+    kodb_url = pg_url
+    names = ["Warm cache", "Redis warm-cache policy", "gyorsítótár_x", "C++ build"]
+    with monkeypatch.context() as patch:
+        patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:8])
+        with KoDB.open(kodb_url) as old:
+            old.import_facts([fact(n, f"wiki/{i}.md") for i, n in enumerate(names)])
+    assert word_index() == []
+    with KoDB.open(kodb_url) as upgraded:
+        assert upgraded.schema_versions()[-1] == SCHEMA_VERSION
+        assert word_index() == [
+            "CREATE INDEX ix_subjects_words_gin ON public.subjects "
+            "USING gin (string_to_array(words, ' '::text))"
+        ]
+        norms = upgraded.subject_norms()
+        for term in ("warm", "warm cache", "cache", "c", "gyorsítótár", "x", "++", "x_"):
+            assert upgraded.search_subjects(term) == reference_search(term, norms), term
+        upgraded.import_facts([fact("Warm cache tuning", "wiki/new.md")])
+        assert upgraded.search_subjects("warm cache") == ["warm cache", "warm cache tuning"]
+
+
+def _pending_after(url: str) -> dict[str, int]:
+    """Pages each GIN index still held in its pending list (flushed by this call)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            return {
+                name: int(conn.exec_driver_sql(f"SELECT gin_clean_pending_list('{name}')").scalar())
+                for name in kodb_schema.PG_GIN_INDEXES
+            }
+    finally:
+        engine.dispose()
+
+
+def bulk_write(db: KoDB, n: int = 600) -> None:
+    facts = [fact(f"Subject {i} of the bulk", f"wiki/{i % 40}.md") for i in range(n)]
+    texts = [NoteText(f"wiki/{i}.md", f"Title {i}", f"body words {i} here") for i in range(40)]
+    db.apply_ingest([(note(f"wiki/{i}.md"), []) for i in range(40)], [], texts=texts)
+    db.import_facts(facts)
+
+
+def test_a_postgresql_write_leaves_no_gin_pending_entries(pg_url: str) -> None:
+    # Searches read a GIN pending list through: a write flushes its own entries.
+    with KoDB.open(pg_url) as db:
+        bulk_write(db)
+        assert db.search_subjects("bulk")[:2] == ["subject 0 of the bulk", "subject 1 of the bulk"]
+    assert _pending_after(pg_url) == dict.fromkeys(kodb_schema.PG_GIN_INDEXES, 0)
+
+
+def test_a_postgresql_writer_that_owns_no_index_still_writes(pg_url: str) -> None:
+    import uuid
+
+    import sqlalchemy as sa
+
+    role = f"vaultko_writer_{uuid.uuid4().hex[:8]}"
+    with KoDB.open(pg_url):
+        pass  # the schema, owned by the admin role
+    admin = sa.create_engine(pg_url)
+    try:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"CREATE ROLE {role} LOGIN")
+            conn.exec_driver_sql(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}")
+            conn.exec_driver_sql(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}")
+            conn.exec_driver_sql(f"GRANT USAGE ON SCHEMA public TO {role}")
+        writer_url = sa.make_url(pg_url).set(username=role).render_as_string(hide_password=False)
+        with KoDB.open(writer_url) as db:
+            bulk_write(db)
+            assert db.count_facts() == 600
+        assert sum(_pending_after(pg_url).values()) > 0  # left to autovacuum
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP OWNED BY {role}")
+            conn.exec_driver_sql(f"DROP ROLE {role}")
+        admin.dispose()
 
 
 def _schema_3_fact_key(subject: str, predicate: str, obj: str, source_file: str) -> str:
@@ -618,11 +709,17 @@ def test_search_uses_the_word_or_trigram_index(db: KoDB) -> None:
     subjects = ["".join(rng.choice(letters) for _ in range(10)) + f" {i}" for i in range(50_000)]
     subjects[123] = "Warmstart tuning"
     subjects[45_678] = "the warmstart path"
+    subjects[7] = "+++ notation"
     db.import_facts([fact(s, f"f{i % 100}.md") for i, s in enumerate(subjects)])
     db.analyze()
-    plan = db.explain_search("warmstart")
-    assert "ix_subjects_norm_trgm" in plan, plan
+    # A term with a word character goes by its runs (migration 9), short ones included.
+    for term in ("warmstart", "wa", "warmstart path", "c++"):
+        plan = db.explain_search(term)
+        assert "ix_subjects_words_gin" in plan, (term, plan)
     assert db.search_subjects("warmstart") == ["the warmstart path", "warmstart tuning"]
+    assert db.search_subjects("warmstart path") == ["the warmstart path"]
+    # Without one, pg_trgm has no trigram to look up either ("+++" yields none): a scan.
+    assert db.search_subjects("+++") == ["+++ notation"]
 
 
 def test_concurrent_writers_and_openers_all_succeed(kodb_url: str) -> None:
