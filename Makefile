@@ -44,6 +44,7 @@ test-wheel:
 # embedding cache in ~/.cache/vault-ko-bench, which takes long with MiniLM on 2 CPUs).
 bench-quick: install
 	$(BIN)/python bench/run.py --quick
+	$(BIN)/python bench/pg_ingest_phases.py --notes 200 --batches 10
 
 bench: install
 	$(BIN)/python bench/run.py
