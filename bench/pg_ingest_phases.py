@@ -40,7 +40,7 @@ from pipeline.kodb import KoDB, scratch_database  # noqa: E402
 from pipeline.kodb import store as kodb_store  # noqa: E402
 
 #: The store's write steps timed (methods of KoDB).
-STEPS = ("_insert_facts", "_insert_ignore", "_refresh_stats", "_replace_texts", "_flush_gin")
+STEPS = ("_insert_facts", "_insert_rows", "_refresh_stats", "_replace_texts", "_flush_gin")
 
 
 def timed_steps() -> tuple[dict[str, float], Callable[[], None]]:

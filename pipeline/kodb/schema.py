@@ -421,7 +421,8 @@ PG_WORDS_INDEX = "ix_subjects_words_gin"
 #: PostgreSQL's GIN indexes (trigrams, note full text, words): the store empties their
 #: pending lists after each write (``KoDB._flush_gin``).
 PG_GIN_INDEXES = ("ix_subjects_norm_trgm", "ix_note_texts_tsv", PG_WORDS_INDEX)
-#: The indexed expression, spelt as the index and every query that should use it spell it.
+#: The indexed expression; ``KoDB._word_select`` builds the same one (the plan test checks
+#: that searches use the index).
 PG_WORDS_EXPR = "string_to_array(words, ' ')"
 
 

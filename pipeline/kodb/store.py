@@ -326,7 +326,7 @@ class KoDB:
             {"path": x.path, "title": text.index_text(x.title), "body": text.index_text(x.body)}
             for x in {x.path: x for x in texts}.values()
         ]
-        self._insert_ignore(conn, t, rows, None, returning=False)
+        self._insert_rows(conn, t, rows, None, returning=False)
 
     def search_notes(
         self,
@@ -506,7 +506,7 @@ class KoDB:
         # ON CONFLICT DO NOTHING: a concurrent writer may have stored the same fact after our
         # look-up (PostgreSQL's READ COMMITTED does not show it to us); RETURNING tells which
         # rows this transaction really inserted, so the counts stay exact.
-        inserted = set(self._insert_ignore(conn, t, rows, t.c.fact_key, returning=True))
+        inserted = set(self._insert_rows(conn, t, rows, t.c.fact_key, returning=True))
         subjects = {r["subject_key"]: r["subject_norm"] for r in rows if r["fact_key"] in inserted}
         self._add_subjects(conn, subjects)
         summaries.invalidate(conn, subjects, CHUNK)
@@ -518,9 +518,9 @@ class KoDB:
             {"subject_key": k, "subject_norm": v, "words": word_runs(v)}
             for k, v in sorted(subjects.items())
         ]
-        self._insert_ignore(conn, s, rows, s.c.subject_key, returning=False)
+        self._insert_rows(conn, s, rows, s.c.subject_key, returning=False)
 
-    def _insert_ignore(
+    def _insert_rows(
         self,
         conn: Connection,
         table: sa.Table,

@@ -256,7 +256,7 @@ def as_code_before_migration_7(patch: pytest.MonkeyPatch) -> None:
     def add_subjects(self: KoDB, conn: Any, subjects: dict[str, str]) -> None:
         s = kodb_schema.subjects_v1
         rows = [{"subject_key": k, "subject_norm": v} for k, v in sorted(subjects.items())]
-        self._insert_ignore(conn, s, rows, s.c.subject_key, returning=False)
+        self._insert_rows(conn, s, rows, s.c.subject_key, returning=False)
 
     patch.setattr(KoDB, "_add_subjects", add_subjects)
 
