@@ -392,14 +392,13 @@ def test_migration_9_indexes_the_words_of_a_schema_8_postgresql_database(
         finally:
             engine.dispose()
 
-    kodb_url = pg_url
     names = ["Warm cache", "Redis warm-cache policy", "gyorsítótár_x", "C++ build"]
     with monkeypatch.context() as patch:
         patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:8])
-        with KoDB.open(kodb_url) as old:
+        with KoDB.open(pg_url) as old:
             old.import_facts([fact(n, f"wiki/{i}.md") for i, n in enumerate(names)])
     assert word_index() == []
-    with KoDB.open(kodb_url) as upgraded:
+    with KoDB.open(pg_url) as upgraded:
         assert upgraded.schema_versions()[-1] == SCHEMA_VERSION
         assert word_index() == [
             "CREATE INDEX ix_subjects_words_gin ON public.subjects "
