@@ -36,6 +36,7 @@ from dataclasses import fields
 from typing import Any, Final
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.engine import Connection
 
 from pipeline.kodb import schema
@@ -118,14 +119,13 @@ def _title_object() -> Any:
     return sa.case((t.c.predicate == TITLE_PREDICATE, t.c.object), else_=sa.null())
 
 
-def sample(
-    conn: Connection,
+def sample_select(
     where: Sequence[Any],
     size: int,
     evidence: Sequence[str],
     code_point: CodePoint,
     subjects: Sequence[str] | None = None,
-) -> list[Fact]:
+) -> sa.Select[Any]:
     """The question's sample computed from the facts: at most ``size`` facts per partition
     of (subject, predicate, source type, the file if it is evidence, the object of a title);
     ``subjects`` keeps those subject_norms only (a filter on the partitions, so ``where``
@@ -151,6 +151,19 @@ def sample(
     stmt = sa.select(*(ranked.c[name] for name in _FACT_COLUMNS)).where(ranked.c.rank <= size)
     if subjects is not None:
         stmt = stmt.where(ranked.c.subject_norm.in_(subjects))
+    return stmt
+
+
+def sample(
+    conn: Connection,
+    where: Sequence[Any],
+    size: int,
+    evidence: Sequence[str],
+    code_point: CodePoint,
+    subjects: Sequence[str] | None = None,
+) -> list[Fact]:
+    """``sample_select``'s facts."""
+    stmt = sample_select(where, size, evidence, code_point, subjects)
     return [_from_row(r) for r in conn.execute(stmt)]
 
 
@@ -243,6 +256,27 @@ def store(conn: Connection, keys: Sequence[str], code_point: CodePoint) -> int:
     return len(rows)
 
 
+def evidence_where(files: Sequence[str], keys: Iterable[str]) -> list[Any]:
+    """The facts of the question's files about these subjects (their keys): found in the
+    facts' index by (file, subject key), ``schema.FILE_INDEX``."""
+    t = schema.facts
+    return [t.c.source_file.in_(files), t.c.subject_key.in_(sorted(set(keys)))]
+
+
+def _facts_by_id(dialect: str) -> sa.Select[Any]:
+    """The facts whose ids a JSON list (``:ids``) holds: one parameter however many ids (an
+    answer reads some 700; as IN lists their bind parameters cost more than the rows)."""
+    t = schema.facts
+    ids_text = sa.bindparam("ids", type_=sa.Text)
+    if dialect == "sqlite":
+        ids = sa.select(sa.func.json_each(ids_text).table_valued("value").c.value)
+    else:
+        data = sa.cast(ids_text, pg_dialect.JSON)
+        values = sa.func.json_array_elements_text(data).table_valued("value")
+        ids = sa.select(sa.cast(values.c.value, sa.BigInteger))
+    return sa.select(t.c.id, *(t.c[name] for name in _FACT_COLUMNS)).where(t.c.id.in_(ids))
+
+
 def read(
     conn: Connection,
     keys: Sequence[str],
@@ -254,7 +288,7 @@ def read(
 ) -> dict[str, SubjectSummary]:
     """The stored summaries of these subject keys that can serve a sample of ``size`` with
     these evidence files; a subject left out must be computed from its facts."""
-    st, t = schema.subject_stats, schema.facts
+    st = schema.subject_stats
     # Counts alone (size 0, how answers rank) leave the stored sample unread.
     wanted_cols = [c for c in st.c if size > 0 or c.name != "sample"]
     rows: list[Any] = []
@@ -268,12 +302,13 @@ def read(
     )
     facts: dict[int, Fact] = {}
     by_subject: dict[str, list[Fact]] = defaultdict(list)
-    cols = [t.c.id, *(t.c[name] for name in _FACT_COLUMNS)]
+    by_id = _facts_by_id(conn.dialect.name)
 
     def fetch(ids: Iterable[int]) -> None:
+        # Sorted: the rows are then read in the table's order.
         wanted_ids = sorted(set(ids) - facts.keys())
-        for part in _chunks(wanted_ids, chunk):
-            for r in conn.execute(sa.select(*cols).where(t.c.id.in_(part))):
+        if wanted_ids:
+            for r in conn.execute(by_id, {"ids": json.dumps(wanted_ids)}):
                 facts[int(r.id)] = _from_row(r, 1)
 
     is_evidence = set(evidence).__contains__
@@ -293,12 +328,13 @@ def read(
             if others_in_head(fids) < size
             for fid in fids[size:]
         )
-        # The question's files: their best ``size`` facts per partition. Selected by file
-        # alone: a few files hold a few hundred facts, a hub subject tens of thousands.
+        # The question's files: their best ``size`` facts per partition, those about these
+        # subjects found in the index by (file, subject key); the stored norm decides.
         names = sorted(samples)
+        key_of = {r.subject_norm: r.subject_key for r in rows}
         for files in _chunks(list(evidence), chunk):
             for part in _chunks(names, chunk):
-                where = [t.c.source_file.in_(files)]
+                where = evidence_where(files, [key_of[n] for n in part])
                 for fact in sample(conn, where, size, files, code_point, part):
                     by_subject[fact.subject_norm].append(fact)
     found: dict[str, SubjectSummary] = {}

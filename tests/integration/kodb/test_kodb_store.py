@@ -411,6 +411,59 @@ def test_migration_9_indexes_the_words_of_a_schema_8_postgresql_database(
         assert upgraded.search_subjects("warm cache") == ["warm cache", "warm cache tuning"]
 
 
+def test_migration_10_indexes_facts_by_file_and_subject_in_a_schema_9_database(
+    kodb_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlalchemy as sa
+
+    def file_indexes() -> dict[str, list[str]]:
+        engine = sa.create_engine(kodb_url)
+        try:
+            with engine.begin() as conn:
+                found = sa.inspect(conn).get_indexes("facts")
+                return {
+                    ix["name"]: ix["column_names"] for ix in found if "source_file" in ix["name"]
+                }
+        finally:
+            engine.dispose()
+
+    with monkeypatch.context() as patch:
+        patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:9])
+        with KoDB.open(kodb_url) as old:
+            old.import_facts([fact("Redis", "wiki/a.md"), fact("Kafka", "wiki/a.md")])
+            old.import_facts([fact("Redis", "wiki/b.md", predicate="uses")])
+    # The layout before migration 10 (the table definition now carries the new index).
+    engine = sa.create_engine(kodb_url)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f"DROP INDEX {kodb_schema.FILE_INDEX}")
+            conn.exec_driver_sql(
+                "CREATE INDEX ix_facts_source_file_extractor ON facts (source_file, extractor)"
+            )
+    finally:
+        engine.dispose()
+    assert file_indexes() == {"ix_facts_source_file_extractor": ["source_file", "extractor"]}
+    with KoDB.open(kodb_url) as upgraded:
+        assert upgraded.schema_versions()[-1] == SCHEMA_VERSION
+        assert file_indexes() == {
+            kodb_schema.FILE_INDEX: ["source_file", "subject_key", "extractor"]
+        }
+        got = upgraded.subject_summaries(
+            ["redis"], sample_size=3, evidence_files={"wiki/b.md": 0.9}
+        )["redis"]
+        assert [(f.predicate, f.source_file) for f in got.sample] == [
+            ("is", "wiki/a.md"),
+            ("uses", "wiki/b.md"),
+        ]
+        # Ingest's deletes by file and extractor still find their rows, and only theirs.
+        upgraded.apply_ingest([(note("wiki/a.md"), [fact("Zinc", "wiki/a.md")])], [])
+        assert upgraded.subjects_by_source_file(["wiki/a.md"]) == {
+            "wiki/a.md": {"redis", "kafka", "zinc"}
+        }
+        upgraded.apply_ingest([(note("wiki/a.md", "h2"), [])], [])
+        assert upgraded.subjects_by_source_file(["wiki/a.md"]) == {"wiki/a.md": {"redis", "kafka"}}
+
+
 def _pending_after(url: str) -> dict[str, int]:
     """Pages each GIN index still held in its pending list (flushed by this call)."""
     import sqlalchemy as sa

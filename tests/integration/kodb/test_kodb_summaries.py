@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.batch.memo import CachedKodb
-from pipeline.kodb import KoDB
+from pipeline.kodb import KoDB, subject_key, summaries
 from pipeline.kodb import schema as kodb_schema
 from pipeline.kodb import store as kodb_store
 from pipeline.model import SOURCE_TYPES, Candidate, Fact, Note
@@ -332,3 +332,61 @@ def test_sample_is_bounded_by_partitions_not_by_facts(db: KoDB) -> None:
     assert got.max_confidence == 0.99 and got.spellings == {"Hub": 10_000}
     assert len(got.sample) == 3
     assert all(f.confidence == 0.99 for f in got.sample)
+
+
+def _statements(db: KoDB) -> list[str]:
+    """The SQL statements ``db`` runs from now on (appended as they run)."""
+    ran: list[str] = []
+
+    @sa.event.listens_for(db._engine, "before_cursor_execute")
+    def _record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        ran.append(statement)
+
+    return ran
+
+
+def test_a_stored_sample_of_over_a_thousand_facts_is_read_in_one_statement(db: KoDB) -> None:
+    """1,500 partitions (one fact each): every id of the stored lists goes to the database
+    as one JSON parameter, and the ranking still equals the one on all facts."""
+    facts = [
+        Fact("Wide", f"p{i:04}", f"x{i}", (i % 10) / 10, "wiki", f"wiki/w{i % 50}.md")
+        for i in range(1500)
+    ]
+    db.import_facts(facts)
+    ran = _statements(db)
+    evidence = {"wiki/w1.md": 0.9, "wiki/w2.md": 0.4}
+    got = db.subject_summaries(["wide"], sample_size=3, evidence_files=evidence)["wide"]
+    assert len(got.sample) == 1500
+    by_id = [s for s in ran if "json_each" in s or "json_array_elements_text" in s]
+    assert len(by_id) == 1, ran
+    old, new = _both(
+        db, ["wide", "x", "y"], n=3, cap=3, evidence=evidence, only=False, crystal_only=False
+    )
+    assert new == old
+
+
+def test_an_answers_evidence_is_looked_up_by_file_and_subject_in_the_facts_index(
+    db: KoDB,
+) -> None:
+    """A hub subject's 8,000 facts spread over 400 files, and two of those files as the
+    question's: the evidence statement reads the (file, subject key) index, neither all of
+    the hub's facts nor every fact of the files."""
+    files = [f"wiki/h{i}.md" for i in range(400)]
+    hub = [Fact("Hub", "has_value", f"v{i}", 0.5, "wiki", files[i % 400]) for i in range(8000)]
+    rest = [Fact(f"S{i}", "is", "x", 0.5, "wiki", files[i % 400]) for i in range(8000)]
+    db.import_facts([*hub, *rest])
+    db.analyze()
+    evidence = files[1:3]
+    where = summaries.evidence_where(evidence, [subject_key("hub"), subject_key("s1")])
+    stmt = summaries.sample_select(where, 3, evidence, db._code_point, ["hub", "s1"])
+    compiled = stmt.compile(dialect=db._engine.dialect, compile_kwargs={"literal_binds": True})
+    prefix = "EXPLAIN QUERY PLAN " if db.dialect == "sqlite" else "EXPLAIN "
+    with db._tx() as conn:
+        plan = "\n".join(
+            " ".join(map(str, r)) for r in conn.exec_driver_sql(prefix + str(compiled))
+        )
+        got = summaries.sample(conn, where, 3, evidence, db._code_point, ["hub", "s1"])
+    assert kodb_schema.FILE_INDEX in plan, plan
+    assert sorted((f.subject, f.source_file) for f in got) == sorted(
+        [("Hub", f) for f in evidence for _ in range(3)] + [("S1", "wiki/h1.md")]
+    )
