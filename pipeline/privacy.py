@@ -113,6 +113,7 @@ class PublicKodb:
         evidence_files: Iterable[str] = (),
         only_files: Iterable[str] | None = None,
         exclude_files: Iterable[str] = (),
+        cache: Any = None,
     ) -> dict[str, SubjectSummary]:
         """The store's summaries over public facts only: the subjects' private source files
         are left out in SQL (counts and sample alike); past the store's bound on left-out
@@ -132,7 +133,9 @@ class PublicKodb:
                 for f in facts
                 if (keep is None or f.source_file in keep) and f.source_file not in drop
             )
-        more = {"exclude_files": private} if private else {}
+        more: dict[str, Any] = {"exclude_files": private} if private else {}
+        if cache is not None:  # a memo's (batch/memo.py), passed on to the store
+            more["cache"] = cache
         return self._kodb.subject_summaries(  # type: ignore[no-any-return]
             wanted,
             sample_size=sample_size,

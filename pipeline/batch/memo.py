@@ -35,14 +35,22 @@ class CachedKodb:
         self._rows: dict[str, Note | None] = {}
         self._counts: dict[str | None, int] = {}
         self._searches: dict[tuple[tuple[str, ...], int], tuple[tuple[str, float], ...]] = {}
+        # The stored summaries' rows and sample facts: a question's sample reads only its
+        # own files' facts and what no earlier question read (a hub's lists, read by most).
+        from pipeline.kodb.summaries import ReadCache
+
+        self._stored = ReadCache()
         self.statements = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._kodb, name)
 
     def notes_at(self, paths: Iterable[str]) -> dict[str, Note]:
-        """Registry rows of these paths; new paths are fetched in one call."""
+        """Registry rows of these paths; new paths are fetched in one call (none once the
+        whole registry was read: the service's warm search reads it)."""
         wanted = sorted(set(paths))
+        if self._notes is not None:
+            return {p: row for p in wanted if (row := self._notes.get(p)) is not None}
         missing = [p for p in wanted if p not in self._rows]
         if missing:
             self.statements += 1
@@ -147,6 +155,7 @@ class CachedKodb:
                 sample_size=sample_size,
                 evidence_files=evidence_files,
                 only_files=only_files,
+                cache=self._stored,
                 **more,
             )
         keep = None if only_files is None else set(only_files)
@@ -166,6 +175,7 @@ class CachedKodb:
             + len(self._searches)
             + len(self._counted)
             + sum(map(len, self._facts.values()))
+            + self._stored.entries()
         )
 
     def trim(self) -> None:
@@ -177,6 +187,7 @@ class CachedKodb:
             self._searches.clear()
             self._facts.clear()
             self._counted.clear()
+            self._stored.clear()
 
     def close(self) -> None:
         """The owner of the real KoDB closes it."""

@@ -643,6 +643,7 @@ class KoDB:
         evidence_files: Iterable[str] = (),
         only_files: Iterable[str] | None = None,
         exclude_files: Iterable[str] = (),
+        cache: summaries.ReadCache | None = None,
     ) -> dict[str, SubjectSummary]:
         """subject_norm -> SubjectSummary for these subjects: the counts over their facts and
         a sample of them holding every fact ``rank.representative_facts`` picks with
@@ -655,7 +656,8 @@ class KoDB:
         it is one of ``evidence_files``, the object if the predicate is ``title``).
         ``only_files`` keeps only the facts of these files, ``exclude_files`` leaves these
         files' facts out (at most ``MAX_EXCLUDED_FILES``; both computed from the facts);
-        subjects without facts left are not in the result.
+        subjects without facts left are not in the result. ``cache`` (summaries.ReadCache)
+        keeps the stored rows and sample facts read, for a caller that drops it on writes.
         """
         wanted = set(subject_norms)
         excluded = sorted(set(exclude_files))
@@ -671,7 +673,7 @@ class KoDB:
             stored: dict[str, SubjectSummary] = {}
             if only is None and not excluded:
                 stored = summaries.read(
-                    conn, keys, wanted, sample_size, evidence, CHUNK, self._code_point
+                    conn, keys, wanted, sample_size, evidence, CHUNK, self._code_point, cache
                 )
             rest = [subject_key(n) for n in sorted(wanted - stored.keys())]
             for chunk in _chunks(rest):

@@ -277,6 +277,49 @@ def _facts_by_id(dialect: str) -> sa.Select[Any]:
     return sa.select(t.c.id, *(t.c[name] for name in _FACT_COLUMNS)).where(t.c.id.in_(ids))
 
 
+class ReadCache:
+    """What ``read`` fetched that does not depend on the question: stored rows by subject
+    key (None: the subject has none), their sample lists parsed, and sample facts by id.
+
+    Only for a caller that drops it whenever KO-DB may have changed (the service's memo,
+    a load-context batch): a stored row and its facts are then what a read would return."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, Any | None] = {}
+        self.samples: dict[str, list[list[Any]]] = {}
+        self.facts: dict[int, Fact] = {}
+
+    def entries(self) -> int:
+        return len(self.rows) + len(self.facts)
+
+    def clear(self) -> None:
+        self.rows.clear()
+        self.samples.clear()
+        self.facts.clear()
+
+
+def _stored_rows(
+    conn: Connection, keys: Sequence[str], size: int, chunk: int, cache: ReadCache | None
+) -> list[Any]:
+    """The ``subject_stats`` rows of these keys (with their samples when ``size`` > 0),
+    those ``cache`` lacks fetched and remembered."""
+    st = schema.subject_stats
+    # Counts alone (size 0, how answers rank) leave the stored sample unread.
+    wanted_cols = [c for c in st.c if size > 0 or c.name != "sample"]
+    if cache is None or size == 0:
+        cache = None
+    todo = keys if cache is None else [k for k in keys if k not in cache.rows]
+    rows: list[Any] = []
+    for part in _chunks(todo, chunk):
+        rows.extend(conn.execute(sa.select(*wanted_cols).where(st.c.subject_key.in_(part))))
+    if cache is None:
+        return rows
+    fetched = {r.subject_key: r for r in rows}
+    for key in todo:
+        cache.rows[key] = fetched.get(key)
+    return [r for k in keys if (r := cache.rows[k]) is not None]
+
+
 def read(
     conn: Connection,
     keys: Sequence[str],
@@ -285,22 +328,27 @@ def read(
     evidence: Sequence[str],
     chunk: int,
     code_point: CodePoint,
+    cache: ReadCache | None = None,
 ) -> dict[str, SubjectSummary]:
     """The stored summaries of these subject keys that can serve a sample of ``size`` with
-    these evidence files; a subject left out must be computed from its facts."""
-    st = schema.subject_stats
-    # Counts alone (size 0, how answers rank) leave the stored sample unread.
-    wanted_cols = [c for c in st.c if size > 0 or c.name != "sample"]
-    rows: list[Any] = []
-    for part in _chunks(keys, chunk):
-        rows.extend(conn.execute(sa.select(*wanted_cols).where(st.c.subject_key.in_(part))))
-    rows = [r for r in rows if r.subject_norm in wanted and r.sample_depth >= size]
+    these evidence files; a subject left out must be computed from its facts. ``cache``
+    serves the stored rows and sample facts read before (the question's own files are read
+    every time)."""
+    rows = [
+        r
+        for r in _stored_rows(conn, keys, size, chunk, cache)
+        if r.subject_norm in wanted and r.sample_depth >= size
+    ]
     if not rows:
         return {}
-    samples: dict[str, list[list[Any]]] = (
-        {r.subject_norm: json.loads(r.sample) for r in rows} if size > 0 else {}
-    )
-    facts: dict[int, Fact] = {}
+    samples: dict[str, list[list[Any]]] = {}
+    if size > 0:
+        parsed = cache.samples if cache is not None else {}
+        for r in rows:
+            if r.subject_key not in parsed:
+                parsed[r.subject_key] = json.loads(r.sample)
+            samples[r.subject_norm] = parsed[r.subject_key]
+    facts: dict[int, Fact] = cache.facts if cache is not None else {}
     by_subject: dict[str, list[Fact]] = defaultdict(list)
     by_id = _facts_by_id(conn.dialect.name)
 

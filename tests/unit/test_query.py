@@ -113,6 +113,7 @@ class FakeKodb:
         sample_size: int,
         evidence_files: Iterable[str] = (),
         only_files: Iterable[str] | None = None,
+        cache: object = None,  # the store's read cache: every answer here is computed
     ) -> dict[str, SubjectSummary]:
         keep = None if only_files is None else set(only_files)
         facts = self.facts_for_subjects(subject_norms)

@@ -186,6 +186,7 @@ class FakeKodb:
         sample_size: int,
         evidence_files: Iterable[str] = (),
         only_files: Iterable[str] | None = None,
+        cache: object = None,  # the store's read cache: every answer here is computed
     ) -> dict[str, SubjectSummary]:
         keep = None if only_files is None else set(only_files)
         facts = self.facts_for_subjects(subject_norms)
@@ -271,13 +272,14 @@ def test_a_chunk_reads_each_kind_of_kodb_row_in_one_statement(tmp_path: Path) ->
 
     kodb.subject_summaries = spy  # type: ignore[method-assign]
     report = load_context(p, PROMPTS * 3, tmp_path / "out", search="exact")
-    # The hits' registry rows, the best hits' files' subjects, title matches and the counts
-    # of every candidate: one statement each for the chunk. Then each answer reads the facts
-    # it shows, of the top_k subjects it keeps (its own evidence files pick them).
+    # The registry, read once (the exact search's; the hits' rows come from it), the best
+    # hits' files' subjects, title matches and the counts of every candidate: one statement
+    # each for the chunk. Then each answer reads the facts it shows, of the top_k subjects
+    # it keeps (its own evidence files pick them).
     assert 0 < len(sampled) <= len(PROMPTS) * 3
     assert all(len(kept) <= p.settings.query_top_k for kept in sampled)
-    assert kodb.calls == 4 + len(sampled)
-    assert report.kodb_statements == 5 + len(sampled)  # and the registry, read once
+    assert kodb.calls == 3 + len(sampled)
+    assert report.kodb_statements == 4 + len(sampled)
 
 
 def test_cached_kodb_returns_what_the_store_returns(tmp_path: Path) -> None:

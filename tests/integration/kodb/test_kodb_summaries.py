@@ -47,7 +47,16 @@ NAMES = frozenset(("Redis", "redis", "Kafka", "strasse", "café"))
 CONFIDENCES = (0.0, 0.1, 0.5, 0.85, 0.9, 1.0)
 PRIVATE = PrivateNotes(("private/**",))
 
-LAYERS = ("store", "public", "memo", "memo-prefetched", "public-memo", "public-memo-prefetched")
+LAYERS = (
+    "store",
+    "public",
+    "memo",
+    "memo-prefetched",
+    "memo-warm",
+    "public-memo",
+    "public-memo-prefetched",
+    "public-memo-warm",
+)
 
 _examples = itertools.count()
 
@@ -93,21 +102,29 @@ def _facts(rows: list[tuple[str, ...]], tag: str, hub: int = 0) -> list[Fact]:
 
 def _view(db: KoDB, layer: str, norms: list[str]) -> Any:
     """The store as an answer sees it: itself, without private notes, through a batch's
-    memo (its facts prefetched or not), or the memo between two privacy views (load-context
-    on a vault with private notes)."""
+    memo (its facts prefetched, or warm from other questions' samples of the same subjects:
+    the service's), or the memo between two privacy views (load-context on a vault with
+    private notes)."""
     if layer == "public":
         return PublicKodb(db, PRIVATE)
-    if layer in ("memo", "memo-prefetched"):
+    if layer.startswith("memo"):
         memo = CachedKodb(db)
-        if layer == "memo-prefetched":
-            memo.facts_for_subjects(norms)
+        _prepare(memo, layer, norms)
         return memo
     if layer.startswith("public-memo"):
         memo = CachedKodb(PublicKodb(db, PRIVATE))
-        if layer == "public-memo-prefetched":
-            memo.facts_for_subjects(norms)
+        _prepare(memo, layer, norms)
         return PublicKodb(memo, PRIVATE)
     return db
+
+
+def _prepare(memo: CachedKodb, layer: str, norms: list[str]) -> None:
+    if layer.endswith("-prefetched"):
+        memo.facts_for_subjects(norms)
+    elif layer.endswith("-warm"):
+        # Earlier questions: other sample sizes and other files of their own.
+        for size, files in ((1, ["wiki/a.md"]), (4, []), (2, ["wiki/h0.md", "session/b.md"])):
+            memo.subject_summaries(norms, sample_size=size, evidence_files=files)
 
 
 def _both(
@@ -390,3 +407,30 @@ def test_an_answers_evidence_is_looked_up_by_file_and_subject_in_the_facts_index
     assert sorted((f.subject, f.source_file) for f in got) == sorted(
         [("Hub", f) for f in evidence for _ in range(3)] + [("S1", "wiki/h1.md")]
     )
+
+
+def test_a_warm_memo_reads_only_the_questions_own_files_for_a_sample_read_before(
+    db: KoDB,
+) -> None:
+    """The service's memo keeps the stored rows and sample facts it has read: a second
+    question about the same subjects reads neither again (only its own files' facts), and
+    ranks exactly as the store does."""
+    facts = [
+        Fact("Wide", f"p{i:03}", f"x{i}", (i % 10) / 10, "wiki", f"wiki/w{i % 50}.md")
+        for i in range(300)
+    ]
+    db.import_facts(facts)
+    memo = CachedKodb(db)
+    memo.subject_summaries(["wide"], sample_size=3, evidence_files={"wiki/w1.md": 0.9})
+    ran = _statements(db)
+    evidence = {"wiki/w2.md": 0.8, "wiki/w3.md": 0.4}
+    got = memo.subject_summaries(["wide"], sample_size=3, evidence_files=evidence)
+    assert not [s for s in ran if "json_each" in s or "json_array_elements_text" in s], ran
+    assert not [s for s in ran if "subject_stats" in s], ran
+    reads = [s for s in ran if s.lstrip().upper().startswith("SELECT")]
+    assert len(reads) == 1, ran  # the evidence: the facts of wiki/w2.md and wiki/w3.md
+    assert got == db.subject_summaries(["wide"], sample_size=3, evidence_files=evidence)
+    old, new = _both(
+        memo, ["wide", "x"], n=3, cap=3, evidence=evidence, only=False, crystal_only=False
+    )
+    assert new == old
