@@ -14,9 +14,10 @@ At answer time the sample that representative_facts needs is: the facts of the q
 evidence files (fetched, a handful of files), and of every other partition its first ``n``
 facts from files that are not evidence. The stored list holds them unless evidence files
 crowd it (fewer than ``n`` other facts among its ids while the partition is larger than the
-list); then that subject is computed from the facts. A sample holding more facts than needed
-picks the same ones (representative_facts takes the best of its pool, and the needed ones
-are in it), so the ranked answer equals the one from all facts.
+list); then that subject's sample is computed from its facts, its stored counts still
+holding (a hub's counts are a GROUP BY over thousands of facts). A sample holding more
+facts than needed picks the same ones (representative_facts takes the best of its pool, and
+the needed ones are in it), so the ranked answer equals the one from all facts.
 
 Freshness: every write of a subject's facts deletes its row (``invalidate``) and stores the
 missing rows anew (``store``) in the same transaction, so facts and summaries commit
@@ -279,7 +280,8 @@ def _facts_by_id(dialect: str) -> sa.Select[Any]:
 
 class ReadCache:
     """What ``read`` fetched that does not depend on the question: stored rows by subject
-    key (None: the subject has none), their sample lists parsed, and sample facts by id.
+    key (None: the subject has none), their sample lists and counts parsed, and sample
+    facts by id.
 
     Only for a caller that drops it whenever KO-DB may have changed (the service's memo,
     a load-context batch): a stored row and its facts are then what a read would return."""
@@ -287,6 +289,7 @@ class ReadCache:
     def __init__(self) -> None:
         self.rows: dict[str, Any | None] = {}
         self.samples: dict[str, list[list[Any]]] = {}
+        self.counts: dict[str, dict[str, Any]] = {}
         self.facts: dict[int, Fact] = {}
 
     def entries(self) -> int:
@@ -295,6 +298,7 @@ class ReadCache:
     def clear(self) -> None:
         self.rows.clear()
         self.samples.clear()
+        self.counts.clear()
         self.facts.clear()
 
 
@@ -386,6 +390,7 @@ def read(
                 for fact in sample(conn, where, size, files, code_point, part):
                     by_subject[fact.subject_norm].append(fact)
     found: dict[str, SubjectSummary] = {}
+    crowded: dict[str, Any] = {}
     for r in rows:
         norm = r.subject_norm
         pool = list(by_subject.get(norm, ()))
@@ -401,21 +406,40 @@ def read(
                 break
             others = sum(1 for f in kept if not is_evidence(f.source_file))
             if others < size and n > len(fids):
-                complete = False  # the question's files crowd the stored list
+                # The question's files crowd the stored list: the counts still hold, the
+                # sample is computed from the subject's facts (below).
+                crowded[norm] = r
                 break
             pool.extend(kept)
-        if not complete:
-            continue
-        stored = {
-            "spellings": json.loads(r.spellings),
-            "source_count": r.source_count,
-            "per_type": json.loads(r.per_type),
-            "predicates": json.loads(r.predicates),
-            "raw_facts": r.raw_facts,
-            "max_confidence": r.max_confidence,
-        }
-        found[norm] = _summary(norm, stored, pool)
+        if complete and norm not in crowded:
+            found[norm] = _summary(norm, _stored_counts(r, cache), pool)
+    if crowded:
+        computed: dict[str, list[Fact]] = defaultdict(list)
+        names = sorted(crowded)
+        for part in _chunks(names, chunk):
+            where = [schema.facts.c.subject_key.in_([crowded[n].subject_key for n in part])]
+            for fact in sample(conn, where, size, evidence, code_point):
+                computed[fact.subject_norm].append(fact)
+        for norm in names:
+            found[norm] = _summary(norm, _stored_counts(crowded[norm], cache), computed[norm])
     return found
+
+
+def _stored_counts(row: Any, cache: ReadCache | None) -> dict[str, Any]:
+    """A stored row's counts as ``_summary`` takes them (parsed once per ``cache``)."""
+    if cache is not None and row.subject_key in cache.counts:
+        return cache.counts[row.subject_key]
+    counted = {
+        "spellings": json.loads(row.spellings),
+        "source_count": row.source_count,
+        "per_type": json.loads(row.per_type),
+        "predicates": json.loads(row.predicates),
+        "raw_facts": row.raw_facts,
+        "max_confidence": row.max_confidence,
+    }
+    if cache is not None:
+        cache.counts[row.subject_key] = counted
+    return counted
 
 
 def summaries_from_agg(

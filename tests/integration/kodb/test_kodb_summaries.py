@@ -434,3 +434,22 @@ def test_a_warm_memo_reads_only_the_questions_own_files_for_a_sample_read_before
         memo, ["wide", "x"], n=3, cap=3, evidence=evidence, only=False, crystal_only=False
     )
     assert new == old
+
+
+def test_a_list_crowded_by_the_questions_files_keeps_its_stored_counts(db: KoDB) -> None:
+    """The question's file holds the best 10 facts of a 40-fact list (stored: its first
+    8): the sample comes from the subject's facts, the counts from the stored row (no
+    GROUP BY), and the ranking equals the one on all facts."""
+    mine = [Fact("Crowd", "is", f"m{i}", 1.0, "wiki", "wiki/mine.md") for i in range(10)]
+    rest = [Fact("Crowd", "is", f"o{i}", 0.5, "wiki", f"wiki/o{i}.md") for i in range(30)]
+    db.import_facts([*mine, *rest])
+    evidence = {"wiki/mine.md": 0.8}
+    ran = _statements(db)
+    got = db.subject_summaries(["crowd"], sample_size=3, evidence_files=evidence)["crowd"]
+    assert not [s for s in ran if "GROUP BY" in s.upper()], ran
+    assert got.raw_facts == 40 and got.source_count == 31
+    assert {f.source_file for f in got.sample} - {"wiki/mine.md"}  # the other files' best
+    old, new = _both(
+        db, ["crowd", "x", "y"], n=3, cap=3, evidence=evidence, only=False, crystal_only=False
+    )
+    assert new == old
