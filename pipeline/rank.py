@@ -161,22 +161,30 @@ def representative_facts(
             f.object,
         ),
     )
+    # A fact from a hit beats the others; then an unseen type and predicate beat confidence;
+    # pool order (better hit, then confidence) breaks the rest. Each pick is the first fact
+    # in pool order with the smallest (restates, not from a hit, seen count): the scan
+    # stops at the first one that reaches the smallest key still possible.
+    flags = [(restates_name(f), f.source_file not in files) for f in pool]
+    left = Counter(flags)
+    taken = [False] * len(pool)
     chosen: list[Fact] = []
     seen_types: set[str] = set()
     seen_preds: set[str] = set()
-    while pool and len(chosen) < n:
-        # A fact from a hit beats the others; then an unseen type and predicate beat
-        # confidence; pool order (better hit, then confidence) breaks the rest.
-        best = min(
-            range(len(pool)),
-            key=lambda i: (
-                restates_name(pool[i]),
-                pool[i].source_file not in files,
-                (pool[i].source_type in seen_types) + (pool[i].predicate in seen_preds),
-                i,
-            ),
-        )
-        fact = pool.pop(best)
+    while len(chosen) < n and len(chosen) < len(pool):
+        floor = (*min(k for k, c in left.items() if c), 0)
+        best, best_key = -1, None
+        for i, fact in enumerate(pool):
+            if taken[i]:
+                continue
+            key = (*flags[i], (fact.source_type in seen_types) + (fact.predicate in seen_preds))
+            if best_key is None or key < best_key:
+                best, best_key = i, key
+                if key == floor:
+                    break
+        fact = pool[best]
+        taken[best] = True
+        left[flags[best]] -= 1
         chosen.append(fact)
         seen_types.add(fact.source_type)
         seen_preds.add(fact.predicate)

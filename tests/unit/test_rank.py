@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.model import Fact
+from pipeline.model import SOURCE_TYPES, Fact, normalize_text
 from pipeline.rank import OrderRule, rank_subjects, representative_facts, score_of
 
 
@@ -158,3 +160,63 @@ def test_the_default_order_never_jumps_more_cosine_or_score_never_ranks_lower(
     few, many = sorted((s, t))
     assert rule.key(hi, None, 1.0, 0.1, 0, few) <= rule.key(lo, None, 1.0, 0.1, 0, few)
     assert rule.key(lo, None, 1.0, 0.1, 0, many) <= rule.key(lo, None, 1.0, 0.1, 0, few)
+
+
+def _picks_by_full_scan(facts: list[Fact], n: int, evidence: dict[str, float]) -> list[Fact]:
+    """representative_facts' rule with every remaining fact compared at each pick."""
+    pool = sorted(
+        facts,
+        key=lambda f: (
+            -evidence.get(f.source_file, -math.inf),
+            -f.confidence,
+            f.predicate,
+            f.source_type,
+            f.source_file,
+            f.object,
+        ),
+    )
+    chosen: list[Fact] = []
+    types: set[str] = set()
+    preds: set[str] = set()
+    while pool and len(chosen) < n:
+        best = min(
+            range(len(pool)),
+            key=lambda i: (
+                pool[i].predicate == "title"
+                and normalize_text(pool[i].object) == pool[i].subject_norm,
+                pool[i].source_file not in evidence,
+                (pool[i].source_type in types) + (pool[i].predicate in preds),
+                i,
+            ),
+        )
+        fact = pool.pop(best)
+        chosen.append(fact)
+        types.add(fact.source_type)
+        preds.add(fact.predicate)
+    return chosen
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(("is", "has", "title")),
+            st.sampled_from(("Redis", "redis", "x", "y")),
+            st.sampled_from((0.1, 0.5, 0.5, 0.9)),
+            st.sampled_from(SOURCE_TYPES),
+            st.sampled_from(("a.md", "b.md", "c.md", "d.md")),
+        ),
+        max_size=30,
+    ),
+    n=st.integers(0, 5),
+    evidence=st.dictionaries(st.sampled_from(("a.md", "b.md")), st.sampled_from((0.4, 0.8))),
+)
+def test_representative_facts_picks_what_a_full_scan_picks(
+    rows: list[tuple[str, str, float, str, str]], n: int, evidence: dict[str, float]
+) -> None:
+    facts = [Fact("Redis", p, o, c, t, f) for p, o, c, t, f in rows]  # type: ignore[arg-type]
+    got = representative_facts(facts, n, evidence)
+    expected = _picks_by_full_scan(facts, n, evidence)
+    assert [(f.predicate, f.object, f.source_file) for f in got] == [
+        (f.predicate, f.object, f.source_file) for f in expected
+    ]
