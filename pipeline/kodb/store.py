@@ -27,11 +27,11 @@ import sqlite3
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -50,6 +50,9 @@ from pipeline.kodb.match import (
     word_runs,
 )
 from pipeline.model import Calibration, Fact, Note, NoteText, SubjectSummary
+
+if TYPE_CHECKING:
+    from pipeline.kodb.resident import ResidentFacts
 
 #: Values per IN list / rows per executemany batch: far below SQLite's 32766 bound
 #: parameters and small enough for PostgreSQL's planner to treat as a short list.
@@ -691,6 +694,14 @@ class KoDB:
         found = summaries.summaries_from_agg(agg, sample)
         found.update(stored)
         return dict(sorted(found.items()))
+
+    def resident_copy(self, is_private: Callable[[str], bool] | None = None) -> ResidentFacts:
+        """Every fact as in-memory columns for answers (``resident.py``), read in one
+        statement; the facts of files ``is_private`` names are left out."""
+        from pipeline.kodb import resident
+
+        with self._tx() as conn:
+            return resident.build(conn, is_private)
 
     def refresh_subject_stats(self) -> int:
         """Store the summary of every subject that has none (a KO-DB just upgraded; ingest

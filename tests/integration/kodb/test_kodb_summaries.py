@@ -21,6 +21,7 @@ from pipeline.batch.memo import CachedKodb
 from pipeline.kodb import KoDB, subject_key, summaries
 from pipeline.kodb import schema as kodb_schema
 from pipeline.kodb import store as kodb_store
+from pipeline.kodb.resident import ResidentKodb
 from pipeline.model import SOURCE_TYPES, Candidate, Fact, Note
 from pipeline.privacy import PrivateNotes, PublicKodb
 from pipeline.rank import rank_subjects, rank_summaries
@@ -56,6 +57,9 @@ LAYERS = (
     "public-memo",
     "public-memo-prefetched",
     "public-memo-warm",
+    "resident",
+    "public-resident",
+    "memo-resident",
 )
 
 _examples = itertools.count()
@@ -103,8 +107,16 @@ def _facts(rows: list[tuple[str, ...]], tag: str, hub: int = 0) -> list[Fact]:
 def _view(db: KoDB, layer: str, norms: list[str]) -> Any:
     """The store as an answer sees it: itself, without private notes, through a batch's
     memo (its facts prefetched, or warm from other questions' samples of the same subjects:
-    the service's), or the memo between two privacy views (load-context on a vault with
-    private notes)."""
+    the service's), the memo between two privacy views (load-context on a vault with
+    private notes), or the service's resident copy of the facts (over the store, its
+    public view or a memo)."""
+    if layer == "resident":
+        return ResidentKodb(db, db.resident_copy())
+    if layer == "public-resident":
+        data = db.resident_copy(PRIVATE.is_private)
+        return ResidentKodb(PublicKodb(db, PRIVATE), data, PRIVATE.is_private)
+    if layer == "memo-resident":
+        return ResidentKodb(CachedKodb(db), db.resident_copy())
     if layer == "public":
         return PublicKodb(db, PRIVATE)
     if layer.startswith("memo"):

@@ -1,0 +1,674 @@
+"""A resident copy of KO-DB's facts: what answers read, held in memory as columns.
+
+A warm answer at 1.6M facts spent about 35 ms in KO-DB statements (the bridge's title
+look-ups and files' subjects, the candidates' counts, ~700 stored-list facts read by id,
+the question's own files), most of it page reads and row decoding. The service holds
+instead every fact the answers may see as integer columns over sorted string tables
+(``ResidentFacts``, about 80 bytes a fact), built by one scan in one read transaction
+(``build``), and answers the bridge and the summaries from it (``ResidentKodb``):
+
+* facts are kept in *partition order*: by subject, then the partitions of the stored
+  summaries (predicate, source type, the object when the predicate is ``title``), then the
+  order ``rank.representative_facts`` prefers (confidence first, then by code point). A
+  subject's sample for a question is, per partition, its first ``n`` facts from files that
+  are not evidence plus the first ``n`` of each evidence file: exactly the partitions of
+  ``summaries.sample_select``, so ranking on it equals ranking on all facts;
+* counts (source files, files per type, facts per predicate and per spelling, the best
+  confidence) are computed for every subject at build time by sorting integer keys;
+* the files' subjects and a word index over every subject name (the runs of ``\\w``; a
+  term at word boundaries is a phrase of whole runs, so intersecting the runs' postings
+  gives a superset that ``match.word_boundary_match`` then checks) answer the bridge.
+
+Facts of private notes are left out when the copy is built (``is_private``), which is what
+``privacy.PublicKodb`` does in SQL; the word index still holds every subject name, as the
+store's does. A copy is a snapshot: its owner (``service/warm.py``) drops it when KO-DB
+changes. SQL only through SQLAlchemy Core, in the caller's transaction (store.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from pipeline.kodb import schema
+from pipeline.kodb.match import normalize_term, word_boundary_match
+from pipeline.kodb.summaries import TITLE_PREDICATE, _summary
+from pipeline.model import SOURCE_TYPES, Fact, SubjectSummary
+
+#: Rows fetched per step of the scan (the scan's memory is one step plus the columns).
+SCAN_CHUNK: Final = 20_000
+#: Approximate bytes the copy holds per fact (the columns, the indexes and the strings of a
+#: typical KO-DB: 1.6M facts took about 130 MB); the service's setting is in facts.
+BYTES_PER_FACT: Final = 80
+
+#: Subjects' counts and facts kept made across answers before the caches start over.
+CACHE_ENTRIES: Final = 100_000
+#: A word-index candidate list this short is checked directly instead of intersected further.
+DIRECT_CHECK: Final = 64
+
+_WORD_RUN = re.compile(r"\w+")
+_TYPE_CODE: Final = {t: i for i, t in enumerate(SOURCE_TYPES)}
+
+
+@dataclass(frozen=True, eq=False)
+class ResidentFacts:
+    """Every visible fact as columns, in partition order (see the module docstring).
+
+    String tables are sorted by code point, so comparing codes compares the strings as
+    Python and the stores' ``_order`` do. ``part_start``: where each partition starts (and
+    the end); ``subj_parts``: each subject's first partition (and the end); ``subj_start``:
+    each subject's first fact. The by-file index lists fact positions sorted by (file,
+    subject, position) with ``file_key`` = file * subjects + subject.
+    """
+
+    norms: list[str]  # subject_norm by subject code (every subject of the facts table)
+    spellings: list[str]
+    predicates: list[str]
+    files: list[str]
+    extractors: list[str]
+    object_blob: bytes  # the objects' UTF-8, in code order
+    object_ends: np.ndarray  # int64: where each object ends in the blob
+    subj: np.ndarray
+    spell: np.ndarray
+    pred: np.ndarray
+    obj: np.ndarray
+    conf: np.ndarray  # float64
+    stype: np.ndarray  # int8: SOURCE_TYPES index
+    file: np.ndarray
+    extr: np.ndarray
+    part_start: np.ndarray
+    subj_parts: np.ndarray
+    subj_start: np.ndarray
+    by_file: np.ndarray  # fact positions sorted by (file, subject, position)
+    file_key: np.ndarray  # int64, sorted: file * len(norms) + subject of by_file
+    # Counts per subject over its visible facts.
+    max_conf: np.ndarray
+    source_count: np.ndarray
+    per_type: np.ndarray  # (subjects, len(SOURCE_TYPES)): distinct files
+    pred_start: np.ndarray  # per subject: where its (predicate, count) rows start
+    pred_code: np.ndarray
+    pred_count: np.ndarray
+    spell_start: np.ndarray
+    spell_code: np.ndarray
+    spell_count: np.ndarray
+    # The files' subjects: per file code, its subject codes in file_subjects[a:b].
+    file_subj_start: np.ndarray
+    file_subjects: np.ndarray
+    # Word index over every subject name: run -> subject codes.
+    words: dict[str, np.ndarray]
+
+    @property
+    def facts(self) -> int:
+        return int(self.subj.size)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the columns, indexes and string tables (an estimate)."""
+        arrays = sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
+        strings = sum(
+            sum(len(s) + 50 for s in table)
+            for table in (self.norms, self.spellings, self.predicates, self.files, self.extractors)
+        )
+        postings = sum(p.nbytes + len(w) + 100 for w, p in self.words.items())
+        return arrays + strings + postings + len(self.object_blob)
+
+
+class _Interner:
+    """Codes for the strings of one column, in first-seen order (re-coded sorted later)."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+
+    def codes_of(self, values: Iterable[str], count: int) -> np.ndarray:
+        table = self.codes
+        add = table.setdefault
+        return np.fromiter((add(v, len(table)) for v in values), dtype=np.int32, count=count)
+
+    def sorted_table(self) -> tuple[list[str], np.ndarray]:
+        """The strings sorted by code point, and old code -> new code."""
+        strings = list(self.codes)
+        order = sorted(range(len(strings)), key=strings.__getitem__)
+        remap = np.empty(len(strings), dtype=np.int32)
+        remap[np.asarray(order, dtype=np.int64)] = np.arange(len(strings), dtype=np.int32)
+        return [strings[i] for i in order], remap
+
+
+def build(conn: Connection, is_private: Callable[[str], bool] | None = None) -> ResidentFacts:
+    """Read every fact (one statement, streamed) and build the copy; the facts of files
+    ``is_private`` names are left out (their subjects' names stay searchable)."""
+    t = schema.facts
+    stmt = sa.select(
+        t.c.subject,
+        t.c.subject_norm,
+        t.c.predicate,
+        t.c.object,
+        t.c.confidence,
+        t.c.source_type,
+        t.c.source_file,
+        t.c.extractor,
+    )
+    names = [_Interner() for _ in range(7)]  # spelling, norm, predicate, object, file, extr
+    spelling, norm, predicate, obj, source_file, extractor = names[:6]
+    columns: list[list[np.ndarray]] = [[] for _ in range(8)]
+    result = conn.execution_options(stream_results=True, yield_per=SCAN_CHUNK).execute(stmt)
+    for rows in result.partitions(SCAN_CHUNK):
+        n = len(rows)
+        columns[0].append(spelling.codes_of((r[0] for r in rows), n))
+        columns[1].append(norm.codes_of((r[1] for r in rows), n))
+        columns[2].append(predicate.codes_of((r[2] for r in rows), n))
+        columns[3].append(obj.codes_of((r[3] for r in rows), n))
+        columns[4].append(np.fromiter((r[4] for r in rows), dtype=np.float64, count=n))
+        columns[5].append(
+            np.fromiter((_TYPE_CODE.get(r[5], -1) for r in rows), dtype=np.int8, count=n)
+        )
+        columns[6].append(source_file.codes_of((r[6] for r in rows), n))
+        columns[7].append(extractor.codes_of((r[7] for r in rows), n))
+    spell_c, subj_c, pred_c, obj_c, conf, stype, file_c, extr_c = (
+        np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32) for parts in columns
+    )
+    conf = conf.astype(np.float64)
+    stype = stype.astype(np.int8)
+    if stype.size and int(stype.min()) < 0:
+        raise ValueError("a fact has a source type outside " + ", ".join(SOURCE_TYPES))
+    tables = []
+    for interner, codes in (
+        (spelling, spell_c),
+        (norm, subj_c),
+        (predicate, pred_c),
+        (obj, obj_c),
+        (source_file, file_c),
+        (extractor, extr_c),
+    ):
+        strings, remap = interner.sorted_table()
+        codes[:] = remap[codes] if codes.size else codes
+        tables.append(strings)
+    spellings, norms, predicates, objects, files, extractors = tables
+    words = _word_index(norms)
+    if is_private is not None:
+        hidden = np.fromiter((is_private(f) for f in files), dtype=bool, count=len(files))
+        if hidden.any():
+            keep = ~hidden[file_c]
+            spell_c, subj_c, pred_c, obj_c, conf, stype, file_c, extr_c = (
+                a[keep] for a in (spell_c, subj_c, pred_c, obj_c, conf, stype, file_c, extr_c)
+            )
+    return _assemble(
+        norms,
+        spellings,
+        predicates,
+        objects,
+        files,
+        extractors,
+        words,
+        subj=subj_c,
+        spell=spell_c,
+        pred=pred_c,
+        obj=obj_c,
+        conf=conf,
+        stype=stype,
+        file=file_c,
+        extr=extr_c,
+    )
+
+
+def _word_index(norms: Sequence[str]) -> dict[str, np.ndarray]:
+    postings: dict[str, list[int]] = {}
+    for code, name in enumerate(norms):
+        for run in set(_WORD_RUN.findall(name)):
+            postings.setdefault(run, []).append(code)
+    return {run: np.asarray(codes, dtype=np.int32) for run, codes in postings.items()}
+
+
+def _group_counts(keys: np.ndarray, per: int, subjects: int) -> tuple[np.ndarray, ...]:
+    """Distinct ``keys`` (subject * per + code) with their counts: (start per subject,
+    codes, counts)."""
+    uniq, counts = np.unique(keys, return_counts=True)
+    owner = uniq // per
+    start = np.searchsorted(owner, np.arange(subjects + 1))
+    return start, (uniq % per).astype(np.int32), counts.astype(np.int64)
+
+
+def _assemble(
+    norms: list[str],
+    spellings: list[str],
+    predicates: list[str],
+    objects: list[str],
+    files: list[str],
+    extractors: list[str],
+    words: dict[str, np.ndarray],
+    **cols: np.ndarray,
+) -> ResidentFacts:
+    subj, pred, stype, conf = cols["subj"], cols["pred"], cols["stype"], cols["conf"]
+    obj, file, extr = cols["obj"], cols["file"], cols["extr"]
+    title = predicates.index(TITLE_PREDICATE) if TITLE_PREDICATE in predicates else -1
+    title_obj = np.where(pred == title, obj, -1)
+    # np.lexsort: the last key is the primary one.
+    order = np.lexsort((extr, obj, file, -conf, title_obj, stype, pred, subj))
+    cols = {name: a[order] for name, a in cols.items()}
+    subj, pred, stype, conf = cols["subj"], cols["pred"], cols["stype"], cols["conf"]
+    obj, file, extr, spell = cols["obj"], cols["file"], cols["extr"], cols["spell"]
+    title_obj = title_obj[order]
+    n, subjects = int(subj.size), len(norms)
+    changes = np.ones(n, dtype=bool)
+    if n:
+        changes[1:] = (
+            (subj[1:] != subj[:-1])
+            | (pred[1:] != pred[:-1])
+            | (stype[1:] != stype[:-1])
+            | (title_obj[1:] != title_obj[:-1])
+        )
+    part_start = np.append(np.flatnonzero(changes), n).astype(np.int64)
+    subj_start = np.searchsorted(subj, np.arange(subjects + 1)).astype(np.int64)
+    subj_parts = np.searchsorted(part_start[:-1], subj_start).astype(np.int64)
+    positions = np.arange(n, dtype=np.int64)
+    by_file = np.lexsort((positions, subj, file)).astype(np.int64)
+    file_key = file[by_file].astype(np.int64) * subjects + subj[by_file]
+
+    max_conf = np.full(subjects, -np.inf)
+    filled = subj_start[:-1] < subj_start[1:]
+    if n:
+        max_conf[filled] = np.maximum.reduceat(conf, subj_start[:-1][filled])
+    nf, nt = max(len(files), 1), len(SOURCE_TYPES)
+    pairs = np.unique(subj.astype(np.int64) * nf + file)
+    source_count = np.bincount(pairs // nf, minlength=subjects).astype(np.int64)
+    typed = np.unique((subj.astype(np.int64) * nt + stype) * nf + file)
+    per_type = np.bincount(typed // nf, minlength=subjects * nt).reshape(subjects, nt)
+    pred_start, pred_code, pred_count = _group_counts(
+        subj.astype(np.int64) * max(len(predicates), 1) + pred, max(len(predicates), 1), subjects
+    )
+    spell_start, spell_code, spell_count = _group_counts(
+        subj.astype(np.int64) * max(len(spellings), 1) + spell, max(len(spellings), 1), subjects
+    )
+    by_pair = np.unique(file.astype(np.int64) * max(subjects, 1) + subj)
+    file_subj_start = np.searchsorted(by_pair // max(subjects, 1), np.arange(len(files) + 1))
+    file_subjects = (by_pair % max(subjects, 1)).astype(np.int32)
+
+    encoded = [s.encode("utf-8", "surrogatepass") for s in objects]
+    object_ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
+    return ResidentFacts(
+        norms=norms,
+        spellings=spellings,
+        predicates=predicates,
+        files=files,
+        extractors=extractors,
+        object_blob=b"".join(encoded),
+        object_ends=object_ends,
+        subj=subj,
+        spell=spell,
+        pred=pred,
+        obj=obj,
+        conf=conf,
+        stype=stype,
+        file=file,
+        extr=extr,
+        part_start=part_start,
+        subj_parts=subj_parts,
+        subj_start=subj_start,
+        by_file=by_file,
+        file_key=file_key,
+        max_conf=max_conf,
+        source_count=source_count,
+        per_type=per_type,
+        pred_start=pred_start,
+        pred_code=pred_code,
+        pred_count=pred_count,
+        spell_start=spell_start,
+        spell_code=spell_code,
+        spell_count=spell_count,
+        file_subj_start=file_subj_start,
+        file_subjects=file_subjects,
+        words=words,
+    )
+
+
+class ResidentKodb:
+    """KO-DB as answers read it, from a ``ResidentFacts`` copy; every other call goes to
+    ``base`` (the store, or its memo), as do summaries restricted to some files.
+
+    ``private`` names the notes left out of the copy: their paths are no keys of
+    ``subjects_by_source_file``, as with ``privacy.PublicKodb``."""
+
+    def __init__(
+        self, base: Any, data: ResidentFacts, private: Callable[[str], bool] | None = None
+    ) -> None:
+        self._base = base
+        self._data = data
+        self._private = private
+        self._norm_code = {s: i for i, s in enumerate(data.norms)}
+        self._file_code = {f: i for i, f in enumerate(data.files)}
+        # Python lists of the columns answers walk fact by fact (numpy scalars are slow).
+        self._part_start = data.part_start.tolist()
+        self._subj_parts = data.subj_parts.tolist()
+        self._part_pred = data.pred[data.part_start[:-1]].tolist()
+        self._part_type = data.stype[data.part_start[:-1]].tolist()
+        # Question-independent results kept across answers (shared by ``over`` views).
+        self._counted: dict[int, Mapping[str, Any]] = {}
+        self._made: dict[int, Fact] = {}
+        titles = [i for i, p in enumerate(data.predicates) if p == TITLE_PREDICATE]
+        self._title_pred = titles[0] if titles else -1
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_base":
+            raise AttributeError(name)
+        return getattr(self._base, name)
+
+    def over(self, base: Any) -> ResidentKodb:
+        """The same copy over another base (its look-up tables are shared)."""
+        view = ResidentKodb.__new__(ResidentKodb)
+        view.__dict__.update(self.__dict__)
+        view._base = base
+        return view
+
+    @property
+    def facts(self) -> int:
+        return self._data.facts
+
+    # -- the bridge -----------------------------------------------------------------------
+    def search_subjects_many(
+        self, terms: Sequence[str], limit: int | None = None
+    ) -> dict[str, list[str]]:
+        """The store's word-boundary subject search, from the word index; terms without a
+        word character go to the store."""
+        norms = {term: normalize_term(term) for term in terms}
+        found: dict[str, list[str]] = {}
+        others = []
+        for n in sorted(set(norms.values())):
+            runs = _WORD_RUN.findall(n)
+            if "\x00" in n:
+                found[n] = []
+            elif not runs:
+                others.append(n)
+            else:
+                found[n] = self._by_words(n, runs)
+        if others:
+            found.update(self._base.search_subjects_many(others))
+        return {term: found[n] if limit is None else found[n][:limit] for term, n in norms.items()}
+
+    def _by_words(self, norm: str, runs: Sequence[str]) -> list[str]:
+        words = self._data.words
+        postings = []
+        for run in set(runs):
+            codes = words.get(run)
+            if codes is None:
+                return []
+            postings.append(codes)
+        postings.sort(key=len)
+        codes = postings[0]
+        for more in postings[1:]:
+            if codes.size <= DIRECT_CHECK:  # checking these few is cheaper than intersecting
+                break
+            codes = np.intersect1d(codes, more, assume_unique=True)
+            if not codes.size:
+                return []
+        names = self._data.norms
+        return sorted(s for c in codes.tolist() if word_boundary_match(norm, s := names[c]))
+
+    def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
+        """Per file, the subject_norms of its visible facts."""
+        d = self._data
+        out: dict[str, set[str]] = {}
+        for path in sorted(set(paths)):
+            if self._private is not None and self._private(path):
+                continue
+            code = self._file_code.get(path)
+            if code is None:
+                out[path] = set()
+                continue
+            a, b = int(d.file_subj_start[code]), int(d.file_subj_start[code + 1])
+            out[path] = {d.norms[c] for c in d.file_subjects[a:b].tolist()}
+        return out
+
+    def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
+        return set().union(*self.subjects_by_source_file(paths).values())
+
+    # -- the summaries --------------------------------------------------------------------
+    def subject_summaries(
+        self,
+        subject_norms: Iterable[str],
+        *,
+        sample_size: int,
+        evidence_files: Iterable[str] = (),
+        only_files: Iterable[str] | None = None,
+        exclude_files: Iterable[str] = (),
+        cache: Any = None,
+    ) -> dict[str, SubjectSummary]:
+        """``KoDB.subject_summaries`` from the copy (restricted to some files: the base's)."""
+        drop = list(exclude_files)
+        if only_files is not None or drop:
+            more: dict[str, Any] = {"exclude_files": drop} if drop else {}
+            return self._base.subject_summaries(  # type: ignore[no-any-return]
+                subject_norms,
+                sample_size=sample_size,
+                evidence_files=evidence_files,
+                only_files=only_files,
+                **more,
+            )
+        d = self._data
+        wanted = []
+        for norm in sorted(set(subject_norms)):
+            s = self._norm_code.get(norm)
+            if s is not None and d.subj_start[s] < d.subj_start[s + 1]:
+                wanted.append((norm, s))
+        picked: dict[int, list[int]] = {}
+        if sample_size > 0 and wanted:
+            own = self._evidence_facts([s for _, s in wanted], evidence_files, sample_size)
+            picked = {s: self._sample(s, sample_size, own.get(s)) for _, s in wanted}
+        facts = self._facts([i for _, s in wanted for i in picked.get(s, ())])
+        found: dict[str, SubjectSummary] = {}
+        for norm, s in wanted:
+            sample = [facts[i] for i in picked.get(s, ())]
+            found[norm] = _summary(norm, self._counts(s), sample)
+        return found
+
+    def _counts(self, s: int) -> Mapping[str, Any]:
+        counted = self._counted.get(s)
+        if counted is None:
+            if len(self._counted) >= CACHE_ENTRIES:
+                self._counted.clear()
+            counted = self._counted[s] = self._count(s)
+        return counted
+
+    def _count(self, s: int) -> Mapping[str, Any]:
+        d = self._data
+        a, b = int(d.pred_start[s]), int(d.pred_start[s + 1])
+        predicates = dict(
+            zip(
+                [d.predicates[c] for c in d.pred_code[a:b].tolist()],
+                d.pred_count[a:b].tolist(),
+                strict=True,
+            )
+        )
+        a, b = int(d.spell_start[s]), int(d.spell_start[s + 1])
+        spellings = dict(
+            zip(
+                [d.spellings[c] for c in d.spell_code[a:b].tolist()],
+                d.spell_count[a:b].tolist(),
+                strict=True,
+            )
+        )
+        per_type = {SOURCE_TYPES[i]: n for i, n in enumerate(d.per_type[s].tolist()) if n}
+        return {
+            "spellings": spellings,
+            "source_count": int(d.source_count[s]),
+            "per_type": per_type,
+            "predicates": predicates,
+            "raw_facts": int(d.subj_start[s + 1] - d.subj_start[s]),
+            "max_confidence": float(d.max_conf[s]),
+        }
+
+    def _evidence_facts(
+        self, subjects: Sequence[int], evidence_files: Iterable[str], n: int
+    ) -> dict[int, tuple[set[int], list[int]]]:
+        """Per subject, the positions of its facts in the evidence files, and of those the
+        first ``n`` per (partition, file): the by-file index read once per file."""
+        d = self._data
+        codes = sorted({c for f in evidence_files if (c := self._file_code.get(f)) is not None})
+        if not codes:
+            return {}
+        total = len(d.norms)
+        bounds = np.asarray(codes, dtype=np.int64) * total
+        lo = np.searchsorted(d.file_key, bounds, "left")
+        hi = np.searchsorted(d.file_key, bounds + total, "left")
+        positions = np.concatenate([d.by_file[a:b] for a, b in zip(lo, hi, strict=True)])
+        keep = np.isin(d.subj[positions], np.asarray(subjects, dtype=np.int32))
+        positions = positions[keep]
+        if not positions.size:
+            return {}
+        parts = (np.searchsorted(d.part_start, positions, "right") - 1).tolist()
+        owners = d.subj[positions].tolist()
+        files = d.file[positions].tolist()
+        out: dict[int, tuple[set[int], list[int]]] = {}
+        taken: dict[tuple[int, int], int] = {}
+        # by_file lists each (file, subject) in partition order, so the first ones count.
+        for pos, part, owner, f in zip(positions.tolist(), parts, owners, files, strict=True):
+            seen, chosen = out.setdefault(owner, (set(), []))
+            seen.add(pos)
+            k = taken.get((part, f), 0)
+            if k < n:
+                taken[(part, f)] = k + 1
+                chosen.append(pos)
+        return out
+
+    def _sample(self, s: int, n: int, own: tuple[set[int], list[int]] | None) -> list[int]:
+        """Positions of subject ``s``'s sample: the first ``n`` facts of each partition in
+        each evidence file (``own``) and the first ``n`` of each partition from other
+        files (what ``summaries.sample_select`` takes), less the facts
+        ``rank.representative_facts`` can never pick.
+
+        Its pick is the first fact in pool order (evidence first, then confidence,
+        predicate, type, …) with the fewest of its type and predicate already shown; after
+        ``j`` picks at most ``j`` of each are shown. Within a tier (evidence files, other
+        files) spanning at least ``n`` predicates outside ``title``, a predicate not shown
+        is always left, so a partition's second fact (type and predicate shown) never
+        wins; and a partition's first fact wins only while fewer than ``n`` first facts of
+        its type come before it (their predicates cannot all be shown). With ``n`` facts
+        of evidence files outside ``title`` (none restates the name), no other fact is
+        picked. A smaller pool holding every pick gives the same picks in the same order.
+        Facts under ``title`` (which may restate the name) are all kept."""
+        seen, chosen = own if own is not None else (set(), [])
+        picked = self._evidence_tier(chosen, n)
+        title = self._title_pred
+        outside = sum(1 for i in chosen if self._data.pred[i] != title)
+        if outside >= n:
+            return picked
+        starts, pred_of = self._part_start, self._part_pred
+        heads: dict[int, int] = {}  # partition -> its first fact of other files
+        for p in range(self._subj_parts[s], self._subj_parts[s + 1]):
+            i, hi = starts[p], starts[p + 1]
+            while i < hi and i in seen:
+                i += 1
+            if i < hi:
+                heads[p] = i
+        kept = None  # partitions outside title whose first fact is kept (None: n each)
+        if len({pred_of[p] for p in heads} - {title}) >= n:
+            kept = self._first_per_type(
+                {p: (head, pred_of[p], self._part_type[p]) for p, head in heads.items()}, n
+            )
+        for p, head in heads.items():
+            if kept is not None and pred_of[p] != title:
+                if p in kept:
+                    picked.append(head)
+                continue
+            hi = starts[p + 1]
+            taken, i = 0, head
+            while i < hi and taken < n:
+                if i not in seen:
+                    picked.append(i)
+                    taken += 1
+                i += 1
+        return picked
+
+    def _evidence_tier(self, chosen: Sequence[int], n: int) -> list[int]:
+        """The evidence files' facts that may be picked: in each file the first fact of
+        each partition, of those the first ``n`` of each type (see ``_sample``)."""
+        if not chosen:
+            return []
+        d = self._data
+        idx = np.asarray(chosen, dtype=np.int64)
+        parts = (np.searchsorted(d.part_start, idx, "right") - 1).tolist()
+        files, preds, types = d.file[idx].tolist(), d.pred[idx].tolist(), d.stype[idx].tolist()
+        firsts: dict[tuple[int, int], tuple[int, int, int]] = {}
+        for pos, part, f, pred, kind in zip(chosen, parts, files, preds, types, strict=True):
+            firsts.setdefault((f, part), (pos, pred, kind))  # chosen is in partition order
+        by_file: dict[int, dict[int, tuple[int, int, int]]] = {}
+        for (f, part), head in firsts.items():
+            by_file.setdefault(f, {})[part] = head
+        title = self._title_pred
+        if len({p for p in preds if p != title}) < n:
+            return list(chosen)
+        picked = [pos for pos, pred in zip(chosen, preds, strict=True) if pred == title]
+        for heads in by_file.values():
+            kept = self._first_per_type(heads, n)
+            picked.extend(head for part, (head, pred, _) in heads.items() if part in kept)
+        return picked
+
+    def _first_per_type(self, heads: Mapping[int, tuple[int, int, int]], n: int) -> set[int]:
+        """Of partitions' first facts (partition -> (position, predicate, type)) of one
+        tier, the partitions outside ``title`` whose first fact comes among the first
+        ``n`` of its type in pool order: by confidence, then predicate (one partition per
+        predicate and type, so nothing else ties)."""
+        conf, title = self._data.conf, self._title_pred
+        by_type: dict[int, list[tuple[float, int, int]]] = {}
+        for part, (head, pred, kind) in heads.items():
+            if pred != title:
+                by_type.setdefault(kind, []).append((-float(conf[head]), pred, part))
+        return {part for group in by_type.values() for _, _, part in sorted(group)[:n]}
+
+    def _facts(self, positions: Sequence[int]) -> dict[int, Fact]:
+        """The facts at these positions (those made before from the cache; a hub's best
+        facts are in most answers), the others' columns gathered once."""
+        made = self._made
+        found = {p: f for p in positions if (f := made.get(p)) is not None}
+        todo = [p for p in positions if p not in found]
+        if todo:
+            if len(made) + len(todo) > CACHE_ENTRIES:
+                made.clear()
+            fresh = self._gather(todo)
+            made.update(fresh)
+            found.update(fresh)
+        return found
+
+    def _gather(self, positions: Sequence[int]) -> dict[int, Fact]:
+        d = self._data
+        idx = np.asarray(positions, dtype=np.int64)
+        objs = d.obj[idx]
+        ends = d.object_ends[objs].tolist()
+        starts = np.where(objs > 0, d.object_ends[objs - 1], 0).tolist()
+        blob = d.object_blob
+        spellings, predicates, files, extractors = (
+            d.spellings,
+            d.predicates,
+            d.files,
+            d.extractors,
+        )
+        return {
+            pos: Fact(
+                spellings[sp],
+                predicates[pr],
+                blob[a:b].decode("utf-8", "surrogatepass"),
+                conf,
+                SOURCE_TYPES[st],
+                files[fi],
+                extractors[ex],
+            )
+            for pos, sp, pr, a, b, conf, st, fi, ex in zip(
+                positions,
+                d.spell[idx].tolist(),
+                d.pred[idx].tolist(),
+                starts,
+                ends,
+                d.conf[idx].tolist(),
+                d.stype[idx].tolist(),
+                d.file[idx].tolist(),
+                d.extr[idx].tolist(),
+                strict=True,
+            )
+        }
+
+    def close(self) -> None:
+        """The owner of the base closes it."""
