@@ -131,18 +131,24 @@ def service_queries(
                 raise SystemExit(f"service: {response.status} {str(data)[:300]}")
             return (time.perf_counter() - t0) * 1e3, data
 
-        def warm_vectors() -> int:
+        def health() -> dict[str, Any]:
             conn = http.client.HTTPConnection(host, int(port), timeout=60)
             conn.request("GET", "/healthz")
-            n = int(json.loads(conn.getresponse().read()).get("warm_vectors", 0))
+            data = json.loads(conn.getresponse().read())
             conn.close()
-            return n
+            return data  # type: ignore[no-any-return]
 
-        post(questions[0])  # loads the model and starts loading the vectors
+        def warm() -> bool:
+            h = health()
+            return bool(h.get("warm_vectors")) and bool(h.get("warm_facts"))
+
+        post(questions[0])  # loads the model, starts reading the vectors and the facts
         deadline = time.monotonic() + 900
-        while not warm_vectors() and time.monotonic() < deadline:
-            time.sleep(1)  # measured warm: with every vector in memory
-        log(f"service: {warm_vectors()} note vectors in memory")
+        while not warm() and time.monotonic() < deadline:
+            time.sleep(1)
+            post(questions[0])  # a read that found KO-DB changed meanwhile starts again
+        h = health()
+        log(f"service: {h.get('warm_vectors')} note vectors, {h.get('warm_facts')} facts in memory")
         for q in questions[:3]:  # warm up
             post(q)
         client: list[float] = []

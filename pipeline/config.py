@@ -78,6 +78,9 @@ class Settings:
     hook_max_chars: int = 8000
     # `query` uses a running service only when its /healthz answers within this.
     service_probe_timeout: float = 0.5
+    # The service answers from an in-memory copy of KO-DB's facts (about 100 bytes a fact,
+    # service/warm.py) when KO-DB is a SQLite file of at most this many facts; 0: never.
+    service_resident_facts: int = 5_000_000
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property

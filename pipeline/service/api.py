@@ -207,6 +207,7 @@ def create_api(app: App, metrics: ServiceMetrics, *, token: str | None = None) -
             "version": __version__,
             "model_loaded": app.model_loaded,
             "warm_vectors": warm.warm_vectors,
+            "warm_facts": warm.warm_facts,
         }
 
     @api.get("/metrics", response_class=Response)

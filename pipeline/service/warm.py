@@ -17,7 +17,12 @@ service keeps
   ingest, import, calibrate), or the stamp every graph write of this vault's clients
   touches (``graph.client.changes_path``), and at the latest after ``RELOAD_SECONDS`` (a
   writer using another state dir). PostgreSQL has no such cheap check: its reads are not
-  memoised.
+  memoised;
+* over the memo, a resident copy of KO-DB's facts (``kodb/resident.py``: the bridge and
+  the summaries answered from columns in memory, no statement), read in a child process
+  (so the answering threads keep the GIL: 1.6M facts take seconds to read) whenever the
+  SQLite file or its log changed, up to ``service_resident_facts`` facts. Until a copy of
+  the current KO-DB is in, questions are answered through the memo alone.
 
 The questions still go through ``Pipeline.ask_many`` with the exact search as its batch
 search, as load-context does.
@@ -57,6 +62,12 @@ class _Copy:
 
 
 @dataclass(frozen=True)
+class _Resident:
+    signature: Signature  # the KO-DB file's and its log's stats the copy was read at
+    kodb: Any | None  # ResidentKodb without a base; None: not held (too many facts, failed)
+
+
+@dataclass(frozen=True)
 class _Vectors:
     generation: int
     exact: Any | None  # ExactSearch, or None: the index answers (empty or mixed sizes)
@@ -72,10 +83,15 @@ class WarmAnswers:
         self._copy: _Copy | None = None
         self._vectors: _Vectors | None = None
         self._loader: threading.Thread | None = None
+        self._resident: _Resident | None = None
+        self._resident_loader: threading.Thread | None = None
+        self._resident_pipeline: tuple[_Copy, _Resident, Pipeline] | None = None
         #: How many times the note vectors were (re)loaded from the graph, and how many
         #: note vectors those loads read (a full load reads all, a refresh the changed).
         self.vector_loads = 0
         self.vectors_read = 0
+        #: How many times KO-DB's facts were read into memory (or tried to be).
+        self.resident_loads = 0
 
     def ask(self, question: str, opts: QueryOptions) -> Answer:
         copy = self._current()
@@ -83,7 +99,7 @@ class WarmAnswers:
             self.app.refresh_calibration()
             pipeline = self.app.pipeline()
         else:
-            pipeline = copy.pipeline
+            pipeline = self._over_resident(copy) or copy.pipeline
         try:
             generation = self.app.graph.generation()
         except GraphError:
@@ -109,6 +125,8 @@ class WarmAnswers:
         if not url.startswith("sqlite:///"):
             return None
         db = Path(url.removeprefix("sqlite:///"))
+        # Opened first: opening creates the write-ahead log, which would move the stats.
+        self.app.kodb  # noqa: B018
         stamp = changes_path(s.state_dir, self.app.graph.url)
         return tuple(_stat(p) for p in (db, db.with_name(db.name + "-wal"), stamp))
 
@@ -139,6 +157,77 @@ class WarmAnswers:
         memo = CachedKodb(base.kodb)
         pipeline = Pipeline(app=self.app.sharing(kodb=memo), include_private=not base.private)
         return _Copy(signature, pipeline, time.monotonic())
+
+    # -- the resident facts ---------------------------------------------------------------
+    def _over_resident(self, copy: _Copy) -> Pipeline | None:
+        """The memo's pipeline over the resident copy of this KO-DB, or None while it is
+        being read (or cannot be held); starts the read when KO-DB changed."""
+        if self.app.settings.service_resident_facts <= 0:
+            return None
+        signature = copy.signature[:2]  # the KO-DB file and its log: what the facts are
+        held = self._resident
+        if held is None or held.signature != signature:
+            self._read_resident(signature)
+            return None
+        if held.kodb is None:
+            return None
+        made = self._resident_pipeline
+        if made is not None and made[0] is copy and made[1] is held:
+            return made[2]
+        memo = copy.pipeline.kodb
+        pipeline = Pipeline(
+            app=self.app.sharing(kodb=held.kodb.over(memo)),
+            include_private=True,  # the memo's base hides them already
+        )
+        self._resident_pipeline = (copy, held, pipeline)
+        return pipeline
+
+    def _read_resident(self, signature: Signature) -> None:
+        with self._lock:
+            if self._resident_loader is not None and self._resident_loader.is_alive():
+                return  # one read at a time; the next question asks again
+            self._resident_loader = threading.Thread(
+                target=self._load_resident,
+                args=(signature,),
+                name="vault-ko-facts",
+                daemon=True,
+            )
+            self._resident_loader.start()
+
+    def _load_resident(self, signature: Signature) -> None:
+        from pipeline.kodb.resident import ResidentKodb
+
+        s = self.app.settings
+        private = self.app.private
+        t0 = time.monotonic()
+        try:
+            data = read_in_child(s.effective_kodb_url, private.globs, s.service_resident_facts)
+        except Exception as exc:  # a background thread must not die silently
+            log.warning("reading KO-DB's facts into memory failed: %s", exc)
+            data = None
+        kodb = None
+        if data is not None:
+            kodb = ResidentKodb(None, data, private.is_private if private else None)
+            log.info(
+                "KO-DB facts in memory: %d facts, about %d MB, read in %.1f s",
+                data.facts,
+                data.nbytes // 2**20,
+                time.monotonic() - t0,
+            )
+        self.resident_loads += 1
+        self._resident = _Resident(signature, kodb)
+
+    @property
+    def warm_facts(self) -> int:
+        """How many KO-DB facts answers read from memory (0: none yet, or none held)."""
+        held = self._resident
+        return held.kodb.facts if held is not None and held.kodb is not None else 0
+
+    def settle_facts(self, timeout: float | None = None) -> None:
+        """Wait for a read of the resident facts to finish (tests, benchmarks)."""
+        loader = self._resident_loader
+        if loader is not None:
+            loader.join(timeout)
 
     # -- the vectors ----------------------------------------------------------------------
     def _exact(self, generation: int, pipeline: Pipeline) -> Any | None:
@@ -234,6 +323,36 @@ class WarmAnswers:
             types.append(note.source_type if same and note else None)
         exact = ExactSearch(paths, titles, types, matrix, old.exact.dialect)
         return exact, states
+
+
+def read_in_child(url: str, private_globs: tuple[str, ...], max_facts: int) -> Any | None:
+    """KO-DB's facts as a ``ResidentFacts`` read by a child process (spawned: the service's
+    threads keep the GIL, and the read's peak memory goes with the child); None when KO-DB
+    holds more than ``max_facts`` facts."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(_read_facts, url, private_globs, max_facts).result()
+
+
+def _read_facts(url: str, private_globs: tuple[str, ...], max_facts: int) -> Any | None:
+    from pipeline.kodb import KoDB
+    from pipeline.privacy import PrivateNotes
+
+    private = PrivateNotes(private_globs)
+    with KoDB.open(url) as kodb:
+        count = kodb.count_facts()
+        if count > max_facts:
+            log.warning(
+                "KO-DB holds %d facts, more than service_resident_facts (%d): answers read "
+                "them from KO-DB",
+                count,
+                max_facts,
+            )
+            return None
+        return kodb.resident_copy(private.is_private if private else None)
 
 
 def _stat(path: Path) -> tuple[int, int] | None:
