@@ -70,3 +70,40 @@ def test_a_model_not_available_offline_is_one_clear_error() -> None:
     assert "\n" not in message
     assert "vault-ko-tests/no-such-model" in message
     assert "embed_model" in message
+
+
+QUESTIONS = (
+    "why did we choose redis for the warm cache?",
+    "Gyorsítótár kulcsok verziózása — miért?",
+    'a_b 50% "quoted" back\\\\slash',
+    "word " * 400,  # truncated at 256 tokens
+    "🙂",
+)
+
+
+def test_a_single_question_is_embedded_bit_for_bit_as_encode_embeds_it(minilm: Embedder) -> None:
+    encoder = minilm._encoder
+    for question in QUESTIONS:
+        got = minilm.embed([question])
+        raw = np.asarray(
+            encoder.encode([question], convert_to_numpy=True, show_progress_bar=False),
+            dtype=np.float32,
+        )
+        expected = raw / np.linalg.norm(raw, axis=1, keepdims=True)
+        assert np.array_equal(got, expected.astype(np.float32)), question[:40]
+    assert callable(minilm._forward_one)  # the checked single-text forward answered them
+
+
+def test_a_model_whose_encode_adds_a_prompt_keeps_encode(tmp_path: Path) -> None:
+    """A default prompt changes what encode() embeds: the single-text forward, which does
+    not add it, fails its check and is never used."""
+    embedder = Embedder(batch_size=8)
+    encoder = embedder._encoder
+    encoder.prompts = {"query": "query: "}
+    encoder.default_prompt_name = "query"
+    got = embedder.embed([QUESTIONS[0]])
+    assert embedder._forward_one is None
+    again = embedder.embed([QUESTIONS[0]])
+    raw = np.asarray(encoder.encode([QUESTIONS[0]], show_progress_bar=False), dtype=np.float32)
+    assert np.array_equal(got, again)
+    assert np.array_equal(got, raw / np.linalg.norm(raw, axis=1, keepdims=True))
