@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -61,6 +62,10 @@ class _Copy:
     loaded_at: float
 
 
+class _NoGeneration(Exception):
+    """The graph did not answer the generation read (the question takes the CLI's path)."""
+
+
 @dataclass(frozen=True)
 class _Resident:
     signature: Signature  # the KO-DB file's and its log's stats the copy was read at
@@ -84,6 +89,7 @@ class WarmAnswers:
         self._vectors: _Vectors | None = None
         self._loader: threading.Thread | None = None
         self._resident: _Resident | None = None
+        self._reader = ThreadPoolExecutor(max_workers=4, thread_name_prefix="vault-ko-generation")
         self._resident_loader: threading.Thread | None = None
         self._resident_pipeline: tuple[_Copy, _Resident, Pipeline] | None = None
         #: How many times the note vectors were (re)loaded from the graph, and how many
@@ -100,20 +106,26 @@ class WarmAnswers:
             pipeline = self.app.pipeline()
         else:
             pipeline = self._over_resident(copy) or copy.pipeline
+        # The generation is read while the question is embedded (one Bolt round trip,
+        # about 1 ms, that the embedding's 10 ms hide).
+        generation = self._reader.submit(self.app.graph.generation)
+
+        def search(vectors: Any, k: int) -> list[list[Hit]]:
+            try:
+                current = generation.result()
+            except GraphError as exc:
+                raise _NoGeneration from exc
+            exact = self._exact(current, pipeline)
+            if exact is None:  # being (re)loaded: the index answers
+                return [pipeline.index_search(v, k) for v in vectors]
+            return exact.search_many(vectors, k, pipeline.index_search)  # type: ignore[no-any-return]
+
         try:
-            generation = self.app.graph.generation()
-        except GraphError:
+            return pipeline.ask_many([question], opts, search=search, graph_checked=True)[0]
+        except _NoGeneration:
             # Unreachable (or not set up): the CLI's path, whose own graph check decides
             # between an index answer and the fallback with its reason.
             return pipeline.ask_many([question], opts)[0]
-        exact = self._exact(generation, pipeline)
-        search = None
-        if exact is not None:
-
-            def search(vectors: Any, k: int) -> list[list[Hit]]:
-                return exact.search_many(vectors, k, pipeline.index_search)  # type: ignore[no-any-return]
-
-        return pipeline.ask_many([question], opts, search=search, graph_checked=True)[0]
 
     # -- the KO-DB copy -------------------------------------------------------------------
     def signature(self) -> Signature | None:

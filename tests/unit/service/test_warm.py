@@ -41,13 +41,24 @@ def test_postgresql_is_never_cached(tmp_path: Path) -> None:
 
 
 class _FakePipeline:
+    """Records each ask_many's arguments and, as the real one does after embedding, runs
+    its batch search; the graph's index search records that it answered."""
+
     def __init__(self) -> None:
         self.calls: list[dict[str, object]] = []
+        self.index_searches = 0
         self.graph = type("G", (), {"note_states": lambda self: {}})()
         self.kodb = None
 
+    def index_search(self, vector: object, k: int) -> list[object]:
+        self.index_searches += 1
+        return []
+
     def ask_many(self, questions: list[str], opts: object, **kw: object) -> list[str]:
         self.calls.append(kw)
+        search = kw.get("search")
+        if callable(search):
+            search(np.ones((1, 384), np.float32), 3)
         return ["answer"]
 
 
@@ -83,9 +94,11 @@ def test_a_graph_that_does_not_answer_the_generation_read_takes_the_cli_path(
     app = _FakeApp(settings, fail=True)
     warm = WarmAnswers(app)  # type: ignore[arg-type]
     assert warm.ask("warm cache", None) == "answer"  # type: ignore[arg-type]
-    # Its own graph check decides between the index and the fallback, as the CLI's does.
-    assert app.the_pipeline.calls == [{}]
-    assert warm.vector_loads == 0
+    # The generation read failed once the question was embedded: the question goes the
+    # CLI's way, whose own graph check decides between the index and the fallback.
+    calls = app.the_pipeline.calls
+    assert len(calls) == 2 and calls[0]["graph_checked"] is True and calls[1] == {}
+    assert warm.vector_loads == 0 and app.the_pipeline.index_searches == 0
 
 
 def test_vectors_load_in_the_background_once_per_generation(
@@ -113,6 +126,6 @@ def test_vectors_load_in_the_background_once_per_generation(
     assert warm.vector_loads == 1 and len(loads) == 1
     calls = app.the_pipeline.calls
     assert all(call["graph_checked"] is True for call in calls)
-    # The first question did not wait for the load: the index answered it.
-    assert calls[0]["search"] is None
-    assert all(call["search"] is not None for call in calls[1:])
+    # The first question did not wait for the load: the index answered it; the others
+    # were searched in memory.
+    assert app.the_pipeline.index_searches == 1
