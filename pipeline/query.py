@@ -536,6 +536,13 @@ class Pipeline:
         top_bm25: float | None = None,
     ) -> tuple[SubjectRank, ...]:
         basis = self.basis() if relevance is not None else None
+        bands: dict[float, Any] = {}  # candidates share their hits' cosines
+
+        def band(cosine: float) -> Any:
+            if cosine not in bands:
+                bands[cosine] = band_of(cosine, basis)  # type: ignore[arg-type]
+            return bands[cosine]
+
         with timer.stage("rank_ms"):
             return tuple(
                 rank_summaries(
@@ -544,7 +551,7 @@ class Pipeline:
                     facts_per_subject=opts.facts_per_subject,
                     facts_per_predicate_cap=opts.facts_per_predicate_cap,
                     candidates=candidates,
-                    band_of=(lambda cos: band_of(cos, basis)) if basis is not None else None,
+                    band_of=band if basis is not None else None,
                     top_cosine=relevance.top_cosine if relevance is not None else None,
                     sigma=relevance.sigma if relevance is not None else None,
                     top_bm25=top_bm25,

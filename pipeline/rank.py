@@ -28,7 +28,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pipeline.model import (
     SOURCE_TYPES,
@@ -145,6 +145,8 @@ def representative_facts(
     evidence that matched this question) first, then the highest confidence, spread over
     source types and predicates. A fact that only restates the subject's name (its note's
     ``title``) comes last."""
+    if n <= 0 or not facts:
+        return ()
     files = evidence or {}
 
     def restates_name(f: Fact) -> bool:
@@ -213,21 +215,26 @@ def rank_subject(
     )
 
 
-def seed_key(s: SubjectRank) -> tuple[int, int, float]:
-    """The seed's order among equals: score, then cross-source, then confidence."""
-    return (-s.score, -s.source_count, -s.max_confidence)
-
-
-def answer_order(s: SubjectRank, relevance: tuple[float, ...]) -> tuple[object, ...]:
+def answer_order(
+    relevance: tuple[float, ...],
+    score: int,
+    source_count: int,
+    max_confidence: float,
+    best_cosine: float | None,
+    subject: str,
+) -> tuple[object, ...]:
     """The sort key of a subject in an answer (module docstring): its relevance (tier and
-    evidence), then the seed's rule, then cosine, then name."""
-    cosine = s.best_cosine if s.best_cosine is not None else -math.inf
+    evidence), then the seed's rule (score, then cross-source, then confidence), then
+    cosine, then name."""
+    cosine = best_cosine if best_cosine is not None else -math.inf
     return (
         relevance,
-        *seed_key(s),
+        -score,
+        -source_count,
+        -max_confidence,
         -cosine,
-        normalize_text(s.subject),
-        s.subject,
+        normalize_text(subject),
+        subject,
     )
 
 
@@ -276,7 +283,7 @@ def _band(candidate: Candidate | None, band_of: BandOf | None) -> Band | None:
 
 
 def _relevance(
-    s: SubjectRank,
+    score: int,
     candidate: Candidate | None,
     band: Band | None,
     top_cosine: float | None,
@@ -285,11 +292,12 @@ def _relevance(
     order: OrderRule,
 ) -> tuple[float, ...]:
     """The relevance part of a ranked subject's ``answer_order`` key."""
-    group = EVIDENCE_GROUP.get(s.evidence or "own", 0)
+    evidence = candidate.evidence if candidate is not None else None
+    group = EVIDENCE_GROUP.get(evidence or "own", 0)
     cosine = candidate.cosine if candidate is not None else None
     if cosine is not None:
         top = top_cosine if top_cosine is not None else cosine
-        return (0, *order.key(cosine, band, top, sigma, group, s.score))
+        return (0, *order.key(cosine, band, top, sigma, group, score))
     if candidate is not None and candidate.bm25 is not None:
         best = top_bm25 if top_bm25 is not None else candidate.bm25
         return (0, *order.bm25_key(candidate.bm25, best, group))
@@ -324,6 +332,60 @@ def summaries_from_facts(facts: Iterable[Fact]) -> dict[str, SubjectSummary]:
     return {norm: summarize(group) for norm, group in groups.items()}
 
 
+@dataclass(frozen=True)
+class _Tally:
+    """What a subject's counts alone give (no fact read): all of its rank but the facts."""
+
+    subject: str
+    per_type: dict[str, int]
+    predicates: dict[str, int]
+    total_facts: int
+    score: int
+    crystal_ready: bool
+
+
+def _tally(summary: SubjectSummary, cap: int) -> _Tally:
+    per_type = {t: summary.per_type.get(t, 0) for t in SOURCE_TYPES}
+    predicates = dict(sorted(summary.predicates.items()))
+    total = sum(c if c < cap else cap for c in predicates.values())
+    types = sum(1 for c in per_type.values() if c)
+    return _Tally(
+        subject=display_name(summary.spellings),
+        per_type=per_type,
+        predicates=predicates,
+        total_facts=total,
+        score=score_of(summary.source_count, per_type, total),
+        crystal_ready=is_crystal_ready(types, summary.source_count, summary.max_confidence),
+    )
+
+
+def _ranked(
+    summary: SubjectSummary,
+    tally: _Tally,
+    *,
+    facts_per_subject: int,
+    candidate: Candidate | None,
+    band: Band | None,
+    evidence_files: Mapping[str, float] | None,
+) -> SubjectRank:
+    return SubjectRank(
+        subject=tally.subject,
+        score=tally.score,
+        source_count=summary.source_count,
+        per_type=tally.per_type,
+        total_facts=tally.total_facts,
+        raw_facts=summary.raw_facts,
+        max_confidence=summary.max_confidence,
+        best_cosine=candidate.cosine if candidate else None,
+        best_bm25=candidate.bm25 if candidate else None,
+        crystal_ready=tally.crystal_ready,
+        predicates=tally.predicates,
+        facts=representative_facts(summary.sample, facts_per_subject, evidence_files),
+        band=band,
+        evidence=candidate.evidence if candidate else None,
+    )
+
+
 def rank_summary(
     summary: SubjectSummary,
     *,
@@ -335,25 +397,13 @@ def rank_summary(
 ) -> SubjectRank:
     """``rank_subject`` from a summary: the same SubjectRank as on all of the subject's
     facts when the sample holds every fact ``representative_facts`` would pick."""
-    per_type = {t: summary.per_type.get(t, 0) for t in SOURCE_TYPES}
-    predicates = dict(sorted(summary.predicates.items()))
-    total = sum(min(c, facts_per_predicate_cap) for c in predicates.values())
-    types = sum(1 for c in per_type.values() if c)
-    return SubjectRank(
-        subject=display_name(summary.spellings),
-        score=score_of(summary.source_count, per_type, total),
-        source_count=summary.source_count,
-        per_type=per_type,
-        total_facts=total,
-        raw_facts=summary.raw_facts,
-        max_confidence=summary.max_confidence,
-        best_cosine=candidate.cosine if candidate else None,
-        best_bm25=candidate.bm25 if candidate else None,
-        crystal_ready=is_crystal_ready(types, summary.source_count, summary.max_confidence),
-        predicates=predicates,
-        facts=representative_facts(summary.sample, facts_per_subject, evidence_files),
+    return _ranked(
+        summary,
+        _tally(summary, facts_per_predicate_cap),
+        facts_per_subject=facts_per_subject,
+        candidate=candidate,
         band=band,
-        evidence=candidate.evidence if candidate else None,
+        evidence_files=evidence_files,
     )
 
 
@@ -375,21 +425,33 @@ def rank_summaries(
     """``rank_subjects`` on per-subject summaries (``KoDB.subject_summaries``) instead of
     all facts: the same list, at a cost that does not grow with a subject's facts."""
     known = candidates or {}
-    ranked: list[tuple[tuple[object, ...], SubjectRank]] = []
+    # The order needs the counts alone: only the subjects kept read their facts.
+    ranked: list[tuple[tuple[object, ...], SubjectSummary, _Tally, Candidate | None, Any]] = []
     for summary in summaries:
         candidate = known.get(summary.subject_norm)
         band = _band(candidate, band_of)
-        s = rank_summary(
+        tally = _tally(summary, facts_per_predicate_cap)
+        if crystal_only and not tally.crystal_ready:
+            continue
+        relevance = _relevance(tally.score, candidate, band, top_cosine, sigma, top_bm25, order)
+        key = answer_order(
+            relevance,
+            tally.score,
+            summary.source_count,
+            summary.max_confidence,
+            candidate.cosine if candidate else None,
+            tally.subject,
+        )
+        ranked.append((key, summary, tally, candidate, band))
+    ranked.sort(key=lambda row: row[0])
+    return [
+        _ranked(
             summary,
+            tally,
             facts_per_subject=facts_per_subject,
-            facts_per_predicate_cap=facts_per_predicate_cap,
             candidate=candidate,
             band=band,
             evidence_files=evidence_files,
         )
-        if crystal_only and not s.crystal_ready:
-            continue
-        relevance = _relevance(s, candidate, band, top_cosine, sigma, top_bm25, order)
-        ranked.append((answer_order(s, relevance), s))
-    ranked.sort(key=lambda pair: pair[0])
-    return [s for _, s in ranked[:top_k]]
+        for _, summary, tally, candidate, band in ranked[:top_k]
+    ]

@@ -43,7 +43,6 @@ class ExactSearch:
         self.matrix = np.asarray(matrix, dtype=np.float32)
         norms = np.linalg.norm(self.matrix, axis=1) if len(self.paths) else np.zeros(0)
         self._inv_norms = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
-        self._rows: dict[int, tuple[float, ...]] = {}
 
     @classmethod
     def load(cls, graph: Any, kodb: Any) -> ExactSearch:
@@ -71,12 +70,11 @@ class ExactSearch:
         q_inv = np.where(q_norms > 0, 1.0 / np.where(q_norms > 0, q_norms, 1.0), 0.0)
         return (q @ self.matrix.T) * q_inv[:, None].astype(np.float32) * self._inv_norms[None, :]
 
-    def _row(self, i: int) -> tuple[float, ...]:
-        row = self._rows.get(i)
-        if row is None:
-            row = tuple(self.matrix[i].astype(np.float64).tolist())
-            self._rows[i] = row
-        return row
+    def _row(self, i: int) -> np.ndarray:
+        # The stored float32 vector as float64, as the graph returns it: an array, not a
+        # tuple of Python floats (the re-score stacks the rows; tuples kept per note cost
+        # 12 KB each in a service that runs for weeks).
+        return self.matrix[i].astype(np.float64)
 
     def search_many(
         self,

@@ -124,7 +124,7 @@ class Candidate:
     path: str
     title: str
     source_type: str
-    embedding: tuple[float, ...] | None
+    embedding: Sequence[float] | None  # or a float64 array (the service's warm search)
     score: float
 
 
