@@ -9,7 +9,9 @@ local ArcadeDB loaded from the embedding cache): the same ``--queries`` question
   index of the notes, as when the graph is down) and hybrid (dense + full text fused), on
   the SQLite KO-DB and on the PostgreSQL one;
 * through the service: `vault-ko serve` started as a child on the vault, one ``POST /query``
-  per question on a new connection (client-side time), plus the answer's own stages.
+  per question on a new connection (client-side time), plus the answer's own stages; once
+  as users run it (KO-DB's facts in memory) and once with ``service_resident_facts = 0``
+  (KO-DB read through the memo), side by side, with the service's resident memory.
 
 Each answer's ``timings_ms`` gives the stages (embed, graph check, graph, full text, label,
 KO-DB, bridge, rank): p50 / p95 of each. Also measured: the full-text index's build time
@@ -98,17 +100,36 @@ OFF_TOPIC = tuple(
 )
 
 
+def _rss_mb(pid: int) -> float:
+    """A process's resident memory (Linux /proc), MB; 0 when unknown."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def service_queries(
-    w: World, questions: Sequence[str], floor_questions: Sequence[str] = ()
-) -> tuple[list[float], list[dict], list[float], list[dict]]:
-    """Client-side ms and the service's own timings of each question, then of those
-    ``floor_questions`` the service answered no_match."""
+    w: World,
+    questions: Sequence[str],
+    floor_questions: Sequence[str] = (),
+    *,
+    resident: bool = True,
+) -> dict[str, Any]:
+    """`vault-ko serve` on the World's vault: client-side ms and the service's own timings
+    of each question, then of those ``floor_questions`` it answered no_match; how long the
+    note vectors and (``resident``) KO-DB's facts took to be in memory after the first
+    question, and the service's resident memory at the end."""
+    extra = {} if resident else {"VAULT_KO_SERVICE_RESIDENT_FACTS": "0"}
     proc = subprocess.Popen(
         [cli(), "--vault", str(w.vault), "serve", "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        env=child_env(),
+        env=child_env(**extra),
     )
     try:
         assert proc.stdout is not None
@@ -138,17 +159,24 @@ def service_queries(
             conn.close()
             return data  # type: ignore[no-any-return]
 
-        def warm() -> bool:
-            h = health()
-            return bool(h.get("warm_vectors")) and bool(h.get("warm_facts"))
-
+        start = time.monotonic()
         post(questions[0])  # loads the model, starts reading the vectors and the facts
-        deadline = time.monotonic() + 900
-        while not warm() and time.monotonic() < deadline:
-            time.sleep(1)
+        ready_at: dict[str, float] = {}
+        deadline = start + 900
+        while time.monotonic() < deadline:
+            h = health()
+            for key in ("warm_vectors", "warm_facts"):
+                if h.get(key) and key not in ready_at:
+                    ready_at[key] = time.monotonic() - start
+            if "warm_vectors" in ready_at and ("warm_facts" in ready_at or not resident):
+                break
+            time.sleep(0.5)
             post(questions[0])  # a read that found KO-DB changed meanwhile starts again
         h = health()
-        log(f"service: {h.get('warm_vectors')} note vectors, {h.get('warm_facts')} facts in memory")
+        log(
+            f"service: {h.get('warm_vectors')} note vectors, {h.get('warm_facts')} facts in "
+            f"memory ({ready_at})"
+        )
         for q in questions[:3]:  # warm up
             post(q)
         client: list[float] = []
@@ -164,13 +192,27 @@ def service_queries(
             if data["relevance"]["label"] == "no_match":
                 floor_client.append(ms)
                 floor_inside.append(data["timings_ms"])
-        return client, inside, floor_client, floor_inside
+        return {
+            "client": client,
+            "inside": inside,
+            "floor": floor_client,
+            "floor_inside": floor_inside,
+            "vectors_s": ready_at.get("warm_vectors", float("nan")),
+            "facts_s": ready_at.get("warm_facts", float("nan")),
+            "facts": int(h.get("warm_facts") or 0),
+            "rss_mb": _rss_mb(proc.pid),
+        }
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(60)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def _answer_stages(timings: Sequence[dict[str, float]]) -> list[float]:
+    """Per answer, the stages after the search: KO-DB, bridge, rank (ms)."""
+    return [sum(t.get(s, 0.0) for s in ("kodb_ms", "bridge_ms", "rank_ms")) for t in timings]
 
 
 def fulltext_index(db: Any) -> tuple[float, int]:
@@ -218,7 +260,10 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
                 if any(s in t for t in dense)
             },
         )
-        client, inside, floor, floor_inside = service_queries(w, questions, OFF_TOPIC)
+        memo = service_queries(w, questions, resident=False)
+        served = service_queries(w, questions, OFF_TOPIC)
+        client, inside = served["client"], served["inside"]
+        floor, floor_inside = served["floor"], served["floor_inside"]
         report.add(
             Row(
                 "warm query through `vault-ko serve` (POST /query, client side), dense, SQLite: "
@@ -232,6 +277,26 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
             service_p50_ms=pct(client, 50),
             service_p95_ms=pct(client, 95),
             service_inside_p50_ms=pct(totals(inside), 50),
+        )
+        after, before = _answer_stages(inside), _answer_stages(memo["inside"])
+        report.add(
+            Row(
+                f"  the same service with KO-DB's {served['facts']:,} facts in memory: KO-DB + "
+                "bridge + rank per answer p50 / p95; client p50; read in; service RSS",
+                f"{p50_p95(after)}; client {pct(client, 50):.2f} ms; "
+                f"{served['facts_s']:.1f} s; {served['rss_mb']:.0f} MB",
+                f"without the copy (service_resident_facts = 0, KO-DB read through the memo): "
+                f"{p50_p95(before)}; client {pct(memo['client'], 50):.2f} ms; "
+                f"{memo['rss_mb']:.0f} MB",
+                f"{ratio(pct(before, 50), pct(after, 50)):.1f}× faster stages, "
+                f"{ratio(pct(memo['client'], 50), pct(client, 50)):.2f}× the answer (p50)",
+            ),
+            resident_stages_p50_ms=pct(after, 50),
+            memo_stages_p50_ms=pct(before, 50),
+            memo_service_p50_ms=pct(memo["client"], 50),
+            resident_read_s=served["facts_s"],
+            service_rss_mb=served["rss_mb"],
+            memo_service_rss_mb=memo["rss_mb"],
         )
         if floor:
             report.add(
