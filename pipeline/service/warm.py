@@ -40,7 +40,7 @@ from typing import Any, Final
 
 from pipeline.app import App
 from pipeline.batch.exact import ExactSearch
-from pipeline.errors import GraphError, GraphQueryError, GraphUnavailable
+from pipeline.errors import GraphError, GraphQueryError, GraphUnavailable, ServiceError
 from pipeline.graph.records import NoteState
 from pipeline.model import Answer, Hit
 from pipeline.query import Pipeline, QueryOptions
@@ -337,34 +337,74 @@ class WarmAnswers:
         return exact, states
 
 
+#: Seconds a reading child may take before it is given up (1.6M facts took about 15 s).
+RESIDENT_READ_TIMEOUT: Final = 600.0
+
+
 def read_in_child(url: str, private_globs: tuple[str, ...], max_facts: int) -> Any | None:
     """KO-DB's facts as a ``ResidentFacts`` read by a child process (spawned: the service's
-    threads keep the GIL, and the read's peak memory goes with the child); None when KO-DB
-    holds more than ``max_facts`` facts."""
+    threads keep the GIL, and the read's peak memory, several times the copy's, goes with
+    the child); None when KO-DB holds more than ``max_facts`` facts. The child is a daemon:
+    a service that stops does not wait for it. Raises ServiceError when it fails or dies."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        return pool.submit(_read_facts, url, private_globs, max_facts).result()
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(
+        target=_read_facts,
+        args=(send, url, private_globs, max_facts),
+        name="vault-ko-facts-reader",
+        daemon=True,
+    )
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(RESIDENT_READ_TIMEOUT):
+            raise ServiceError(f"reading KO-DB's facts took over {RESIDENT_READ_TIMEOUT:.0f} s")
+        kind, payload = receive.recv()
+    except EOFError:
+        child.join(5)
+        raise ServiceError(
+            f"the process reading KO-DB's facts died (exit code {child.exitcode}; killed, or "
+            "out of memory: lower service_resident_facts or set it to 0)"
+        ) from None
+    finally:
+        receive.close()
+        if child.is_alive():
+            child.join(5)
+        if child.is_alive():
+            child.kill()
+            child.join()
+    if kind == "error":
+        raise ServiceError(str(payload))
+    if kind == "too many":
+        log.warning(
+            "KO-DB holds %d facts, more than service_resident_facts (%d): answers read them "
+            "from KO-DB",
+            payload,
+            max_facts,
+        )
+        return None
+    return payload
 
 
-def _read_facts(url: str, private_globs: tuple[str, ...], max_facts: int) -> Any | None:
+def _read_facts(send: Any, url: str, private_globs: tuple[str, ...], max_facts: int) -> None:
+    """The child's work: ("facts", ResidentFacts), ("too many", count) or ("error", text)."""
     from pipeline.kodb import KoDB
     from pipeline.privacy import PrivateNotes
 
     private = PrivateNotes(private_globs)
-    with KoDB.open(url) as kodb:
-        count = kodb.count_facts()
-        if count > max_facts:
-            log.warning(
-                "KO-DB holds %d facts, more than service_resident_facts (%d): answers read "
-                "them from KO-DB",
-                count,
-                max_facts,
-            )
-            return None
-        return kodb.resident_copy(private.is_private if private else None)
+    try:
+        with KoDB.open(url) as kodb:
+            count = kodb.count_facts()
+            if count > max_facts:
+                send.send(("too many", count))
+            else:
+                send.send(("facts", kodb.resident_copy(private.is_private if private else None)))
+    except Exception as exc:  # the parent reports it; a traceback here would go nowhere
+        send.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        send.close()
 
 
 def _stat(path: Path) -> tuple[int, int] | None:

@@ -6,7 +6,12 @@ it."""
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import shutil
+import signal
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,13 +21,14 @@ from pipeline.app import App
 from pipeline.config import Settings
 from pipeline.embed import get_embedder
 from pipeline.embed_sync import sync_embeddings
+from pipeline.errors import ServiceError
 from pipeline.graph import GraphClient
 from pipeline.ingest import ingest_vault
 from pipeline.kodb import KoDB
 from pipeline.model import Fact
 from pipeline.query import QueryOptions
 from pipeline.render import answer_to_dict
-from pipeline.service.warm import WarmAnswers
+from pipeline.service.warm import WarmAnswers, read_in_child
 from tests.integration.conftest import EXAMPLE_VAULT, LocalGraphHandle
 
 pytestmark = pytest.mark.integration
@@ -180,3 +186,45 @@ def test_a_read_that_fails_leaves_the_answers_to_the_memo(
         assert warm.warm_facts == 0 and warm.resident_loads == 1
         assert _shown(answer) == _shown(app.pipeline().ask(QUESTIONS[0], opts))
         assert "reading KO-DB's facts into memory failed: the child was killed" in caplog.text
+
+
+def test_a_child_reads_the_copy_and_says_when_kodb_is_too_large(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ko.db'}"
+    with KoDB.open(url) as kodb:
+        kodb.import_facts(_facts())
+        count = kodb.count_facts()
+    data = read_in_child(url, (), count)
+    assert data is not None and data.facts == count
+    hidden = read_in_child(url, ("wiki/redis.md",), count)
+    assert hidden is not None and hidden.facts < count
+    assert read_in_child(url, (), count - 1) is None
+    assert f"KO-DB holds {count} facts, more than service_resident_facts" in caplog.text
+
+
+def test_a_child_that_fails_or_dies_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(ServiceError, match="KodbError"):
+        read_in_child(f"sqlite:///{tmp_path / 'file' / 'ko.db'}", (), 10)
+    url = f"sqlite:///{tmp_path / 'ko.db'}"
+    with KoDB.open(url) as kodb:
+        kodb.import_facts(_facts())
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            read_in_child(url, (), 10**6)
+        except BaseException as exc:
+            errors.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    deadline = time.monotonic() + 30
+    while not multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    for child in multiprocessing.active_children():
+        os.kill(child.pid, signal.SIGKILL)  # type: ignore[arg-type]
+    reader.join(60)
+    assert len(errors) == 1 and isinstance(errors[0], ServiceError)
+    assert "the process reading KO-DB's facts died (exit code -9" in str(errors[0])
