@@ -4,8 +4,9 @@ A warm answer at 1.6M facts spent about 35 ms in KO-DB statements (the bridge's 
 look-ups and files' subjects, the candidates' counts, ~700 stored-list facts read by id,
 the question's own files), most of it page reads and row decoding. The service holds
 instead every fact the answers may see as integer columns over sorted string tables
-(``ResidentFacts``, about 80 bytes a fact), built by one scan in one read transaction
-(``build``), and answers the bridge and the summaries from it (``ResidentKodb``):
+(``ResidentFacts``, about 100 bytes a fact: 162 MB at 1.6M facts), built by one scan in
+one read transaction (``build``), and answers the bridge and the summaries from it
+(``ResidentKodb``):
 
 * facts are kept in *partition order*: by subject, then the partitions of the stored
   summaries (predicate, source type, the object when the predicate is ``title``), then the
@@ -43,10 +44,6 @@ from pipeline.model import SOURCE_TYPES, Fact, SubjectSummary
 
 #: Rows fetched per step of the scan (the scan's memory is one step plus the columns).
 SCAN_CHUNK: Final = 20_000
-#: Approximate bytes the copy holds per fact (the columns, the indexes and the strings of a
-#: typical KO-DB: 1.6M facts took about 130 MB); the service's setting is in facts.
-BYTES_PER_FACT: Final = 80
-
 #: Subjects' counts and facts kept made across answers before the caches start over.
 CACHE_ENTRIES: Final = 100_000
 #: A word-index candidate list this short is checked directly instead of intersected further.
@@ -153,8 +150,7 @@ def build(conn: Connection, is_private: Callable[[str], bool] | None = None) -> 
         t.c.source_file,
         t.c.extractor,
     )
-    names = [_Interner() for _ in range(7)]  # spelling, norm, predicate, object, file, extr
-    spelling, norm, predicate, obj, source_file, extractor = names[:6]
+    spelling, norm, predicate, obj, source_file, extractor = (_Interner() for _ in range(6))
     columns: list[list[np.ndarray]] = [[] for _ in range(8)]
     result = conn.execution_options(stream_results=True, yield_per=SCAN_CHUNK).execute(stmt)
     for rows in result.partitions(SCAN_CHUNK):
