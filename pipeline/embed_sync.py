@@ -8,7 +8,8 @@ model, dims) and then:
 2. deletes orphans (nodes whose note left the registry), with their edges;
 3. embeds missing and stale notes (hash, model, dims or text rules differ; everything with
    ``full``), longest text first, in windows of ``WINDOW_BATCHES`` model batches of
-   ``settings.embed_batch_size``; each window is one graph transaction (MERGE on path), so a
+   ``settings.embed_batch_size`` (fewer for a small run, ``window_size``); each window is
+   one graph transaction (MERGE on path), written while the next window is embedded, so a
    run killed at any point leaves only whole windows behind and the next run picks up the
    rest without duplicates;
 4. in the same transaction as each window's notes, writes the LINKS_TO edges of the notes it
@@ -33,6 +34,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
@@ -57,6 +59,17 @@ ProgressFn = Callable[[int, int], None]
 #: round trip per 32 notes cost about as much as embedding them), while a run killed at any
 #: point still leaves only whole windows behind.
 WINDOW_BATCHES = 8
+#: Windows a run is cut into at least, when it has fewer notes than that many full windows:
+#: each window's write overlaps the next one's embedding, so only the last one waits.
+MIN_WINDOWS = 4
+
+
+def window_size(total: int, batch_size: int) -> int:
+    """Notes per window: ``WINDOW_BATCHES`` model batches, or fewer (whole batches) so that
+    a small run still has ``MIN_WINDOWS`` windows whose writes can overlap embedding."""
+    batches = -(-total // (batch_size * MIN_WINDOWS))  # ceil
+    return batch_size * max(1, min(WINDOW_BATCHES, batches))
+
 
 #: Orphan deletes are sent in chunks so one call never carries an unbounded parameter list.
 DELETE_CHUNK = 1000
@@ -317,42 +330,61 @@ def sync_embeddings(
     # Distinct edges in place after the run among those this run wrote: a note re-linked in
     # a later window (its target was created then) is not counted twice.
     edges: set[tuple[str, str]] = set()
-    window = batch_size * WINDOW_BATCHES
-    for start in range(0, total, window):
-        batch = todo[start : start + window]
-        vectors = embedder.embed([_text_of(item) for item in batch])
-        now = time.time()
-        rows = [
-            GraphNote(
-                path=item.path,
-                title=item.title,
-                source_type=item.source_type,
-                content_hash=item.content_hash,
-                model=model,
-                dims=dims,
-                embedded_at=now,
-                embedding=tuple(vector.tolist()),
-                text_version=EMBED_TEXT_VERSION,
-            )
-            for item, vector in zip(batch, vectors, strict=True)
-        ]
-        in_graph.update(item.path for item in batch)
+    window = window_size(total, batch_size)
+    # Each window is written by a thread while the next one is embedded (the graph's work
+    # is the server's, the model's is torch's: both run at once). At most one write is in
+    # flight, and a failed write stops the run before another window is sent.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vault-ko-embed-write") as writer:
+        pending: tuple[Future[None], list[_Parsed], set[str], set[tuple[str, str]]] | None
+        pending = None
 
-        # Edges of this batch's notes, and of notes already in the graph whose targets were
-        # just created (the edge could not be written before the target node existed).
-        sources = {item.path for item in batch}
-        for item in batch:
-            sources.update(s for s in incoming.get(item.path, ()) if s in in_graph)
-        ordered = sorted(sources)
-        pairs = [(src, dst) for src in ordered for dst in targets.get(src, ())]
-        # One transaction for the batch's notes and their edges: a run killed between the
-        # two would leave notes that the next run sees unchanged and never links.
-        graph.upsert_notes_with_links(rows, ordered, pairs)
-        embedded += len(batch)
-        edges.difference_update({e for e in edges if e[0] in sources})
-        edges.update((src, dst) for src, dst in pairs if dst in in_graph)
-        if progress:
-            progress(embedded, total)
+        def settle() -> None:
+            nonlocal embedded, pending
+            if pending is None:
+                return
+            future, batch, sources, written = pending
+            pending = None
+            future.result()  # re-raises the write's error: nothing later is sent
+            embedded += len(batch)
+            edges.difference_update({e for e in edges if e[0] in sources})
+            edges.update(written)
+            if progress:
+                progress(embedded, total)
+
+        for start in range(0, total, window):
+            batch = todo[start : start + window]
+            vectors = embedder.embed([_text_of(item) for item in batch])
+            now = time.time()
+            rows = [
+                GraphNote(
+                    path=item.path,
+                    title=item.title,
+                    source_type=item.source_type,
+                    content_hash=item.content_hash,
+                    model=model,
+                    dims=dims,
+                    embedded_at=now,
+                    embedding=tuple(vector.tolist()),
+                    text_version=EMBED_TEXT_VERSION,
+                )
+                for item, vector in zip(batch, vectors, strict=True)
+            ]
+            settle()  # the previous window is in the graph before this one's edges go
+            in_graph.update(item.path for item in batch)
+
+            # Edges of this batch's notes, and of notes already in the graph whose targets
+            # were just created (the edge could not be written before the target existed).
+            sources = {item.path for item in batch}
+            for item in batch:
+                sources.update(s for s in incoming.get(item.path, ()) if s in in_graph)
+            ordered = sorted(sources)
+            pairs = [(src, dst) for src in ordered for dst in targets.get(src, ())]
+            written = {(src, dst) for src, dst in pairs if dst in in_graph}
+            # One transaction for the batch's notes and their edges: a run killed between
+            # the two would leave notes that the next run sees unchanged and never links.
+            future = writer.submit(graph.upsert_notes_with_links, rows, ordered, pairs)
+            pending = (future, batch, sources, written)
+        settle()
 
     return EmbedReport(
         embedded=embedded,

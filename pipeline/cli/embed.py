@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 @click.argument("vault", required=False, type=click.Path(file_okay=False, path_type=str))
 @click.option("--full", is_flag=True, help="Re-embed every note, not only new and changed ones.")
 @click.option("--model", help="Embedding model name or folder [setting embed_model].")
-@click.option("--batch-size", type=click.IntRange(min=1), help="Notes per batch and commit [32].")
+@click.option("--batch-size", type=click.IntRange(min=1), help="Notes per model batch [16].")
 @no_wait_option
 @json_option
 @pass_app
@@ -42,9 +42,10 @@ def embed_command(
     """Embed new and changed notes into the graph, delete removed ones, and set links.
 
     Compares the registry filled by `vault-ko ingest` with the graph (content hash, model,
-    dimensions). Each batch is committed on its own, so an interrupted run resumes where it
-    stopped. Exit 2 when the graph cannot be reached or the model cannot be loaded. One run
-    writes to a vault at a time: a second one waits (or exits 2 with --no-wait).
+    dimensions). Each window of batches is committed on its own, so an interrupted run
+    resumes where it stopped. Exit 2 when the graph cannot be reached or the model cannot be
+    loaded. One run writes to a vault at a time: a second one waits (or exits 2 with
+    --no-wait).
     """
     # Imported here so `vault-ko --help` loads neither the graph driver nor the sync code.
     from pipeline.app import App

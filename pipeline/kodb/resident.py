@@ -18,19 +18,21 @@ one read transaction (``build``), and answers the bridge and the summaries from 
   confidence) are computed for every subject at build time by sorting integer keys;
 * the files' subjects and a word index over every subject name (the runs of ``\\w``; a
   term at word boundaries is a phrase of whole runs, so intersecting the runs' postings
-  gives a superset that ``match.word_boundary_match`` then checks) answer the bridge.
+  gives a superset that ``match.word_boundary_match`` then checks) answer the bridge;
+* the registry (the notes table) answers the hits' rows, so an answer reads no statement.
 
-Facts of private notes are left out when the copy is built (``is_private``), which is what
-``privacy.PublicKodb`` does in SQL; the word index still holds every subject name, as the
-store's does. A copy is a snapshot: its owner (``service/warm.py``) drops it when KO-DB
-changes. SQL only through SQLAlchemy Core, in the caller's transaction (store.py).
+Facts and registry rows of private notes are left out when the copy is built
+(``is_private``), which is what ``privacy.PublicKodb`` does in SQL; the word index still
+holds every subject name, as the store's does. A copy is a snapshot: its owner
+(``service/warm.py``) drops it when KO-DB changes. SQL only through SQLAlchemy Core, in the
+caller's transaction (store.py).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final
 
 import numpy as np
@@ -40,7 +42,7 @@ from sqlalchemy.engine import Connection
 from pipeline.kodb import schema
 from pipeline.kodb.match import normalize_term, word_boundary_match
 from pipeline.kodb.summaries import TITLE_PREDICATE, _summary
-from pipeline.model import SOURCE_TYPES, Fact, SubjectSummary
+from pipeline.model import SOURCE_TYPES, Fact, Note, SubjectSummary
 
 #: Rows fetched per step of the scan (the scan's memory is one step plus the columns).
 SCAN_CHUNK: Final = 20_000
@@ -99,6 +101,8 @@ class ResidentFacts:
     file_subjects: np.ndarray
     # Word index over every subject name: run -> subject codes.
     words: dict[str, np.ndarray]
+    # The vault registry (what answers may see of it): path -> Note.
+    notes: dict[str, Note] = field(default_factory=dict)
 
     @property
     def facts(self) -> int:
@@ -137,8 +141,21 @@ class _Interner:
 
 
 def build(conn: Connection, is_private: Callable[[str], bool] | None = None) -> ResidentFacts:
-    """Read every fact (one statement, streamed) and build the copy; the facts of files
-    ``is_private`` names are left out (their subjects' names stay searchable)."""
+    """Read every fact (one statement, streamed) and the registry, and build the copy; the
+    facts and notes of files ``is_private`` names are left out (their subjects' names stay
+    searchable)."""
+    facts = _build_facts(conn, is_private)
+    names = [f.name for f in fields(Note)]
+    registry = {}
+    for row in conn.execute(sa.select(*(schema.notes.c[n] for n in names))):
+        if is_private is None or not is_private(row[0]):
+            registry[row[0]] = Note(*row)
+    return replace(facts, notes=registry)
+
+
+def _build_facts(
+    conn: Connection, is_private: Callable[[str], bool] | None = None
+) -> ResidentFacts:
     t = schema.facts
     stmt = sa.select(
         t.c.subject,
@@ -342,6 +359,10 @@ class ResidentKodb:
         self._subj_parts = data.subj_parts.tolist()
         self._part_pred = data.pred[data.part_start[:-1]].tolist()
         self._part_type = data.stype[data.part_start[:-1]].tolist()
+        self._note_counts: dict[str | None, int] = {None: len(data.notes)}
+        for note in data.notes.values():
+            kind = note.source_type
+            self._note_counts[kind] = self._note_counts.get(kind, 0) + 1
         # Question-independent results kept across answers (shared by ``over`` views).
         self._counted: dict[int, Mapping[str, Any]] = {}
         self._made: dict[int, Fact] = {}
@@ -363,6 +384,20 @@ class ResidentKodb:
     @property
     def facts(self) -> int:
         return self._data.facts
+
+    # -- the registry ---------------------------------------------------------------------
+    def notes(self) -> dict[str, Note]:
+        """The vault registry: path -> Note (a copy)."""
+        return dict(self._data.notes)
+
+    def notes_at(self, paths: Iterable[str]) -> dict[str, Note]:
+        """Registry rows of these note paths (paths without a row are left out)."""
+        registry = self._data.notes
+        return {p: n for p in sorted(set(paths)) if (n := registry.get(p)) is not None}
+
+    def count_notes(self, source_type: str | None = None) -> int:
+        """Registered notes (of one source type when given)."""
+        return self._note_counts.get(source_type, 0)
 
     # -- the bridge -----------------------------------------------------------------------
     def search_subjects_many(

@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -464,5 +465,49 @@ def test_an_unchanged_note_linking_with_the_md_suffix_gets_its_edge_to_a_new_not
 
 def test_several_model_batches_share_one_graph_write(vault: Path, registry: Registry) -> None:
     graph = FakeGraph()
-    run(vault, registry, graph, batch_size=2)  # WINDOW_BATCHES × 2 > 5 notes: one window
-    assert [len(batch) for batch in graph.upserts] == [5]
+    embedder = FakeEmbedder()
+    # 5 notes, batches of 1: windows of 2 batches, so that the run still has several
+    # windows whose writes overlap the next window's embedding.
+    run(vault, registry, graph, embedder, batch_size=1)
+    assert [len(batch) for batch in graph.upserts] == [2, 2, 1]
+    assert graph.edges == EXPECTED_EDGES
+
+
+@pytest.mark.parametrize(
+    ("total", "batch", "window"),
+    [(0, 32, 32), (5, 2, 2), (5, 1, 2), (150, 32, 64), (1000, 32, 256), (20_000, 32, 256)],
+)
+def test_a_window_is_whole_batches_and_a_small_run_has_several(
+    total: int, batch: int, window: int
+) -> None:
+    assert embed_sync.window_size(total, batch) == window
+
+
+def test_a_window_write_overlaps_the_next_window_s_embedding(
+    vault: Path, registry: Registry
+) -> None:
+    """The second window is embedded while the first one's write is still running."""
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    class SlowGraph(FakeGraph):
+        def upsert_notes_with_links(self, *args: Any, **kw: Any) -> int:
+            order.append(f"write {len(self.upserts) + 1}")
+            if not self.upserts:
+                started.set()
+                assert release.wait(10)
+            return super().upsert_notes_with_links(*args, **kw)
+
+    class Embedder(FakeEmbedder):
+        def embed(self, texts: Sequence[str]) -> Any:
+            if started.is_set() and not release.is_set():
+                order.append("embed while writing")
+                release.set()
+            return super().embed(texts)
+
+    graph = SlowGraph()
+    run(vault, registry, graph, Embedder(), batch_size=1)
+    assert order[:3] == ["write 1", "embed while writing", "write 2"]
+    assert graph.edges == EXPECTED_EDGES and set(graph.nodes) == set(NOTES)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from pipeline.kodb import KoDB, reference_search
 from pipeline.kodb.resident import ResidentKodb
-from pipeline.model import SOURCE_TYPES, Candidate, Fact
+from pipeline.model import SOURCE_TYPES, Candidate, Fact, Note
 from pipeline.privacy import PrivateNotes, PublicKodb
 from pipeline.rank import rank_subjects, rank_summaries
 
@@ -297,3 +297,27 @@ def test_the_third_fact_comes_from_a_third_type_and_a_third_predicate(db: KoDB) 
     old, new = _ranked(resident, db, ["spread"], 3, {})
     assert new == old
     assert [f.object for f in new[0].facts] == ["wiki-p1", "session-p2", "adr-p3"]  # type: ignore[attr-defined]
+
+
+def _note(path: str, source_type: str = "wiki") -> Note:
+    return Note(path, path.rsplit("/", 1)[-1].removesuffix(".md"), source_type, "h", 1.0, 10)  # type: ignore[arg-type]
+
+
+def test_the_registry_is_answered_from_the_copy_as_the_store_answers_it(db: KoDB) -> None:
+    notes = [
+        _note("wiki/a.md"),
+        _note("adr/b.md", "adr"),
+        _note("sessions/c.md", "session"),
+        _note("private/p.md"),
+    ]
+    db.apply_ingest([(n, [_fact("Redis", source_file=n.path)]) for n in notes], [])
+    for private in (None, PRIVATE):
+        base = db if private is None else PublicKodb(db, private)
+        is_private = None if private is None else private.is_private
+        resident = ResidentKodb(base, db.resident_copy(is_private), is_private)
+        assert resident.notes() == base.notes()
+        paths = ["wiki/a.md", "private/p.md", "missing.md", "adr/b.md"]
+        assert resident.notes_at(paths) == base.notes_at(paths)
+        for kind in (None, "wiki", "adr", "session"):
+            assert resident.count_notes(kind) == base.count_notes(kind)
+    assert "private/p.md" not in ResidentKodb(db, db.resident_copy(PRIVATE.is_private)).notes()
