@@ -11,6 +11,7 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 SourceType = Literal["session", "wiki", "adr"]
@@ -73,9 +74,15 @@ class Fact:
     source_file: str
     extractor: str = "import"
 
-    @property
+    @cached_property
     def key(self) -> str:
         return fact_key(self.subject, self.predicate, self.object, self.source_file, self.extractor)
+
+    def with_key(self, key: str) -> Fact:
+        """This fact, its ``key`` already computed by the caller from the same fields (an
+        ingest hashes some 600,000 facts; each once is enough)."""
+        self.__dict__["key"] = key  # cached_property's own slot
+        return self
 
     @property
     def subject_norm(self) -> str:

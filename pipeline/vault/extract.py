@@ -416,6 +416,6 @@ def _finalise(raw: list[tuple[str, str, str, float]], note: ParsedNote) -> tuple
             source_type=note.source_type,
             source_file=note.path,
             extractor=EXTRACTOR,
-        )
-        for (s, p, o), conf in best.values()
+        ).with_key(key)
+        for key, ((s, p, o), conf) in best.items()
     )

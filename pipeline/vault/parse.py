@@ -33,7 +33,7 @@ import posixpath
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any
@@ -197,9 +197,10 @@ class ParsedNote:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Parsed in worker processes (ingest): the read-only mapping proxy does not pickle.
+        # The summary goes along, so the worker computes it, not the ingesting process.
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values["frontmatter"] = dict(self.frontmatter)
-        return (_parsed_note, (values,))
+        return (_parsed_note, (values, self.summary))
 
     @property
     def embed_text(self) -> str:
@@ -211,10 +212,11 @@ class ParsedNote:
         """Distinct link targets in order of first mention (for graph LINKS_TO edges)."""
         return tuple(link.target for link in self.links)
 
-    @property
+    @cached_property
     def summary(self) -> str | None:
         """The first paragraph of at least ``SUMMARY_MIN_WORDS`` words (not a field or a
-        ``Date:`` line), clipped to ``SUMMARY_MAX_CHARS``; else the first paragraph."""
+        ``Date:`` line), clipped to ``SUMMARY_MAX_CHARS``; else the first paragraph (computed
+        once: the registry row and the summary fact both read it)."""
         first: str | None = None
         for block in self.blocks:
             if block.kind not in ("paragraph", "item", "quote") or not block.text.strip():
@@ -242,9 +244,11 @@ class ParsedNote:
         )
 
 
-def _parsed_note(values: dict[str, Any]) -> ParsedNote:
-    """A ParsedNote from its pickled fields (``ParsedNote.__reduce__``)."""
-    return ParsedNote(**{**values, "frontmatter": MappingProxyType(values["frontmatter"])})
+def _parsed_note(values: dict[str, Any], summary: str | None = None) -> ParsedNote:
+    """A ParsedNote from its pickled fields and summary (``ParsedNote.__reduce__``)."""
+    note = ParsedNote(**{**values, "frontmatter": MappingProxyType(values["frontmatter"])})
+    note.__dict__["summary"] = summary  # cached_property's own slot
+    return note
 
 
 # --------------------------------------------------------------------------- reading

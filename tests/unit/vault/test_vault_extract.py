@@ -369,3 +369,27 @@ def test_a_lone_link_property_value_names_the_resolved_subject() -> None:
     assert ("0006 Flags", "note", "see 0007-use-redis too") in got  # text, not a lone link
     raw = {(s, p, o) for s, p, o, _ in triples(facts_of(text, "adr/0006.md", "adr"))}
     assert ("0006 Flags", "superseded_by", "0007-use-redis") in raw
+
+
+def test_extracted_facts_carry_the_key_they_would_compute() -> None:
+    """Extraction hashes each fact once and hands the key on with it (ingest stores ~600k):
+    the key it carries is the one a fresh Fact of the same fields computes."""
+    note = parse_note(
+        b"---\ntags: [kafka]\nowner: Platform\n---\n# Kafka  \n\nA log. See [[Redis]] "
+        b"and [[ Redis ]].\n\nstatus:: live\n",
+        "wiki/kafka.md",
+        "wiki",
+    )
+    facts = extract_facts(note)
+    assert facts
+    for fact in facts:
+        fresh = Fact(
+            fact.subject,
+            fact.predicate,
+            fact.object,
+            fact.confidence,
+            fact.source_type,
+            fact.source_file,
+            fact.extractor,
+        )
+        assert fact.__dict__["key"] == fresh.key == fact.key
