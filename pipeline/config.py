@@ -47,9 +47,11 @@ class Settings:
     # (ping, vector search) get graph_call_timeout; bulk reads and writes graph_write_timeout.
     graph_call_timeout: float = 2.0
     graph_write_timeout: float = 120.0
-    # Vector index over-fetch before exact re-scoring: 400 gave recall@10 1.000 at 20,000
-    # MiniLM notes (200: 0.970) for 4 % more search time (BENCHMARKS.md, bench/ann_recall.py).
-    graph_candidates: int = 400
+    # Vector index over-fetch before exact re-scoring. ArcadeDB's index differs from one build
+    # to the next: at 20,000 MiniLM notes 400 gave recall@10 1.000, 0.987 and 0.973 on three
+    # builds, 800 gave 1.000 on a build where 400 gave 0.995, for 9 % more search time
+    # (BENCHMARKS.md, bench/ann_recall.py --sweep).
+    graph_candidates: int = 800
     embed_model: str = DEFAULT_MODEL
     # Texts per model forward pass. 16 beats sentence-transformers' 32 by about 10 % on a
     # CPU (sorted by length, smaller batches pad less: 150 corpus notes 4.05 s against

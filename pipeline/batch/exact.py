@@ -23,7 +23,7 @@ class ExactSearch:
     graph client's own re-scoring — gives the cosines, the order and the tie-break by path.
 
     So hits equal ``GraphClient.vector_search`` whenever the index's over-fetch holds the
-    true top k (with ~70 notes and 400 candidates, always). Titles and source types come
+    true top k (with ~70 notes and 800 candidates, always). Titles and source types come
     from the KO-DB registry for notes whose content hash matches the graph's; a prompt
     whose hits include another note is searched on the index instead.
     """

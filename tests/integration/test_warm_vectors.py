@@ -72,7 +72,7 @@ def test_the_warm_copy_searches_in_memory_and_reloads_only_when_embed_changed_th
         warm.settle(120)
         assert warm.vector_loads == 1
         exact = warm.ask(QUESTION, opts)
-        # ~70 notes, 400 candidates: the index sees every note, so exact = index, digit for digit.
+        # ~70 notes, 800 candidates: the index sees every note, so exact = index, digit for digit.
         assert exact.hits == first.hits == cold.hits
         warm.ask(QUESTION, opts)
         assert warm.vector_loads == 1

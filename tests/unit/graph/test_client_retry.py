@@ -219,7 +219,7 @@ def test_vector_search_overfetches_and_rescores(fake_driver: Drivers, client_wit
     hits = client.vector_search([1.0, 0.0], 1)  # type: ignore[arg-type]
     assert [h.path for h in hits] == ["near.md"]
     [(_, params)] = driver.runs
-    assert params["k"] == 400 and params["limit"] == 21 and params["vector"] == [1.0, 0.0]
+    assert params["k"] == 800 and params["limit"] == 21 and params["vector"] == [1.0, 0.0]
 
 
 def test_probe_never_raises(fake_driver: Drivers, client_with: Clients) -> None:
