@@ -245,7 +245,7 @@ class WarmAnswers:
     def _exact(self, generation: int, pipeline: Pipeline) -> Any | None:
         """The warm search for this generation, or None (the index answers) while it is
         being (re)loaded in the background: a question never waits for a load (20,000
-        vectors took two minutes over Bolt here) nor gets another generation's vectors."""
+        vectors take 12-30 s over Bolt here) nor gets another generation's vectors."""
         vectors = self._vectors
         if vectors is not None and vectors.generation == generation:
             return vectors.exact
