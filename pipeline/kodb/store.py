@@ -61,6 +61,11 @@ CHUNK = 500
 PG_ROWS_PER_STATEMENT = 5000
 #: Facts an import reads and inserts at a time (its memory is a few batches, not the file).
 IMPORT_BATCH = 20_000
+#: SQLite page cache (KiB) of a write transaction, and of any other (SQLite's default).
+#: Inserting 594k facts into their indexes at 20,000 notes: ingest 67.0 / 71.9 s with 2 MB,
+#: 59.3 / 56.5 s with 64 MB (alternated pairs).
+SQLITE_WRITE_CACHE_KIB = 65_536
+SQLITE_READ_CACHE_KIB = 2_000
 #: Terms per UNION ALL statement in search_subjects_many (one round trip each).
 TERMS_PER_STATEMENT = 100
 #: Terms per word-index statement (one JSON parameter, so no bound-parameter limit).
@@ -987,6 +992,10 @@ def _sqlite_engine(url: sa.URL, shown: str) -> Engine:
     def _on_begin(conn: Connection) -> None:
         # Writers lock at BEGIN so a read-then-write transaction never fails to upgrade.
         write = conn.get_execution_options().get("kodb_write", False)
+        # A bulk write's index B-trees outgrow the default 2 MB cache; readers (the service's
+        # pooled connections) go back to it, so the larger cache lives only while writing.
+        cache = SQLITE_WRITE_CACHE_KIB if write else SQLITE_READ_CACHE_KIB
+        conn.exec_driver_sql(f"PRAGMA cache_size=-{cache}")
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
