@@ -61,11 +61,12 @@ CHUNK = 500
 PG_ROWS_PER_STATEMENT = 5000
 #: Facts an import reads and inserts at a time (its memory is a few batches, not the file).
 IMPORT_BATCH = 20_000
-#: SQLite page cache (KiB) of a write transaction, and of any other (SQLite's default).
+#: SQLite page cache (KiB) of ingest's write transaction, and of any other (SQLite's default).
 #: Inserting 594k facts into their indexes at 20,000 notes: ingest 67.0 / 71.9 s with 2 MB,
-#: 59.3 / 56.5 s with 64 MB (alternated pairs).
-SQLITE_WRITE_CACHE_KIB = 65_536
-SQLITE_READ_CACHE_KIB = 2_000
+#: 59.3 / 56.5 s with 64 MB (alternated pairs). A 1M-row facts import gained nothing from it
+#: (111.0 against 109.3 s) and peaked at 218 MB instead of 97, so it keeps the default.
+SQLITE_INGEST_CACHE_KIB = 65_536
+SQLITE_CACHE_KIB = 2_000
 #: Terms per UNION ALL statement in search_subjects_many (one round trip each).
 TERMS_PER_STATEMENT = 100
 #: Terms per word-index statement (one JSON parameter, so no bound-parameter limit).
@@ -228,11 +229,12 @@ class KoDB:
             raise KodbError(f"KO-DB ({self._dialect}) at {self._url}: {_short(exc)}") from exc
 
     @contextmanager
-    def _tx(self, write: bool = False) -> Iterator[Connection]:
-        """One transaction; committed on success, rolled back on any exception."""
+    def _tx(self, write: bool = False, *, ingest: bool = False) -> Iterator[Connection]:
+        """One transaction; committed on success, rolled back on any exception (``ingest``:
+        a write with SQLite's larger page cache)."""
         with self._translate(), self._engine.connect() as conn:
             if write:
-                conn.execution_options(kodb_write=True)
+                conn.execution_options(kodb_write=True, kodb_ingest=ingest)
             with conn.begin():
                 yield conn
 
@@ -301,7 +303,7 @@ class KoDB:
         note_rows = [asdict(note) | {"ingested_at": now} for note, _ in upserts]
         paths = list(dict.fromkeys([n.path for n, _ in upserts] + list(removed)))
         new_facts = [f for _, fs in upserts for f in fs]
-        with self._tx(write=True) as conn:
+        with self._tx(write=True, ingest=True) as conn:
             summaries.lock(conn, self._dialect)
             if note_rows:
                 stmt = self._insert(schema.notes)
@@ -991,10 +993,11 @@ def _sqlite_engine(url: sa.URL, shown: str) -> Engine:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         # Writers lock at BEGIN so a read-then-write transaction never fails to upgrade.
-        write = conn.get_execution_options().get("kodb_write", False)
-        # A bulk write's index B-trees outgrow the default 2 MB cache; readers (the service's
-        # pooled connections) go back to it, so the larger cache lives only while writing.
-        cache = SQLITE_WRITE_CACHE_KIB if write else SQLITE_READ_CACHE_KIB
+        options = conn.get_execution_options()
+        write = options.get("kodb_write", False)
+        # Ingest's index B-trees outgrow the default 2 MB cache; every other transaction (the
+        # service's pooled readers included) goes back to it, so the larger one lives only there.
+        cache = SQLITE_INGEST_CACHE_KIB if options.get("kodb_ingest") else SQLITE_CACHE_KIB
         conn.exec_driver_sql(f"PRAGMA cache_size=-{cache}")
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 

@@ -72,20 +72,24 @@ def test_sqlite_parent_directory_is_created(tmp_path: Path) -> None:
     assert (tmp_path / "deep" / "state" / "ko.db").is_file()
 
 
-def test_sqlite_writes_get_the_large_page_cache_and_reads_the_default(tmp_path: Path) -> None:
+def test_sqlite_ingest_writes_get_the_large_page_cache_and_others_the_default(
+    tmp_path: Path,
+) -> None:
     from pipeline.kodb import store as kodb_store
 
-    def cache(store: KoDB, write: bool) -> int:
-        with store._tx(write=write) as conn:
+    def cache(store: KoDB, write: bool, ingest: bool = False) -> int:
+        with store._tx(write=write, ingest=ingest) as conn:
             return int(conn.exec_driver_sql("PRAGMA cache_size").scalar_one())
 
     with KoDB.open(f"sqlite:///{tmp_path / 'ko.db'}") as store:
-        assert cache(store, write=True) == -kodb_store.SQLITE_WRITE_CACHE_KIB
-        # The same pooled connection, read next: back to the small cache.
-        assert cache(store, write=False) == -kodb_store.SQLITE_READ_CACHE_KIB
-        assert cache(store, write=True) == -kodb_store.SQLITE_WRITE_CACHE_KIB
-        store.import_facts([fact("Redis")])
-        assert store.count_facts() == 1
+        assert cache(store, write=True, ingest=True) == -kodb_store.SQLITE_INGEST_CACHE_KIB
+        # The same pooled connection, used next: back to the small cache.
+        assert cache(store, write=False) == -kodb_store.SQLITE_CACHE_KIB
+        assert cache(store, write=True, ingest=True) == -kodb_store.SQLITE_INGEST_CACHE_KIB
+        assert cache(store, write=True) == -kodb_store.SQLITE_CACHE_KIB
+        store.apply_ingest([(note("wiki/a.md"), [fact("Redis")])], removed=[])
+        store.import_facts([fact("Kafka")])
+        assert store.count_facts() == 2
 
 
 def test_database_migrated_by_a_newer_version_is_refused(tmp_path: Path) -> None:
