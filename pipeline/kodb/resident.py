@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import numpy as np
@@ -145,11 +145,10 @@ def build(conn: Connection, is_private: Callable[[str], bool] | None = None) -> 
     facts and notes of files ``is_private`` names are left out (their subjects' names stay
     searchable)."""
     facts = _build_facts(conn, is_private)
-    names = [f.name for f in fields(Note)]
-    registry = {}
-    for row in conn.execute(sa.select(*(schema.notes.c[n] for n in names))):
-        if is_private is None or not is_private(row[0]):
-            registry[row[0]] = Note(*row)
+    registry: dict[str, Note] = {}
+    for row in conn.execute(sa.select(schema.notes)):
+        if is_private is None or not is_private(row.path):
+            registry[row.path] = schema.from_row(Note, row)
     return replace(facts, notes=registry)
 
 

@@ -33,8 +33,8 @@ import json
 import time
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -197,6 +197,14 @@ NOTE_TSV = "tsv"
 
 #: FTS5's trigram tokenizer indexes 3-character sequences; shorter terms cannot use it.
 TRIGRAM = 3
+
+_Model = TypeVar("_Model")
+
+
+def from_row(cls: type[_Model], row: Any) -> _Model:
+    """A model dataclass (Fact, Note, Calibration) from a row whose columns bear its field
+    names: the tables name their columns after the model's fields."""
+    return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
 
 
 # --- migrations -------------------------------------------------------------------------

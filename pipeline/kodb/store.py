@@ -29,9 +29,9 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -49,6 +49,7 @@ from pipeline.kodb.match import (
     word_boundary_match,
     word_runs,
 )
+from pipeline.kodb.schema import from_row
 from pipeline.model import Calibration, Fact, Note, NoteText, SubjectSummary
 
 if TYPE_CHECKING:
@@ -85,7 +86,6 @@ MAX_EXCLUDED_FILES = 10_000
 #: PostgreSQL advisory lock key serialising schema migrations ("vkokodb" in ASCII).
 _PG_MIGRATE_LOCK = 0x766B6F6B6F6462
 _SUPPORTED = ("sqlite", "postgresql")
-_Model = TypeVar("_Model", Fact, Note, Calibration)
 #: Allowed prefixes of scratch database names (the name is an identifier, not a parameter).
 _SCRATCH_PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,40}")
 
@@ -155,12 +155,6 @@ def _fts_prefilter(term_norm: str) -> str:
     if len(words) < 2:
         return _fts_phrase(term_norm)
     return " AND ".join(_fts_phrase(w) for w in words[:PREFILTER_WORDS])
-
-
-def _from_row(cls: type[_Model], row: Any) -> _Model:
-    """A model dataclass (Fact, Note, Calibration) from a row whose columns bear its field
-    names: the tables name their columns after the model's fields."""
-    return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
 
 
 class KoDB:
@@ -260,7 +254,7 @@ class KoDB:
         t = schema.notes
         with self._tx() as conn:
             rows = conn.execute(sa.select(t)).all()
-        return {r.path: _from_row(Note, r) for r in rows}
+        return {r.path: from_row(Note, r) for r in rows}
 
     def count_notes(self, source_type: str | None = None) -> int:
         """Registered notes (of one source type when given)."""
@@ -279,7 +273,7 @@ class KoDB:
         with self._tx() as conn:
             for chunk in _chunks(wanted):
                 for row in conn.execute(sa.select(t).where(t.c.path.in_(chunk))):
-                    found[row.path] = _from_row(Note, row)
+                    found[row.path] = from_row(Note, row)
         return found
 
     def apply_ingest(
@@ -628,7 +622,7 @@ class KoDB:
         # The hash selects; the stored norm decides (guards against a key collision).
         rows = [r for r in rows if r.subject_norm in wanted]
         rows.sort(key=lambda r: (r.subject_norm, r.predicate, r.object, r.source_file, r.extractor))
-        return [_from_row(Fact, r) for r in rows]
+        return [from_row(Fact, r) for r in rows]
 
     def subject_source_files(self, subject_norms: Iterable[str]) -> set[str]:
         """The distinct source files of these subjects' facts (privacy.py checks them)."""
@@ -963,7 +957,7 @@ class KoDB:
         stmt = stmt.order_by(c.c.measured_at.desc(), c.c.id.desc()).limit(1)
         with self._tx() as conn:
             row = conn.execute(stmt).first()
-        return None if row is None else _from_row(Calibration, row)
+        return None if row is None else from_row(Calibration, row)
 
 
 def _sqlite_engine(url: sa.URL, shown: str) -> Engine:
