@@ -992,7 +992,9 @@ def _sqlite_engine(url: sa.URL, shown: str) -> Engine:
         # Ingest's index B-trees outgrow the default 2 MB cache; every other transaction (the
         # service's pooled readers included) goes back to it, so the larger one lives only there.
         cache = SQLITE_INGEST_CACHE_KIB if options.get("kodb_ingest") else SQLITE_CACHE_KIB
-        conn.exec_driver_sql(f"PRAGMA cache_size=-{cache}")
+        if conn.info.get("kodb_cache_kib") != cache:  # per DBAPI connection: set on a change
+            conn.exec_driver_sql(f"PRAGMA cache_size=-{cache}")
+            conn.info["kodb_cache_kib"] = cache
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
