@@ -311,7 +311,7 @@ class KoDB:
             removed_list = list(dict.fromkeys(removed))
             for chunk in _chunks(removed_list):
                 conn.execute(schema.notes.delete().where(schema.notes.c.path.in_(chunk)))
-            self._insert_facts(conn, new_facts, now, extractor=extractor)
+            self._insert_facts(conn, new_facts, now, extractor=extractor, summarise=True)
             self._prune_subjects(conn, touched)
             self._replace_texts(conn, texts, removed_list)
             self._refresh_stats(conn)
@@ -330,7 +330,7 @@ class KoDB:
             {"path": x.path, "title": text.index_text(x.title), "body": text.index_text(x.body)}
             for x in {x.path: x for x in texts}.values()
         ]
-        self._insert_rows(conn, t, rows, None, returning=False)
+        self._insert_rows(conn, t, rows, None)
 
     def search_notes(
         self,
@@ -459,11 +459,16 @@ class KoDB:
         facts: Sequence[Fact],
         now: float,
         extractor: str | None = None,
+        *,
+        summarise: bool = False,
     ) -> int:
         """Insert facts not yet stored (by fact_key) and their subjects; return the count.
 
         ``extractor`` stores every fact under that extractor (ingest's own); the key is taken
-        after it, since the extractor is part of a fact's identity.
+        after it, since the extractor is part of a fact's identity. ``summarise``: store
+        the summaries of the subjects whose facts are all among those inserted, from the
+        rows in hand (``summaries.store_whole``); the caller writes no more facts of them
+        in this transaction.
         """
         if extractor is not None:
             facts = [
@@ -510,11 +515,13 @@ class KoDB:
         # ON CONFLICT DO NOTHING: a concurrent writer may have stored the same fact after our
         # look-up (PostgreSQL's READ COMMITTED does not show it to us); RETURNING tells which
         # rows this transaction really inserted, so the counts stay exact.
-        inserted = set(self._insert_rows(conn, t, rows, t.c.fact_key, returning=True))
-        subjects = {r["subject_key"]: r["subject_norm"] for r in rows if r["fact_key"] in inserted}
+        ids = dict(self._insert_rows(conn, t, rows, t.c.fact_key, returning=(t.c.fact_key, t.c.id)))
+        subjects = {r["subject_key"]: r["subject_norm"] for r in rows if r["fact_key"] in ids}
         self._add_subjects(conn, subjects)
         summaries.invalidate(conn, subjects, CHUNK)
-        return len(inserted)
+        if summarise:
+            summaries.store_whole(conn, rows, ids, CHUNK)
+        return len(ids)
 
     def _add_subjects(self, conn: Connection, subjects: dict[str, str]) -> None:
         s = schema.subjects
@@ -522,7 +529,7 @@ class KoDB:
             {"subject_key": k, "subject_norm": v, "words": word_runs(v)}
             for k, v in sorted(subjects.items())
         ]
-        self._insert_rows(conn, s, rows, s.c.subject_key, returning=False)
+        self._insert_rows(conn, s, rows, s.c.subject_key)
 
     def _insert_rows(
         self,
@@ -531,10 +538,10 @@ class KoDB:
         rows: Sequence[dict[str, Any]],
         key: sa.Column[Any] | None,
         *,
-        returning: bool,
+        returning: Sequence[sa.Column[Any]] = (),
     ) -> list[Any]:
         """INSERT … ON CONFLICT (key) DO NOTHING for many rows (a plain INSERT without
-        ``key``); the keys inserted if asked.
+        ``key``); the ``returning`` columns of the rows really inserted, as tuples.
 
         PostgreSQL gets one ``INSERT … SELECT FROM json_to_recordset(:rows)`` per chunk: the
         rows travel as one JSON text, which Python's C encoder writes and the server parses
@@ -558,21 +565,23 @@ class KoDB:
             )
             if key is not None:
                 stmt = stmt.on_conflict_do_nothing(index_elements=[key])
-                if returning:
-                    stmt = stmt.returning(key)
+            if returning:
+                stmt = stmt.returning(*returning)
             for chunk in _chunks(rows, PG_ROWS_PER_STATEMENT):
                 # allow_nan=False: JSON has no NaN; validation at the edges keeps it out.
                 data = json.dumps(list(chunk), ensure_ascii=False, allow_nan=False)
                 result = conn.execute(stmt, {"rows": data})
-                if returning and key is not None:
-                    found.extend(result.scalars())
+                if returning:
+                    found.extend(tuple(r) for r in result)
             return found
         stmt = sqlite_dialect.insert(table)
         if key is not None:
             stmt = stmt.on_conflict_do_nothing(index_elements=[key])
         for chunk in _chunks(rows):
-            if returning and key is not None:
-                found.extend(conn.execute(stmt.returning(key), list(chunk)).scalars())
+            if returning:
+                found.extend(
+                    tuple(r) for r in conn.execute(stmt.returning(*returning), list(chunk))
+                )
             else:
                 conn.execute(stmt, list(chunk))
         return found

@@ -257,6 +257,89 @@ def store(conn: Connection, keys: Sequence[str], code_point: CodePoint) -> int:
     return len(rows)
 
 
+def store_whole(
+    conn: Connection, rows: Sequence[Mapping[str, Any]], ids: Mapping[str, int], chunk: int
+) -> int:
+    """Store the summaries of the subjects whose stored facts are exactly the ``rows`` just
+    inserted (``schema.facts`` columns; ``ids``: the ids of those really inserted, by
+    fact_key); return how many were stored. The rest are left to ``store`` (a subject with
+    older facts).
+
+    The same rows as ``store`` computes from the facts, without reading them back: a first
+    ingest of 20,000 notes spent 18 s of its 75 in ``store``'s GROUP BY and window query.
+    """
+    by_key: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for row in rows:
+        if row["fact_key"] in ids:
+            by_key[row["subject_key"]].append(row)
+    t, st = schema.facts, schema.subject_stats
+    whole: list[str] = []
+    keys = sorted(by_key)
+    for part in _chunks(keys, chunk):
+        stmt = (
+            sa.select(t.c.subject_key, sa.func.count())
+            .where(t.c.subject_key.in_(part))
+            .group_by(t.c.subject_key)
+        )
+        whole.extend(k for k, n in conn.execute(stmt) if n == len(by_key[k]))
+    out = []
+    for key in sorted(whole):
+        facts = by_key[key]
+        norms = {f["subject_norm"] for f in facts}
+        if len(norms) != 1:
+            continue  # two names share a hash: ``store`` tells them apart
+        out.append(_stored_row(key, norms.pop(), facts, ids))
+    for part in _chunks(out, chunk):
+        conn.execute(st.insert(), list(part))
+    return len(out)
+
+
+def _stored_row(
+    key: str, norm: str, facts: Sequence[Mapping[str, Any]], ids: Mapping[str, int]
+) -> dict[str, Any]:
+    """One subject's ``subject_stats`` row from all of its facts rows (``store``'s rules:
+    ``counts``' aggregates, each partition's size and first ``SAMPLE_DEPTH`` ids in
+    ``_order``, which compares text by code point as Python does)."""
+    predicates: dict[str, int] = defaultdict(int)
+    spellings: dict[str, int] = defaultdict(int)
+    files: dict[str, set[str]] = defaultdict(set)
+    parts: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    for f in facts:
+        predicates[f["predicate"]] += 1
+        spellings[f["subject"]] += 1
+        files[f["source_type"]].add(f["source_file"])
+        title = f["object"] if f["predicate"] == TITLE_PREDICATE else ""
+        parts[(f["predicate"], f["source_type"], title)].append(f)
+
+    def order(f: Mapping[str, Any]) -> tuple[Any, ...]:
+        return (
+            -f["confidence"],
+            f["predicate"],
+            f["source_type"],
+            f["source_file"],
+            f["object"],
+            f["extractor"],
+            ids[f["fact_key"]],
+        )
+
+    sampled = [
+        [len(part), [ids[f["fact_key"]] for f in sorted(part, key=order)[:SAMPLE_DEPTH]]]
+        for _, part in sorted(parts.items())
+    ]
+    return {
+        "subject_key": key,
+        "subject_norm": norm,
+        "source_count": len(set().union(*files.values())),
+        "raw_facts": len(facts),
+        "max_confidence": float(max(f["confidence"] for f in facts)),
+        "per_type": json.dumps({st: len(fs) for st, fs in sorted(files.items())}, sort_keys=True),
+        "predicates": json.dumps(predicates, sort_keys=True, ensure_ascii=False),
+        "spellings": json.dumps(spellings, sort_keys=True, ensure_ascii=False),
+        "sample": json.dumps(sampled),
+        "sample_depth": SAMPLE_DEPTH,
+    }
+
+
 def evidence_where(files: Sequence[str], keys: Iterable[str]) -> list[Any]:
     """The facts of the question's files about these subjects (their keys): found in the
     facts' index by (file, subject key), ``schema.FILE_INDEX``."""

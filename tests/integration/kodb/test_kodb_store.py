@@ -272,11 +272,12 @@ def as_code_before_migration_7(patch: pytest.MonkeyPatch) -> None:
     patch.setattr(KoDB, "refresh_subject_stats", lambda self: 0)
     patch.setattr(KoDB, "_refresh_stats", lambda self, conn: 0)
     patch.setattr(kodb_summaries, "invalidate", lambda conn, keys, chunk: None)
+    patch.setattr(kodb_summaries, "store_whole", lambda conn, rows, ids, chunk: 0)
 
     def add_subjects(self: KoDB, conn: Any, subjects: dict[str, str]) -> None:
         s = kodb_schema.subjects_v1
         rows = [{"subject_key": k, "subject_norm": v} for k, v in sorted(subjects.items())]
-        self._insert_rows(conn, s, rows, s.c.subject_key, returning=False)
+        self._insert_rows(conn, s, rows, s.c.subject_key)
 
     patch.setattr(KoDB, "_add_subjects", add_subjects)
 

@@ -9,6 +9,7 @@ evidence files, episodic recall's file filter and private notes.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -255,6 +256,54 @@ def test_every_subject_has_a_stored_summary_after_import_and_ingest(db: KoDB) ->
     db.apply_ingest([], ["wiki/h0.md"], extractor="ingest")
     assert db.subject_summaries(["redis stored"], sample_size=0)["redis stored"].raw_facts == 22
     assert "kafka stored" not in db.subject_summaries(["kafka stored"], sample_size=1)
+
+
+def _stored_rows(db: KoDB) -> dict[str, tuple[Any, ...]]:
+    """Every stored summary, its sample's fact ids replaced by what orders them (equal
+    facts may take either id)."""
+    t, s = kodb_schema.facts, kodb_schema.subject_stats
+    with db._tx() as conn:
+        facts = {
+            r.id: (-r.confidence, r.predicate, r.source_type, r.source_file, r.object, r.extractor)
+            for r in conn.execute(sa.select(t))
+        }
+        rows = conn.execute(sa.select(s)).all()
+    out = {}
+    for r in rows:
+        sample = [[n, [facts[i] for i in ids]] for n, ids in json.loads(r.sample)]
+        counts = (r.source_count, r.raw_facts, r.max_confidence, r.per_type, r.predicates)
+        out[r.subject_key] = (r.subject_norm, *counts, r.spellings, sample, r.sample_depth)
+    return out
+
+
+def test_ingest_stores_the_summaries_a_refresh_computes_from_the_facts(db: KoDB) -> None:
+    """An ingest computes the summaries of subjects it alone has facts of from the rows in
+    hand (others, with imported facts too, from the facts): a refresh of every subject from
+    the stored facts gives the same rows."""
+
+    @settings(
+        max_examples=150 if db.dialect == "sqlite" else 50,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(rows=fact_rows, hub=st.sampled_from((0, 0, 40)), imported=st.integers(0, 5))
+    def check(rows: list[tuple[str, ...]], hub: int, imported: int) -> None:
+        tag = f"t{next(_examples)}"
+        facts = _facts(rows, tag, hub)
+        db.import_facts(facts[:imported])  # these subjects are summarised from the facts
+        by_file: dict[str, list[Fact]] = {}
+        for fact in facts[imported:]:
+            by_file.setdefault(fact.source_file, []).append(fact)
+        upserts = [
+            (Note(path, path, "wiki", "sha", 0.0, 1), fs) for path, fs in sorted(by_file.items())
+        ]
+        db.apply_ingest(upserts, [], extractor="ingest")
+        ingested = _stored_rows(db)
+        _forget_stored_summaries(db)
+        db.refresh_subject_stats()
+        assert _stored_rows(db) == ingested
+
+    check()
 
 
 def test_a_refresh_stores_what_an_upgrade_left_without_summary(db: KoDB) -> None:
