@@ -58,6 +58,10 @@ if TYPE_CHECKING:
 #: Values per IN list / rows per executemany batch: far below SQLite's 32766 bound
 #: parameters and small enough for PostgreSQL's planner to treat as a short list.
 CHUNK = 500
+#: Rows per SQLite executemany (the driver binds each row; this bounds the tuples built).
+SQLITE_ROWS_PER_EXECUTEMANY = 5000
+#: SQLite's largest rowid: past it new rows take unused rowids at random.
+SQLITE_MAX_ROWID = 2**63 - 1
 #: Rows per PostgreSQL json_to_recordset() insert (one JSON parameter).
 PG_ROWS_PER_STATEMENT = 5000
 #: Facts an import reads and inserts at a time (its memory is a few batches, not the file).
@@ -577,13 +581,45 @@ class KoDB:
         stmt = sqlite_dialect.insert(table)
         if key is not None:
             stmt = stmt.on_conflict_do_nothing(index_elements=[key])
-        for chunk in _chunks(rows):
-            if returning:
-                found.extend(
-                    tuple(r) for r in conn.execute(stmt.returning(*returning), list(chunk))
+        rowid = sa.literal_column("rowid")
+        # This transaction holds SQLite's write lock, so the rows past the largest rowid are
+        # the ones it inserts; at the largest rowid SQLite takes unused ones at random.
+        last = 0
+        if returning:
+            last = conn.execute(sa.select(sa.func.max(rowid)).select_from(table)).scalar() or 0
+            if last >= SQLITE_MAX_ROWID:
+                for chunk in _chunks(rows):
+                    result = conn.execute(stmt.returning(*returning), list(chunk))
+                    found.extend(tuple(r) for r in result)
+                return found
+        # The statement compiled once by Core, the rows bound by the driver as tuples (with
+        # the columns' own conversions, Float's to_float): SQLAlchemy's executemany handles
+        # each row's parameters in Python (300,000 facts: 8.6–9.2 s against 5.1–5.5 s so).
+        compiled = stmt.compile(dialect=conn.dialect, column_keys=names)
+        order = compiled.positiontup or []
+        convert = [
+            (i, f)
+            for i, n in enumerate(order)
+            if (f := table.c[n].type.bind_processor(conn.dialect)) is not None
+        ]
+
+        def bound(row: dict[str, Any]) -> tuple[Any, ...]:
+            values = [row[n] for n in order]
+            for i, f in convert:
+                values[i] = f(values[i])
+            return tuple(values)
+
+        inserted = 0
+        for chunk in _chunks(rows, SQLITE_ROWS_PER_EXECUTEMANY):
+            result = conn.exec_driver_sql(compiled.string, [bound(r) for r in chunk])
+            inserted += result.rowcount
+        if returning:
+            found = [tuple(r) for r in conn.execute(sa.select(*returning).where(rowid > last))]
+            if len(found) != inserted:  # the write lock failed us: say so, write nothing
+                raise KodbError(
+                    f"{table.name}: {inserted} rows inserted but {len(found)} found past "
+                    f"rowid {last}; nothing was written"
                 )
-            else:
-                conn.execute(stmt, list(chunk))
         return found
 
     def _delete_file_facts(

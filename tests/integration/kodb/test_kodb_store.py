@@ -234,6 +234,27 @@ def test_apply_ingest_is_one_transaction(db: KoDB) -> None:
     assert db.subject_norms() == ["a"]
 
 
+@pytest.mark.parametrize("largest", [None, 2**63 - 1])
+def test_sqlite_bulk_insert_knows_its_rows_ids_even_past_the_largest_rowid(
+    tmp_path: Path, largest: int | None
+) -> None:
+    """SQLite's inserts take the rows past the largest id as theirs; once that id is
+    2**63 - 1, SQLite picks unused ids at random and the insert asks RETURNING instead."""
+    with KoDB.open(f"sqlite:///{tmp_path / 'ko.db'}") as db:
+        db.import_facts([fact("Old", "wiki/old.md")])
+        if largest is not None:
+            with db._tx(write=True) as conn:
+                conn.execute(kodb_schema.facts.update().values(id=largest))
+        new = [fact("Redis", f"wiki/r{i}.md", object=f"v{i}", confidence=i / 10) for i in range(6)]
+        db.apply_ingest([(note(f.source_file), [f]) for f in new], [], extractor="ingest")
+        got = db.subject_summaries(["redis"], sample_size=8)["redis"]
+        assert got.raw_facts == 6 and got.max_confidence == 0.5
+        # The stored sample names the facts by id: the right ids bring back the right facts.
+        assert sorted(got.sample, key=lambda f: f.object) == db.facts_for_subjects(["redis"])
+        assert db.import_facts([fact("Kafka"), fact("Old", "wiki/old.md")]) == ImportResult(1, 1)
+        assert db.count_facts() == 8
+
+
 def test_notes_keep_their_subject_and_none_stays_none(db: KoDB) -> None:
     titled = replace(note("adr/0007-use-redis.md"), title="0007 Use Redis", subject="Redis ADR")
     db.apply_ingest([(titled, []), (note("wiki/plain.md"), [])], [])
