@@ -517,8 +517,9 @@ class KoDB:
         if not rows:
             return 0
         # ON CONFLICT DO NOTHING: a concurrent writer may have stored the same fact after our
-        # look-up (PostgreSQL's READ COMMITTED does not show it to us); RETURNING tells which
-        # rows this transaction really inserted, so the counts stay exact.
+        # look-up (PostgreSQL's READ COMMITTED does not show it to us); _insert_rows tells
+        # which rows this transaction really inserted (RETURNING, or SQLite's new rowids),
+        # so the counts stay exact.
         ids = dict(self._insert_rows(conn, t, rows, t.c.fact_key, returning=(t.c.fact_key, t.c.id)))
         subjects = {r["subject_key"]: r["subject_norm"] for r in rows if r["fact_key"] in ids}
         self._add_subjects(conn, subjects)
@@ -551,7 +552,7 @@ class KoDB:
         rows travel as one JSON text, which Python's C encoder writes and the server parses
         far faster than psycopg dumps one array per column (measured: array dumping was a
         third of a 20,000-note ingest's write time) or binds a multi-row VALUES list.
-        SQLite uses executemany.
+        SQLite uses the driver's executemany.
         """
         if not rows:
             return []
