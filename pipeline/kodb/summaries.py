@@ -238,20 +238,7 @@ def store(conn: Connection, keys: Sequence[str], code_point: CodePoint) -> int:
         sampled = [
             [n, [fid for _, fid in sorted(ids)]] for _, (n, ids) in sorted(parts[norm].items())
         ]
-        rows.append(
-            {
-                "subject_key": key,
-                "subject_norm": norm,
-                "source_count": a["source_count"],
-                "raw_facts": a["raw_facts"],
-                "max_confidence": a["max_confidence"],
-                "per_type": json.dumps(a["per_type"], sort_keys=True),
-                "predicates": json.dumps(a["predicates"], sort_keys=True, ensure_ascii=False),
-                "spellings": json.dumps(a["spellings"], sort_keys=True, ensure_ascii=False),
-                "sample": json.dumps(sampled),
-                "sample_depth": SAMPLE_DEPTH,
-            }
-        )
+        rows.append(_stats_row(key, norm, a, sampled))
     if rows:
         conn.execute(st.insert(), rows)
     return len(rows)
@@ -326,15 +313,30 @@ def _stored_row(
         [len(part), [ids[f["fact_key"]] for f in sorted(part, key=order)[:SAMPLE_DEPTH]]]
         for _, part in sorted(parts.items())
     ]
-    return {
-        "subject_key": key,
-        "subject_norm": norm,
+    counted = {
         "source_count": len(set().union(*files.values())),
         "raw_facts": len(facts),
         "max_confidence": float(max(f["confidence"] for f in facts)),
-        "per_type": json.dumps({st: len(fs) for st, fs in sorted(files.items())}, sort_keys=True),
-        "predicates": json.dumps(predicates, sort_keys=True, ensure_ascii=False),
-        "spellings": json.dumps(spellings, sort_keys=True, ensure_ascii=False),
+        "per_type": {st: len(fs) for st, fs in sorted(files.items())},
+        "predicates": predicates,
+        "spellings": spellings,
+    }
+    return _stats_row(key, norm, counted, sampled)
+
+
+def _stats_row(
+    key: str, norm: str, a: Mapping[str, Any], sampled: list[list[Any]]
+) -> dict[str, Any]:
+    """A ``subject_stats`` row from ``counts``' aggregates and the sample's id lists."""
+    return {
+        "subject_key": key,
+        "subject_norm": norm,
+        "source_count": a["source_count"],
+        "raw_facts": a["raw_facts"],
+        "max_confidence": a["max_confidence"],
+        "per_type": json.dumps(a["per_type"], sort_keys=True),
+        "predicates": json.dumps(a["predicates"], sort_keys=True, ensure_ascii=False),
+        "spellings": json.dumps(a["spellings"], sort_keys=True, ensure_ascii=False),
         "sample": json.dumps(sampled),
         "sample_depth": SAMPLE_DEPTH,
     }
