@@ -253,6 +253,9 @@ class KoDB:
 
     # --- vault registry -----------------------------------------------------------------
 
+    def _one_of(self, column: sa.ColumnElement[Any], values: Sequence[Any]) -> Any:
+        return schema.one_of(column, values, self._dialect)
+
     def notes(self) -> dict[str, Note]:
         """The vault registry: path -> Note."""
         t = schema.notes
@@ -314,7 +317,7 @@ class KoDB:
             touched = self._delete_file_facts(conn, paths, extractor)
             removed_list = list(dict.fromkeys(removed))
             for chunk in _chunks(removed_list):
-                conn.execute(schema.notes.delete().where(schema.notes.c.path.in_(chunk)))
+                conn.execute(schema.notes.delete().where(self._one_of(schema.notes.c.path, chunk)))
             self._insert_facts(conn, new_facts, now, extractor=extractor, summarise=True)
             self._prune_subjects(conn, touched)
             self._replace_texts(conn, texts, removed_list)
@@ -329,7 +332,7 @@ class KoDB:
         t = schema.note_texts
         gone = list(dict.fromkeys([x.path for x in texts] + list(removed)))
         for chunk in _chunks(gone):
-            conn.execute(t.delete().where(t.c.path.in_(chunk)))
+            conn.execute(t.delete().where(self._one_of(t.c.path, chunk)))
         rows = [
             {"path": x.path, "title": text.index_text(x.title), "body": text.index_text(x.body)}
             for x in {x.path: x for x in texts}.values()
@@ -486,7 +489,9 @@ class KoDB:
         t = schema.facts
         for chunk in _chunks(keys):
             present.update(
-                conn.execute(sa.select(t.c.fact_key).where(t.c.fact_key.in_(chunk))).scalars()
+                conn.execute(
+                    sa.select(t.c.fact_key).where(self._one_of(t.c.fact_key, chunk))
+                ).scalars()
             )
         rows = []
         # A vault's facts share a few thousand subjects: normalise and hash each one once.
@@ -630,7 +635,7 @@ class KoDB:
         t = schema.facts
         touched: set[str] = set()
         for chunk in _chunks(list(paths)):
-            where = sa.and_(t.c.extractor == extractor, t.c.source_file.in_(chunk))
+            where = sa.and_(t.c.extractor == extractor, self._one_of(t.c.source_file, chunk))
             touched.update(conn.execute(sa.select(t.c.subject_key).where(where)).scalars())
             conn.execute(t.delete().where(where))
         summaries.invalidate(conn, touched, CHUNK)
@@ -641,7 +646,7 @@ class KoDB:
         s, t = schema.subjects, schema.facts
         orphan = ~sa.exists().where(t.c.subject_key == s.c.subject_key)
         for chunk in _chunks(sorted(keys)):
-            conn.execute(s.delete().where(s.c.subject_key.in_(chunk), orphan))
+            conn.execute(s.delete().where(self._one_of(s.c.subject_key, chunk), orphan))
 
     def facts_for_subjects(self, subject_norms: Iterable[str]) -> list[Fact]:
         """All facts whose subject_norm is in the set (chunked IN lists on the subject key).

@@ -182,7 +182,7 @@ def invalidate(conn: Connection, keys: Iterable[str], chunk: int) -> None:
     """Forget the stored summaries of these subject keys (their facts are being written)."""
     s = schema.subject_stats
     for part in _chunks(sorted(set(keys)), chunk):
-        conn.execute(s.delete().where(s.c.subject_key.in_(part)))
+        conn.execute(s.delete().where(schema.one_of(s.c.subject_key, part, conn.dialect.name)))
 
 
 def missing_keys(conn: Connection) -> list[str]:
@@ -265,7 +265,7 @@ def store_whole(
     for part in _chunks(keys, chunk):
         stmt = (
             sa.select(t.c.subject_key, sa.func.count())
-            .where(t.c.subject_key.in_(part))
+            .where(schema.one_of(t.c.subject_key, part, conn.dialect.name))
             .group_by(t.c.subject_key)
         )
         whole.extend(k for k, n in conn.execute(stmt) if n == len(by_key[k]))
