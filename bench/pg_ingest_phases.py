@@ -3,7 +3,10 @@
 The corpus vault (make_corpus.py; ``--notes`` 20,000 by default, its facts file is not
 imported) is copied to a temp folder and ingested into a scratch PostgreSQL database
 (``vaultko_phases_<hex>``, dropped at the end) with the KO-DB store's write steps wrapped
-in timers: how long the facts, the subject summaries and the note texts take of the run.
+in timers: how long the facts, the subject summaries and the note texts take of the run,
+and the CPU seconds it cost vault-ko (parse workers included) and the server's processes
+(read from /proc when the server is local): on a shared machine the CPU seconds vary far
+less between runs than the wall time does.
 Then, on the committed database, the same batches of 20 note titles are looked up as the
 bridge looks them up, alternately by the word index (GIN over ``subjects.words``' runs,
 migration 9) and by pg_trgm (every term sent down the trigram path), and the results are
@@ -17,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import random
+import resource
 import shutil
 import statistics
 import sys
@@ -69,6 +74,35 @@ def timed_steps() -> tuple[dict[str, float], Callable[[], None]]:
     return totals, restore
 
 
+def cpu_seconds() -> float:
+    """CPU seconds of this process and its reaped children (the parse workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def server_cpu_seconds(db: KoDB) -> float | None:
+    """CPU seconds of the server processes serving ``db``'s open connections (read from
+    /proc: only when the server runs on this machine; None otherwise)."""
+    with db._engine.connect() as conn:
+        pids = (
+            conn.exec_driver_sql(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid()"
+            )
+            .scalars()
+            .all()
+        )
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def look_up(db: KoDB, batches: list[list[str]], words: bool) -> tuple[float, list[Any]]:
     """p50 ms of ``search_subjects_many`` over the batches, and the results."""
     original = kodb_store.word_runs
@@ -102,7 +136,10 @@ def main() -> int:
             totals, restore = timed_steps()
             try:
                 with KoDB.open(url) as db:
+                    cpu0 = cpu_seconds()
                     report = ingest_vault(settings.replace(kodb_url=url), db)
+                    client_cpu = cpu_seconds() - cpu0
+                    server_cpu = server_cpu_seconds(db)
             finally:
                 restore()
             with KoDB.open(url) as db:
@@ -123,13 +160,17 @@ def main() -> int:
     )
     for name in STEPS:
         print(f"  {name:16s} {totals[name]:7.2f} s")
+    shown = "not readable" if server_cpu is None else f"{server_cpu:.1f} s"
+    print(f"CPU: vault-ko {client_cpu:.1f} s (parse workers included), server {shown}")
     print(
         f"subjects of 20 titles by word: {by_word:.2f} ms p50 (again {again:.2f}); "
         f"by pg_trgm: {by_trgm:.2f} ms; {by_trgm / by_word:.1f}x; identical {identical}"
     )
     steps = " ".join(f"{n.strip('_')}_s={totals[n]:.2f}" for n in STEPS)
+    server = "na" if server_cpu is None else f"{server_cpu:.2f}"
     print(
-        f"RESULT ingest_pg_notes_per_s={rate:.1f} {steps} words_p50_ms={by_word:.2f} "
+        f"RESULT ingest_pg_notes_per_s={rate:.1f} {steps} client_cpu_s={client_cpu:.2f} "
+        f"server_cpu_s={server} words_p50_ms={by_word:.2f} "
         f"trgm_p50_ms={by_trgm:.2f} identical={str(identical).lower()}"
     )
     return 0 if identical else 1
