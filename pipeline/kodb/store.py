@@ -525,12 +525,17 @@ class KoDB:
         # look-up (PostgreSQL's READ COMMITTED does not show it to us); _insert_rows tells
         # which rows this transaction really inserted (RETURNING, or SQLite's new rowids),
         # so the counts stay exact.
+        older = (
+            summaries.with_facts(conn, {r["subject_key"] for r in rows}, CHUNK)
+            if summarise
+            else set()
+        )
         ids = dict(self._insert_rows(conn, t, rows, t.c.fact_key, returning=(t.c.fact_key, t.c.id)))
         subjects = {r["subject_key"]: r["subject_norm"] for r in rows if r["fact_key"] in ids}
         self._add_subjects(conn, subjects)
         summaries.invalidate(conn, subjects, CHUNK)
         if summarise:
-            summaries.store_whole(conn, rows, ids, CHUNK)
+            summaries.store_whole(conn, rows, ids, older, CHUNK)
         return len(ids)
 
     def _add_subjects(self, conn: Connection, subjects: dict[str, str]) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +22,9 @@ from pipeline.model import Calibration, Fact, Note, NoteText
 
 pytestmark = pytest.mark.integration
 
+
+#: Text PostgreSQL can store (no NUL) and Python can encode (no lone surrogates).
+_TEXT = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
 
 #: A PostgreSQL URL that is never connected to (the prefix is refused first).
 PG_URL = "postgresql+psycopg://postgres@127.0.0.1:1/none"
@@ -93,8 +97,6 @@ def test_sqlite_ingest_writes_get_the_large_page_cache_and_others_the_default(
 
 
 def test_database_migrated_by_a_newer_version_is_refused(tmp_path: Path) -> None:
-    import sqlalchemy as sa
-
     url = f"sqlite:///{tmp_path / 'ko.db'}"
     KoDB.open(url).close()
     engine = sa.create_engine(url)
@@ -196,6 +198,36 @@ def test_facts_for_many_subjects_uses_chunked_in_lists(db: KoDB) -> None:
     assert db.facts_by_predicate() == {"is": 1300}
 
 
+@given(
+    stored=st.lists(st.text(_TEXT, min_size=1, max_size=12), max_size=40, unique=True),
+    wanted=st.lists(st.text(_TEXT, max_size=12), max_size=60),
+)
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_one_of_matches_what_an_in_list_matches_with_one_statement_text(
+    db: KoDB, stored: list[str], wanted: list[str]
+) -> None:
+    import sqlalchemy as sa
+
+    t = kodb_schema.notes
+    with db._tx(write=True) as conn:
+        conn.execute(t.delete())
+        for path in stored:
+            row = {"path": path, "title": "t", "source_type": "wiki", "content_hash": "h"}
+            conn.execute(t.insert(), row | {"mtime": 1.0, "bytes": 1, "ingested_at": 1.0})
+        picked = [*wanted, *stored[::3]]
+        by_in = conn.execute(sa.select(t.c.path).where(t.c.path.in_(picked))).scalars()
+        by_any = conn.execute(sa.select(t.c.path).where(db._one_of(t.c.path, picked))).scalars()
+        assert sorted(by_any) == sorted(by_in) == sorted(set(stored) & set(picked))
+        if db.dialect == "postgresql":  # one text whatever the count: psycopg parses it once
+            texts = {
+                str(sa.select(t.c.path).where(db._one_of(t.c.path, ["a"] * n)).compile(conn))
+                for n in (1, 7, 500)
+            }
+            assert len(texts) == 1
+
+
 def test_apply_ingest_replaces_only_its_extractors_facts(db: KoDB) -> None:
     imported = fact("Redis", "wiki/redis.md", predicate="owner", object="ops")
     db.import_facts([imported])
@@ -293,7 +325,7 @@ def as_code_before_migration_7(patch: pytest.MonkeyPatch) -> None:
     patch.setattr(KoDB, "refresh_subject_stats", lambda self: 0)
     patch.setattr(KoDB, "_refresh_stats", lambda self, conn: 0)
     patch.setattr(kodb_summaries, "invalidate", lambda conn, keys, chunk: None)
-    patch.setattr(kodb_summaries, "store_whole", lambda conn, rows, ids, chunk: 0)
+    patch.setattr(kodb_summaries, "store_whole", lambda conn, rows, ids, older, chunk: 0)
 
     def add_subjects(self: KoDB, conn: Any, subjects: dict[str, str]) -> None:
         s = kodb_schema.subjects_v1
