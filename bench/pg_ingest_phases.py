@@ -82,13 +82,13 @@ def cpu_seconds() -> float:
 
 
 def server_cpu_seconds(db: KoDB) -> float | None:
-    """CPU seconds of the server processes serving ``db``'s open connections (read from
-    /proc: only when the server runs on this machine; None otherwise)."""
+    """CPU seconds of the server processes serving ``db``'s open connections, the pooled one
+    ingest used among them (read from /proc: only when the server runs on this machine;
+    None otherwise)."""
     with db._engine.connect() as conn:
         pids = (
             conn.exec_driver_sql(
-                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid()"
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
             )
             .scalars()
             .all()
