@@ -50,7 +50,7 @@ def one_of(column: sa.ColumnElement[Any], values: Sequence[Any], dialect: str) -
     """``column IN (values)``; on PostgreSQL ``column = ANY(:values)``, one array parameter.
 
     An IN list is one placeholder per value, so each chunk's statement is new text that
-    SQLAlchemy renders and psycopg splits again (9 s of a 20,000-note ingest's look-ups);
+    SQLAlchemy renders and psycopg splits again (the key look-up: 8.4 s of a 119 s ingest);
     the ANY form is one statement text, whatever the count, and uses the same btree index.
     """
     if dialect == "postgresql":

@@ -251,10 +251,11 @@ class KoDB:
         module = sqlite_dialect if self._dialect == "sqlite" else pg_dialect
         return module.insert(table)
 
-    # --- vault registry -----------------------------------------------------------------
-
     def _one_of(self, column: sa.ColumnElement[Any], values: Sequence[Any]) -> Any:
+        """``schema.one_of`` in this database's dialect."""
         return schema.one_of(column, values, self._dialect)
+
+    # --- vault registry -----------------------------------------------------------------
 
     def notes(self) -> dict[str, Note]:
         """The vault registry: path -> Note."""

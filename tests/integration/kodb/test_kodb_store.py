@@ -208,8 +208,6 @@ def test_facts_for_many_subjects_uses_chunked_in_lists(db: KoDB) -> None:
 def test_one_of_matches_what_an_in_list_matches_with_one_statement_text(
     db: KoDB, stored: list[str], wanted: list[str]
 ) -> None:
-    import sqlalchemy as sa
-
     t = kodb_schema.notes
     with db._tx(write=True) as conn:
         conn.execute(t.delete())
