@@ -81,7 +81,18 @@ QUESTIONS = (
 )
 
 
-def test_a_single_question_is_embedded_bit_for_bit_as_encode_embeds_it(minilm: Embedder) -> None:
+@pytest.fixture(scope="session")
+def minilm_torch(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    """The real default model with the transformer in torch (setting embed_runtime)."""
+    root = tmp_path_factory.mktemp("vault")
+    return get_embedder(Settings(vault=root, state_dir=root / ".vault-ko", embed_runtime="torch"))
+
+
+def test_a_single_question_in_torch_is_embedded_bit_for_bit_as_encode_embeds_it(
+    minilm_torch: Embedder,
+) -> None:
+    minilm = minilm_torch
+    assert minilm.runtime == "torch"
     encoder = minilm._encoder
     for question in QUESTIONS:
         got = minilm.embed([question])
@@ -97,7 +108,7 @@ def test_a_single_question_is_embedded_bit_for_bit_as_encode_embeds_it(minilm: E
 def test_a_model_whose_encode_adds_a_prompt_keeps_encode(tmp_path: Path) -> None:
     """A default prompt changes what encode() embeds: the single-text forward, which does
     not add it, fails its check and is never used."""
-    embedder = Embedder(batch_size=8)
+    embedder = Embedder(batch_size=8, runtime="torch")
     encoder = embedder._encoder
     encoder.prompts = {"query": "query: "}
     encoder.default_prompt_name = "query"
