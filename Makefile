@@ -45,6 +45,7 @@ test-wheel:
 bench-quick: install
 	$(BIN)/python bench/run.py --quick
 	$(BIN)/python bench/pg_ingest_phases.py --notes 200 --batches 10
+	$(BIN)/python bench/onnx_forward.py --quick
 
 bench: install
 	$(BIN)/python bench/run.py
