@@ -59,7 +59,7 @@ class Settings:
     embed_batch_size: int = 16
     embed_device: str = "cpu"
     # auto: the transformer in ONNX Runtime when it is installed and gives encode()'s vectors
-    # (a question 2.5x faster on one CPU thread, bench/onnx_forward.py), else torch;
+    # (a question 2.2x faster on one CPU thread, bench/onnx_forward.py), else torch;
     # onnx: ONNX Runtime or an error; torch: never ONNX Runtime.
     embed_runtime: str = "auto"
     vault_session_globs: tuple[str, ...] = ("sessions/**", "daily/**", "journal/**")

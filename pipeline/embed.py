@@ -11,7 +11,7 @@ through, e.g. ``BAAI/bge-m3`` in production.
 
 Runtime (setting ``embed_runtime``): the transformer runs in ONNX Runtime when it is
 installed and its vectors equal encode()'s on check texts (``embed_onnx``; a question about
-2.5x faster on one CPU thread), else in torch; one runtime embeds every text of a process,
+2.2x faster on one CPU thread), else in torch; one runtime embeds every text of a process,
 so batches still equal single questions bit for bit.
 
 Long text: the tokenizer truncates input past the model's ``max_seq_length`` tokens (256 for
