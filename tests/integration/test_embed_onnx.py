@@ -151,3 +151,18 @@ def test_the_session_follows_torch_thread_count(onnx_model: Embedder) -> None:
         assert runtime._threads == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_checking_for_onnx_runtime_does_not_import_the_exporter() -> None:
+    """Importing ``onnx`` costs a cold query about a second; only an export needs it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from pipeline import embed_onnx; "
+        "assert embed_onnx.available(); print('onnx' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "False"
