@@ -50,6 +50,8 @@ class App:
         graph: GraphClient | None = None,
         embedder: Embedder | LazyEmbedder | None = None,
         on_model_load: Callable[[], None] | None = None,
+        on_slow_load: Callable[[str], None] | None = None,
+        torch_allowed: bool = True,
     ) -> None:
         self.settings = settings
         self.private = PrivateNotes.from_settings(settings)
@@ -57,6 +59,8 @@ class App:
         self._graph = graph
         self._embedder = embedder
         self._on_model_load = on_model_load
+        self._on_slow_load = on_slow_load
+        self._torch_allowed = torch_allowed
         self._lock = threading.RLock()
         self._views: dict[tuple[str, PrivateNotes], Any] = {}
         self._pipelines: dict[bool, Pipeline] = {}
@@ -94,7 +98,10 @@ class App:
                     from pipeline.embed import LazyEmbedder
 
                     self._embedder = LazyEmbedder(
-                        self.settings, before_load=self._before_model_load
+                        self.settings,
+                        before_load=self._before_model_load,
+                        on_slow_load=self._on_slow_load,
+                        torch_allowed=self._torch_allowed,
                     )
         return self._embedder
 

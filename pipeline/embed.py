@@ -198,10 +198,78 @@ class Embedder:
             )
         return vectors
 
+    def token_lengths(self, texts: Sequence[str]) -> list[int] | None:
+        """Token counts as the model's own tokenizer sees them (after truncation), or None
+        when the encoder is not a sentence-transformers model."""
+        # sentence-transformers 6 renamed tokenize to preprocess.
+        tokenize = getattr(self._encoder, "preprocess", None) or getattr(
+            self._encoder, "tokenize", None
+        )
+        if not callable(tokenize):
+            return None
+        try:
+            with MODEL_LOCK:
+                features = tokenize([clean_text(t) for t in texts])
+            return [int(n) for n in np.asarray(features["attention_mask"]).sum(axis=1)]
+        except Exception as exc:  # an unusual encoder: batching still works, just not bitwise
+            log.debug("cannot count tokens for batching: %s", exc)
+            return None
+
     def __repr__(self) -> str:
         return (
             f"Embedder({self.model_id!r}, dims={self.dims}, max_seq_length={self.max_seq_length})"
         )
+
+
+class PreparedEmbedder:
+    """The Embedder's interface over a prepared model (``embed_prepared``): ONNX Runtime,
+    the model's fast tokenizer and numpy, so a fresh process never imports torch."""
+
+    runtime = "onnx"
+
+    def __init__(self, model: Any, *, model_id: str, batch_size: int = 32) -> None:
+        if batch_size < 1:
+            raise EmbedderError(f"embed batch size must be at least 1, not {batch_size}")
+        self._model = model
+        self.model_id = model_id
+        self.batch_size = batch_size
+        self.dims = int(model.dims)
+        self.max_seq_length = int(model.max_seq_length)
+        self.prepared_dir = model.directory
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """As ``Embedder.embed``: float32 (len(texts), dims), each row of unit length."""
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not one string")
+        if not texts:
+            return np.zeros((0, self.dims), dtype=np.float32)
+        parts = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = [clean_text(t) for t in texts[start : start + self.batch_size]]
+            try:
+                with MODEL_LOCK:
+                    parts.append(self._model(batch))
+            except Exception as exc:  # ONNX Runtime and tokenizers errors share no base
+                raise EmbedderError(f"embedding with {self.model_id} failed: {exc}") from exc
+        vectors = np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
+        return normalize_rows(vectors)
+
+    def embed_one(self, text: str) -> np.ndarray:
+        return self.embed([text])[0]
+
+    def token_lengths(self, texts: Sequence[str]) -> list[int]:
+        with MODEL_LOCK:
+            return self._model.token_lengths([clean_text(t) for t in texts])
+
+    def __repr__(self) -> str:
+        return (
+            f"PreparedEmbedder({self.model_id!r}, dims={self.dims}, "
+            f"max_seq_length={self.max_seq_length})"
+        )
+
+
+#: What the pipeline embeds with: the torch-backed Embedder or the prepared one.
+TextEmbedder = Embedder | PreparedEmbedder
 
 
 _UNCHECKED: Any = object()
@@ -331,6 +399,8 @@ def _load_sentence_transformer(source: str, name: str, device: str) -> Encoder:
             f"sentence-transformers ({exc})"
         ) from exc
     _quiet_transformers()
+    if _torch_threads is not None:
+        sys.modules["torch"].set_num_threads(_torch_threads)
     try:
         return SentenceTransformer(source, device=device)
     except Exception as exc:  # OSError when not cached, ValueError/RuntimeError for bad files
@@ -365,38 +435,77 @@ def _dimension_of(encoder: Encoder) -> int | None:
 
 _ENCODERS: dict[tuple[str, str], Encoder] = {}
 _ONNX: dict[tuple[str, str, str], Callable[[list[str]], Any] | None] = {}
+#: The prepared model of each model folder, or None: not usable in this process (why was
+#: logged once).
+_PREPARED: dict[tuple[str, str], Any] = {}
 #: Settings embed_runtime: see config.Settings and ``onnx_runtime``.
 RUNTIMES = ("auto", "onnx", "torch")
 _CACHE_LOCK = threading.Lock()
+#: Threads for torch once it loads (``set_model_threads`` before torch was imported).
+_torch_threads: int | None = None
 
 
 class LazyEmbedder:
-    """The configured Embedder, loaded on the first ``embed`` (or the first attribute only
+    """The configured embedder, loaded on the first ``embed`` (or the first attribute only
     the loaded model knows). Its ``model_id``, and usually its ``dims``, are known without
-    torch, so a sync with nothing to embed, a calibration check or a degraded answer never
-    pays for loading the model."""
+    loading it, so a sync with nothing to embed, a calibration check or a degraded answer
+    never pays for loading the model.
+
+    ``on_slow_load`` is called with a sentence when loading goes the slow way (torch:
+    preparing the query-time model, or a model only torch runs); ``torch_allowed=False``
+    (the hook) never imports torch: an unprepared model raises EmbedderError instead."""
 
     def __init__(
-        self, settings: Settings, *, before_load: Callable[[], None] | None = None
+        self,
+        settings: Settings,
+        *,
+        before_load: Callable[[], None] | None = None,
+        on_slow_load: Callable[[str], None] | None = None,
+        torch_allowed: bool = True,
     ) -> None:
         self._settings = settings
-        self._loaded: Embedder | None = None
+        self._loaded: TextEmbedder | None = None
         self._before_load = before_load
+        self._on_slow_load = on_slow_load
+        self._torch_allowed = torch_allowed
+        self._preloading: threading.Thread | None = None
+        self._preloaded: TextEmbedder | None = None
         self.model_id, self._dims = configured_identity(settings)
 
+    def preload(self) -> None:
+        """Start reading the prepared model in a thread, so it overlaps the question's
+        first store round trips; does nothing once loaded. Never torch: a model that is
+        not prepared is left to ``load``, which runs the checks first."""
+        if self._loaded is not None or self._preloading is not None:
+            return
+
+        def read() -> None:
+            try:
+                self._preloaded = get_embedder(self._settings, torch_allowed=False)
+            except Exception as exc:  # load() takes the ordinary way and reports it
+                log.debug("no prepared model to preload: %s", exc)
+
+        self._preloading = threading.Thread(target=read, name="vault-ko-preload", daemon=True)
+        self._preloading.start()
+
     @property
-    def loaded(self) -> Embedder:
-        """The real Embedder (loaded now if it was not yet; shared per process)."""
+    def loaded(self) -> TextEmbedder:
+        """The real embedder (loaded now if it was not yet; shared per process)."""
         return self.load()
 
-    def load(self, *, check: bool = True) -> Embedder:
+    def load(self, *, check: bool = True) -> TextEmbedder:
         """Load the model unless it is loaded. ``before_load`` runs first (unless not
         ``check``): the composition root opens KO-DB and checks the graph there, so a dead
-        store fails before seconds of loading."""
+        store fails before the model is read."""
+        if self._loaded is None and self._preloading is not None:
+            self._preloading.join()
+            self._loaded = self._preloaded
         if self._loaded is None:
             if check and self._before_load is not None:
                 self._before_load()
-            self._loaded = get_embedder(self._settings)
+            self._loaded = get_embedder(
+                self._settings, torch_allowed=self._torch_allowed, on_slow_load=self._on_slow_load
+            )
         return self._loaded
 
     @property
@@ -410,23 +519,42 @@ class LazyEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.loaded.embed(texts)
 
+    def token_lengths(self, texts: Sequence[str]) -> list[int] | None:
+        return self.loaded.token_lengths(texts)
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):  # copy/pickle probes must not load a model
             raise AttributeError(name)
         return getattr(self.loaded, name)
 
 
-def set_torch_threads(threads: int) -> None:
-    """Threads torch uses inside one model call (the service sets 1, see service/server.py).
-    With MKL's strict mode the vectors are bit-identical whatever the count (checked)."""
-    import torch
+def set_model_threads(threads: int) -> None:
+    """Threads one model call uses (the service sets 1, see service/server.py): the
+    prepared model's ONNX session from its next call, torch now if it is loaded, else when
+    it loads (setting them never imports torch). With MKL's strict mode torch's vectors
+    are bit-identical whatever the count (checked)."""
+    global _torch_threads
+    from pipeline import embed_prepared
 
-    torch.set_num_threads(threads)
+    embed_prepared.set_threads(threads)
+    _torch_threads = threads
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
 
 
-def get_embedder(settings: Settings) -> Embedder:
-    """An Embedder for these settings; each model is loaded once per process and shared
-    (by every vault and batch size that names it)."""
+def get_embedder(
+    settings: Settings,
+    *,
+    torch_allowed: bool = True,
+    on_slow_load: Callable[[str], None] | None = None,
+) -> TextEmbedder:
+    """The embedder for these settings; each model is loaded once per process and shared
+    (by every vault and batch size that names it).
+
+    With ``embed_runtime`` auto or onnx, a local model folder on the CPU is answered by its
+    prepared model (``embed_prepared``: no torch), prepared now when it is missing or stale
+    and ``torch_allowed``; a model it cannot reproduce keeps the torch path (``auto``) with
+    one log line. ``torch_allowed=False`` raises EmbedderError wherever torch would load."""
     runtime = settings.embed_runtime
     if runtime not in RUNTIMES:
         raise ConfigError(
@@ -437,8 +565,21 @@ def get_embedder(settings: Settings) -> Embedder:
     model, device = settings.embed_model, settings.embed_device
     key = (source, device)
     with _CACHE_LOCK:  # a resident service may ask from several threads at once
+        if runtime != "torch":
+            prepared = _prepared_model(source, device, torch_allowed, on_slow_load, model)
+            if prepared is not None:
+                return PreparedEmbedder(
+                    prepared, model_id=model_id, batch_size=settings.embed_batch_size
+                )
+        if not torch_allowed:
+            raise EmbedderError(
+                f"embedding model {model!r} runs in torch here (embed_runtime {runtime!r}, "
+                "or a model the query-time embedder cannot reproduce)"
+            )
         encoder = _ENCODERS.get(key)
         if encoder is None:
+            if on_slow_load is not None:
+                on_slow_load("loading the model in torch…")
             encoder = _load_sentence_transformer(source, model, device)
             _ENCODERS[key] = encoder
         onnx_key = (source, device, runtime)
@@ -448,6 +589,128 @@ def get_embedder(settings: Settings) -> Embedder:
     return Embedder.from_encoder(
         encoder, model_id=model_id, batch_size=settings.embed_batch_size, onnx=onnx
     )
+
+
+def _prepared_model(
+    source: str,
+    device: str,
+    torch_allowed: bool,
+    on_slow_load: Callable[[str], None] | None,
+    name: str,
+) -> Any:
+    """The prepared model of ``source`` (prepared now if needed and allowed), or None when
+    this process embeds in torch instead (the reason logged once). Call under _CACHE_LOCK."""
+    from pipeline import embed_prepared
+
+    key = (source, device)
+    if key in _PREPARED:
+        if _PREPARED[key] is None and not torch_allowed:
+            raise EmbedderError(f"embedding model {name!r} runs in torch in this process")
+        return _PREPARED[key]
+    folder = Path(source)
+    reason: str | None = None
+    plan: Any = None
+    if device != "cpu":
+        reason = f"it runs on the CPU only, not {device!r}"
+    elif not folder.is_dir():
+        reason = "the model is not a local folder"
+    elif not embed_prepared.available():
+        reason = "onnxruntime or tokenizers is not installed"
+    else:
+        plan = embed_prepared.plan_for(folder)
+        if isinstance(plan, str):
+            reason = plan
+    if reason is None:
+        try:
+            _PREPARED[key] = embed_prepared.open_prepared(folder, plan)
+            return _PREPARED[key]
+        except embed_prepared.NotPrepared as exc:
+            if exc.refused:
+                reason = exc.reason
+            elif not torch_allowed:
+                raise EmbedderError(
+                    f"the query-time model is not prepared ({exc.reason}): run "
+                    "`vault-ko model prepare` (or `vault-ko sync`) once"
+                ) from None
+            else:
+                log.info("preparing the query-time model: %s", exc.reason)
+        if reason is None:
+            reason = _prepare_now(source, folder, plan, device, name, on_slow_load)
+            if reason is None:
+                return _PREPARED[key]
+    if not torch_allowed:
+        raise EmbedderError(f"the query-time model cannot embed with {name!r}: {reason}")
+    log.info("embedding in torch, not the query-time model: %s", reason)
+    _PREPARED[key] = None
+    return None
+
+
+def _prepare_now(
+    source: str,
+    folder: Path,
+    plan: Any,
+    device: str,
+    name: str,
+    on_slow_load: Callable[[str], None] | None,
+) -> str | None:
+    """Prepare ``folder``'s model with torch into ``_PREPARED``; None, or why it could not."""
+    from pipeline import embed_prepared
+
+    if on_slow_load is not None:
+        on_slow_load("preparing the model for fast cold queries (once, about 10 s)…")
+    encoder = _ENCODERS.get((source, device))
+    if encoder is None:
+        encoder = _load_sentence_transformer(source, name, device)
+        _ENCODERS[(source, device)] = encoder
+    try:
+        with MODEL_LOCK:
+            _PREPARED[(source, device)] = embed_prepared.prepare(encoder, folder, plan)
+    except embed_prepared.NotPrepared as exc:
+        return exc.reason
+    except Exception as exc:  # export and runtime errors share no base class
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"preparing it failed: {first}"
+    return None
+
+
+def prepared_status(settings: Settings) -> dict[str, Any]:
+    """What is prepared for the configured model, without torch (`vault-ko model status`)."""
+    from pipeline import embed_prepared
+
+    source, model_id = resolve_model(settings.embed_model, base_dir=settings.vault)
+    folder = Path(source)
+    plan: Any = embed_prepared.plan_for(folder) if folder.is_dir() else "not a local folder"
+    return {"model": model_id, **embed_prepared.status(folder, plan)}
+
+
+def prepare_model(
+    settings: Settings, *, on_slow_load: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Make the configured model's query-time files unless they are ready (torch loads only
+    then); ``prepared_status`` afterwards. `vault-ko model prepare`, sync and embed call it,
+    so a synced vault's cold questions never load torch."""
+    source, _ = resolve_model(settings.embed_model, base_dir=settings.vault)
+    device = settings.embed_device
+    with _CACHE_LOCK:
+        if _PREPARED.get((source, device)) is None:
+            _PREPARED.pop((source, device), None)  # a refusal earlier in this process: ask again
+            _prepared_model(source, device, True, on_slow_load, settings.embed_model)
+    return prepared_status(settings)
+
+
+def clear_prepared(settings: Settings, *, everything: bool = False) -> list[Path]:
+    """Remove the configured model's prepared folder (``everything``: every prepared folder
+    and transformer export in the cache); the paths removed."""
+    from pipeline import embed_prepared
+
+    if everything:
+        removed = embed_prepared.clear()
+    else:
+        source, _ = resolve_model(settings.embed_model, base_dir=settings.vault)
+        removed = embed_prepared.remove(Path(source))
+    with _CACHE_LOCK:
+        _PREPARED.clear()
+    return removed
 
 
 def onnx_runtime(
@@ -496,19 +759,9 @@ def onnx_runtime(
 
 def _token_lengths(embedder: Any, texts: Sequence[str]) -> list[int] | None:
     """Token counts as the model's own tokenizer sees them (after truncation), or None
-    when the embedder does not expose a sentence-transformers encoder."""
-    encoder = getattr(embedder, "_encoder", None)
-    # sentence-transformers 6 renamed tokenize to preprocess.
-    tokenize = getattr(encoder, "preprocess", None) or getattr(encoder, "tokenize", None)
-    if not callable(tokenize):
-        return None
-    try:
-        with MODEL_LOCK:
-            features = tokenize(list(texts))
-        return [int(n) for n in np.asarray(features["attention_mask"]).sum(axis=1)]
-    except Exception as exc:  # an unusual encoder: batching still works, just not bitwise
-        log.debug("cannot count tokens for batching: %s", exc)
-        return None
+    when the embedder cannot say."""
+    count = getattr(embedder, "token_lengths", None)
+    return count(list(texts)) if callable(count) else None
 
 
 def embed_prompts(embedder: Any, texts: Sequence[str]) -> tuple[np.ndarray, int]:

@@ -9,9 +9,10 @@ to inject out, or nothing at all.
   command, never from the event's ``cwd`` (that is the agent's code project).
 * With the vault's service running, the service answers (this module imports only the
   standard library, the settings and the renderer: no torch, numpy or SQLAlchemy).
-* Without one, the degraded path answers in-process (word search on KO-DB, never the
-  model) and its answer is injected, marked degraded, only when it found subjects; the log
-  says how to start the service.
+* Without one, the question is answered in-process by meaning: the prepared query-time
+  model (``embed_prepared``: ONNX Runtime, no torch), the graph and KO-DB. When the model
+  is not prepared (the log says `vault-ko model prepare`) or the graph is down, it is
+  answered by words and marked degraded, and injected only when it found subjects.
 * weak and above are injected (weak marked as such, the tight-vault hint when set);
   no_match prints nothing: silence beats noise. Private notes never appear.
 * It never makes the agent fail: any error prints nothing, is logged to
@@ -41,7 +42,11 @@ LOG_NAME = "hook.log"
 #: The log is cut back to its last half once it passes this size.
 LOG_MAX_BYTES = 1_000_000
 EVENT_NAME = "UserPromptSubmit"
-NO_SERVICE_REASON = "no vault-ko service is running for this vault"  # with these settings
+#: Why an in-process answer is by words when the graph answered.
+NOT_PREPARED_REASON = "the query-time model is not prepared (run `vault-ko model prepare`)"
+SERVICE_FAILED_REASON = "the vault's service failed"
+#: The share of the hook's budget the graph's connect and retries may take in-process.
+GRAPH_SHARE = 0.3
 
 
 def fast_path_args(argv: Sequence[str]) -> dict[str, Any] | None:
@@ -164,7 +169,8 @@ def _answer_into(settings: Any, source: IO[bytes], budget: float, result: dict[s
 
 def answer_context(settings: Any, prompt: str, budget: float) -> str | None:
     """The context to inject for ``prompt`` (None: nothing), from the service when it runs,
-    else from the degraded path in-process."""
+    else answered in this process (by meaning when the query-time model is prepared and
+    the graph answers, else by words, marked degraded)."""
     from pipeline.errors import ServiceError
     from pipeline.render import answer_from_dict, to_context_pack
     from pipeline.service.client import Deadline, find_service
@@ -183,25 +189,41 @@ def answer_context(settings: Any, prompt: str, budget: float) -> str | None:
             return to_context_pack(answer_from_dict(data), max_chars=settings.hook_max_chars)
         except ServiceError as exc:
             _log(settings.state_dir, f"the service failed, answering degraded: {exc}")
-    else:
-        _log(
-            settings.state_dir,
-            f"{NO_SERVICE_REASON}: answers are degraded (word search). Start it with "
-            f"`vault-ko --vault {settings.vault} serve` for answers by meaning",
-        )
-    return _degraded_context(settings, prompt)
+            return _in_process_context(settings, prompt, deadline.left(), semantic=False)
+    return _in_process_context(settings, prompt, deadline.left(), semantic=True)
 
 
-def _degraded_context(settings: Any, prompt: str) -> str | None:
+def _in_process_context(settings: Any, prompt: str, budget: float, *, semantic: bool) -> str | None:
+    """Answer in this process: semantic through the prepared query-time model (never torch:
+    an unprepared model answers by words, and the log says how to prepare it), with the
+    graph's retries cut to a share of the budget so a dead graph still leaves time for the
+    word answer."""
+    from dataclasses import replace
+
     from pipeline.app import App
+    from pipeline.errors import EmbedderError
     from pipeline.query import QueryOptions, Timer
     from pipeline.render import to_context_pack
 
+    settings = replace(
+        settings,
+        graph_retry_deadline=min(settings.graph_retry_deadline, budget * GRAPH_SHARE),
+        graph_connect_timeout=min(settings.graph_connect_timeout, budget * GRAPH_SHARE),
+    )
     opts = QueryOptions.from_settings(
         settings, top_k=HOOK_TOP_K, hits=HOOK_HITS, facts_per_subject=HOOK_FACTS
     )
-    with App(settings) as app:
-        answer = app.pipeline().fallback_answer(prompt.strip(), opts, Timer(), NO_SERVICE_REASON)
+    prompt = prompt.strip()
+    with App(settings, torch_allowed=False) as app:
+        pipeline = app.pipeline()
+        if semantic:
+            try:
+                answer = pipeline.ask(prompt, opts)
+            except EmbedderError as exc:
+                _log(settings.state_dir, f"answering by words: {exc}")
+                answer = pipeline.fallback_answer(prompt, opts, Timer(), NOT_PREPARED_REASON)
+        else:
+            answer = pipeline.fallback_answer(prompt, opts, Timer(), SERVICE_FAILED_REASON)
     return to_context_pack(answer, max_chars=settings.hook_max_chars)
 
 

@@ -252,6 +252,9 @@ class Pipeline:
         timers = [Timer() for _ in questions]
         answers: list[Answer | None] = [None] * len(questions)
         reason = None if opts.semantic else "semantic search disabled (--no-semantic)"
+        preload = getattr(self.embedder, "preload", None)
+        if reason is None and callable(preload):
+            preload()  # a fresh process reads the model while the stores answer
         if reason is None and questions and not graph_checked:
             try:
                 with shared.stage("graph_check_ms"):

@@ -12,6 +12,7 @@ form (``[--vault V] [-v] hook [--vault V] [--budget S]``) goes straight to
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -34,18 +35,31 @@ def main() -> None:
     if hook_args is not None:
         from pipeline.hook import run_hook
 
-        sys.exit(run_hook(**hook_args))
+        code = run_hook(**hook_args)
+        # Printed and flushed; the stores are closed, or a worker that ran past the budget
+        # is abandoned: the interpreter's teardown would only add to the agent's wait.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    from pipeline.cli._common import leave
     from pipeline.cli.root import cli, run
 
-    run(cli)
+    try:
+        run(cli)
+    except SystemExit as exc:
+        leave(exc)
 
 
 def query_main() -> None:
     """Entry point of `vault-ko-query` (the seed's name for `vault-ko query`)."""
+    from pipeline.cli._common import leave
     from pipeline.cli.query import query_standalone
     from pipeline.cli.root import run
 
-    run(query_standalone)
+    try:
+        run(query_standalone)
+    except SystemExit as exc:
+        leave(exc)
 
 
 def freshness_main() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from pipeline.cli._common import AppContext, emit_json, err, out, pass_app
+from pipeline.cli._common import AppContext, emit_json, err, exit_promptly, out, pass_app
 from pipeline.config import Settings
 from pipeline.errors import EXIT_FAILURE, ConfigError, ServiceError
 from pipeline.model import Answer
@@ -15,7 +15,8 @@ from pipeline.query import PRESETS, RETRIEVALS, QueryOptions
 from pipeline.render import answer_from_dict, answer_to_dict, to_markdown, to_rich
 
 #: Said on stderr when this process must load the model (seconds) itself.
-LOADING_MODEL = "loading the model… (`vault-ko serve` keeps it loaded for the next question)"
+#: Said on stderr when a question loads the model the slow way (preparing it, or torch).
+SLOW_LOAD_HINT = "(`vault-ko serve` keeps it loaded for the next question)"
 
 
 def query_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -93,8 +94,12 @@ def run_query(app: AppContext, vault: str | None, text: tuple[str, ...], **kw: A
     if answer is None:
         from pipeline.app import App
 
-        with App(settings, on_model_load=lambda: err.print(LOADING_MODEL, markup=False)) as app:
+        def slow(message: str) -> None:
+            err.print(f"{message} {SLOW_LOAD_HINT}", markup=False)
+
+        with App(settings, on_slow_load=slow) as app:
             answer = app.pipeline(include_private=kw["include_private"]).ask(question, opts)
+        exit_promptly()  # answered here, stores closed: no teardown needed
     fmt = "json" if kw["as_json"] else kw["fmt"]
     if fmt == "json":
         emit_json(answer_to_dict(answer))

@@ -3,8 +3,10 @@ VaultKoError into one line on stderr and its exit code (see ``pipeline/cli/__ini
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
+from typing import Any
 
 import click
 from rich.text import Text
@@ -15,6 +17,45 @@ from pipeline.config import mask_url
 from pipeline.errors import VaultKoError
 
 
+class _LazyGroup(click.Group):
+    """A group whose commands are imported when they are named: a question does not pay
+    for importing every other command's module (their stores' and servers' libraries)."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self._lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self._lazy:
+            module, attr = self._lazy[cmd_name].split(":")
+            command = getattr(importlib.import_module(module), attr)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+#: Each command: the module and attribute that define it.
+COMMANDS = {
+    "config": "pipeline.cli.config_cmd:config_group",
+    "ingest": "pipeline.cli.ingest:ingest_command",
+    "query": "pipeline.cli.query:query_cmd",
+    "calibrate": "pipeline.cli.maintain:calibrate_cmd",
+    "sync": "pipeline.cli.maintain:sync_cmd",
+    "embed": "pipeline.cli.embed:embed_command",
+    "eval": "pipeline.cli.eval:eval_cmd",
+    "facts": "pipeline.cli.facts:facts_group",
+    "freshness": "pipeline.cli.freshness:freshness_cmd",
+    "graph": "pipeline.cli.graph:graph_group",
+    "load-context": "pipeline.cli.session:load_context_cmd",
+    "serve": "pipeline.cli.serve:serve_cmd",
+    "hook": "pipeline.cli.hook:hook_cmd",
+    "mcp": "pipeline.cli.mcp:mcp_cmd",
+    "model": "pipeline.cli.model:model_group",
+}
+
+
 class _MaskingFormatter(logging.Formatter):
     """Log lines with every URL's password masked: at -vv the drivers and our modules log
     addresses and error texts that may quote a URL as the user configured it."""
@@ -23,7 +64,11 @@ class _MaskingFormatter(logging.Formatter):
         return mask_url(super().format(record))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=_LazyGroup,
+    lazy=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.option(
     "--vault",
     type=click.Path(file_okay=False, path_type=str),
@@ -49,40 +94,6 @@ def cli(ctx: click.Context, vault: str | None, verbose: int) -> None:
     handler.setLevel(level)
     logging.basicConfig(level=level, handlers=[handler])
     ctx.obj = AppContext(vault=vault)
-
-
-def _register() -> None:
-    from pipeline.cli.config_cmd import config_group
-    from pipeline.cli.embed import embed_command
-    from pipeline.cli.eval import eval_cmd
-    from pipeline.cli.facts import facts_group
-    from pipeline.cli.freshness import freshness_cmd
-    from pipeline.cli.graph import graph_group
-    from pipeline.cli.hook import hook_cmd
-    from pipeline.cli.ingest import ingest_command
-    from pipeline.cli.maintain import calibrate_cmd, sync_cmd
-    from pipeline.cli.mcp import mcp_cmd
-    from pipeline.cli.query import query_cmd
-    from pipeline.cli.serve import serve_cmd
-    from pipeline.cli.session import load_context_cmd
-
-    cli.add_command(config_group)
-    cli.add_command(ingest_command)
-    cli.add_command(query_cmd)
-    cli.add_command(calibrate_cmd)
-    cli.add_command(sync_cmd)
-    cli.add_command(embed_command)
-    cli.add_command(eval_cmd)
-    cli.add_command(facts_group)
-    cli.add_command(freshness_cmd)
-    cli.add_command(graph_group)
-    cli.add_command(load_context_cmd)
-    cli.add_command(serve_cmd)
-    cli.add_command(hook_cmd)
-    cli.add_command(mcp_cmd)
-
-
-_register()
 
 
 def run(command: click.Command, args: list[str] | None = None) -> None:

@@ -109,12 +109,13 @@ def warm_up(app: App) -> str | None:
 
 
 def service_threads() -> None:
-    """The service's thread limits: torch (once the model loads) and numpy's BLAS."""
+    """The service's thread limits: the model's (ONNX Runtime, or torch once it loads) and
+    numpy's BLAS."""
     from threadpoolctl import threadpool_limits
 
-    from pipeline.embed import set_torch_threads
+    from pipeline.embed import set_model_threads
 
-    set_torch_threads(SERVICE_TORCH_THREADS)
+    set_model_threads(SERVICE_TORCH_THREADS)
     threadpool_limits(limits=SERVICE_BLAS_THREADS, user_api="blas")
 
 
@@ -175,7 +176,10 @@ def serve(
         )
     sock = bind(host, port)
     actual_port = sock.getsockname()[1]
-    app = app or App(settings, on_model_load=service_threads)
+    # The model's threads are set before anything loads it: warm-up, or a question's
+    # preload when the graph was down at start (setting them never imports torch).
+    service_threads()
+    app = app or App(settings)
     pid = os.getpid()
     try:
         warning = warm_up(app)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from pipeline import embed
 from pipeline.app import App
 from pipeline.config import load_settings
-from pipeline.errors import GraphUnavailable, KodbError
+from pipeline.errors import EmbedderError, GraphUnavailable, KodbError
 
 
 class UpGraph:
@@ -44,10 +45,15 @@ class CountingModel:
 
 @pytest.fixture
 def loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every model load, recorded instead of loading torch."""
+    """Every model load that may load torch, recorded instead of loading it; a question's
+    preload (never torch) finds no prepared model here."""
     seen: list[str] = []
 
-    def fake_get_embedder(settings: object) -> CountingModel:
+    def fake_get_embedder(
+        settings: object, *, torch_allowed: bool = True, **_: Any
+    ) -> CountingModel:
+        if not torch_allowed:
+            raise EmbedderError("not prepared in this test")
         seen.append("load")
         return CountingModel()
 
