@@ -680,7 +680,8 @@ def prepared_status(settings: Settings) -> dict[str, Any]:
     source, model_id = resolve_model(settings.embed_model, base_dir=settings.vault)
     folder = Path(source)
     plan: Any = embed_prepared.plan_for(folder) if folder.is_dir() else "not a local folder"
-    return {"model": model_id, **embed_prepared.status(folder, plan)}
+    opened = _PREPARED.get((source, settings.embed_device))
+    return {"model": model_id, **embed_prepared.status(folder, plan, opened=opened)}
 
 
 def prepare_model(

@@ -450,8 +450,15 @@ def _check_prepared_files(directory: Path, files: dict[str, Any], problems: list
             problems.append(f"{name} cannot be checked ({exc})")
 
 
-def status(folder: Path, plan: Plan | str, *, root: Path | None = None) -> dict[str, Any]:
-    """What is prepared for ``folder`` and whether it would be trusted (for `model status`)."""
+def status(
+    folder: Path,
+    plan: Plan | str,
+    *,
+    root: Path | None = None,
+    opened: PreparedModel | None = None,
+) -> dict[str, Any]:
+    """What is prepared for ``folder`` and whether it would be trusted (for `model status`);
+    ``opened``: the model this process already opened and checked."""
     directory = prepared_dir(folder, root) if isinstance(plan, Plan) else None
     out: dict[str, Any] = {
         "model_folder": str(folder),
@@ -464,7 +471,7 @@ def status(folder: Path, plan: Plan | str, *, root: Path | None = None) -> dict[
     }
     if isinstance(plan, Plan):
         try:
-            model = open_prepared(folder, plan, root=root)
+            model = opened or open_prepared(folder, plan, root=root)
             out["ready"] = True
             out["manifest"] = _public_manifest(model.manifest)
         except NotPrepared as exc:

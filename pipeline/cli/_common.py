@@ -87,6 +87,29 @@ def leave(exc: SystemExit) -> None:
     os._exit(code)
 
 
+def prepare_query_model(settings: Settings, *, quiet: bool) -> dict[str, Any]:
+    """After sync or embed: make the query-time model unless it is ready, so the vault's
+    cold questions never load torch; ``{ready, reason, prepared_dir}`` for --json. A
+    model that cannot run without torch is said on stderr (questions still work)."""
+    from pipeline.embed import prepare_model
+
+    if settings.embed_runtime == "torch":
+        return {"ready": False, "reason": "embed_runtime is torch", "prepared_dir": None}
+
+    def slow(message: str) -> None:
+        if not quiet:
+            err.print(message, markup=False)
+
+    status = prepare_model(settings, on_slow_load=slow)
+    if not status["ready"] and not quiet:
+        err.print(
+            f"note: questions load the model in torch: {status['reason']}",
+            markup=False,
+            soft_wrap=True,
+        )
+    return {k: status[k] for k in ("ready", "reason", "prepared_dir")}
+
+
 def json_option(func: F) -> F:
     return click.option(
         "--json", "as_json", is_flag=True, help="Print one JSON document for machines."

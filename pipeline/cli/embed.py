@@ -14,6 +14,7 @@ from pipeline.cli._common import (
     no_wait_option,
     out,
     pass_app,
+    prepare_query_model,
     progress_bar,
     writer_lock,
 )
@@ -61,8 +62,9 @@ def embed_command(
                 settings, stores.kodb, stores.graph, stores.embedder, full=full, progress=progress
             )
 
+    query_model = prepare_query_model(settings, quiet=as_json)
     if as_json:
-        emit_json(report.as_dict())
+        emit_json({**report.as_dict(), "query_model": query_model})
         return
     for path, reason in report.skipped:
         err.print(f"skipped {path}: {reason}", markup=False, soft_wrap=True)

@@ -17,6 +17,7 @@ from pipeline.cli._common import (
     no_wait_option,
     out,
     pass_app,
+    prepare_query_model,
     progress_bar,
     writer_lock,
 )
@@ -116,6 +117,7 @@ def sync_cmd(
             progress=progress,
         )
         cal = calibration_to_dict(report.calibration)
+    query_model = prepare_query_model(settings, quiet=as_json)
     data = {
         "ingest": {
             "notes": report.ingest.notes_total,
@@ -127,6 +129,7 @@ def sync_cmd(
         "calibrated": report.calibrated,
         "calibration_reasons": list(report.calibration_reasons),
         "calibration": cal["stored"],
+        "query_model": query_model,
         "seconds": round(time.perf_counter() - t0, 3),
     }
     if as_json:

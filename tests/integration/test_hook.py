@@ -1,7 +1,8 @@
 """`vault-ko hook` fed real UserPromptSubmit events, each a fresh process: with the service
 up (context naming Redis for the Redis question, nothing for banana bread, nothing and exit
-0 for broken stdin), with no service (the degraded in-process path, marked so), and never a
-private note."""
+0 for broken stdin), with no service and no graph (the in-process word answer, marked
+degraded), and never a private note. The in-process semantic answer is in
+test_cold_query.py."""
 
 from __future__ import annotations
 
@@ -114,14 +115,13 @@ def run_hook(kit: Any, vault: Path, prompt: str) -> Any:
     )
 
 
-def test_with_no_service_the_degraded_answer_is_injected_marked(
+def test_with_no_service_and_no_graph_the_word_answer_is_injected_marked(
     unserved: Path, service_kit: Any
 ) -> None:
+    # No service: the hook answers in-process; the graph is not running either, so by words.
     context = context_of(run_hook(service_kit, unserved, REDIS))
-    assert "[degraded: no vault-ko service is running for this vault" in context
+    assert "[degraded: graph unavailable: the local graph is not started" in context
     assert "Redis" in context
-    log = (unserved / ".vault-ko" / "hook.log").read_text()
-    assert f"vault-ko --vault {unserved} serve" in log
 
 
 def test_with_no_service_nothing_found_prints_nothing(unserved: Path, service_kit: Any) -> None:
