@@ -14,6 +14,9 @@ own local ArcadeDB loaded from the embedding cache), then runs the parts in orde
   sync       bench/scale_sync.py       no-op sync, incremental sync at full size (it edits
                                        notes: last); the World's own rows (ingest notes/s,
                                        facts import rows/s and peak memory) come first
+  cold       bench/cold_query.py       fresh processes on examples/vault, no service: cold
+                                       query and hook (prepared model vs torch path), with
+                                       the service up, `--help` (its own graph and cache)
 
 Each part also runs alone (``python bench/<part>.py``). Every row compares figures measured
 in this run; the output ends with ``RESULT key=value …`` lines.
@@ -35,6 +38,7 @@ import sys
 import time
 
 import ann_recall
+import cold_query
 import embed_throughput
 import kodb_search
 import query_latency
@@ -49,6 +53,7 @@ PARTS = {
     "session": session_batch,
     "embed": embed_throughput,
     "sync": scale_sync,
+    "cold": cold_query,
 }
 NEEDS_WORLD = ("kodb", "ann", "query", "session", "sync")
 NEEDS_GRAPH = ("ann", "query", "session", "sync")
@@ -89,6 +94,7 @@ def main() -> int:
     )
     parser.add_argument("--embed-notes", type=int, help="notes of the embed part (150; quick 10)")
     parser.add_argument("--repeat", type=int, help="load-context batch runs (median; 2, quick 1)")
+    cold_query.add_args(parser)
     parser.add_argument(
         "--only", default=",".join(PARTS), help=f"comma-separated parts of {', '.join(PARTS)}"
     )

@@ -373,10 +373,11 @@ class PreparedModel:
 def open_prepared(folder: Path, plan: Plan, *, root: Path | None = None) -> PreparedModel:
     """The prepared model of ``folder`` when every check passes; NotPrepared says why not.
 
-    The model folder's files and the prepared files are hashed in two threads while this
-    one makes the ONNX session (hashing and ONNX Runtime release the GIL), so a fresh
-    process pays for the slowest of the three, not their sum; the session is only used
-    once every hash matched."""
+    The model folder's files and the prepared files are hashed in a thread while this one
+    makes the ONNX session (hashing and ONNX Runtime release the GIL), so a fresh process
+    pays for the slower of the two, not their sum; one thread, not one per file, leaves a
+    core to the question's own imports on a 2-core machine. The session is only used once
+    every hash matched."""
     directory = prepared_dir(folder, root)
     try:
         manifest = _read_json(directory / MANIFEST)
@@ -394,10 +395,13 @@ def open_prepared(folder: Path, plan: Plan, *, root: Path | None = None) -> Prep
     if not isinstance(files, dict) or set(files) != {ONNX_FILE, TOKENIZER_FILE, POOLING_FILE}:
         raise NotPrepared("its manifest does not list the prepared files")
     problems: list[str] = []
-    checks = [
-        threading.Thread(target=_check_model_files, args=(folder, plan, manifest, problems)),
-        threading.Thread(target=_check_prepared_files, args=(directory, files, problems)),
-    ]
+
+    def check() -> None:
+        _check_model_files(folder, plan, manifest, problems)
+        if not problems:
+            _check_prepared_files(directory, files, problems)
+
+    checks = [threading.Thread(target=check, name="vault-ko-hash")]
     for thread in checks:
         thread.start()
     model: PreparedModel | None = None
