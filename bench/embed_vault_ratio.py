@@ -40,7 +40,12 @@ def main(argv: list[str] | None = None) -> int:
             _text_of(_read(args.vault, p, n, settings.vault_max_note_bytes))
             for p, n in sorted(registry.items())
         ]
-        encoder = app.embedder._encoder  # the SentenceTransformer itself (loads the model)
+        from sentence_transformers import SentenceTransformer
+
+        from pipeline.embed import resolve_model
+
+        source, _ = resolve_model(settings.embed_model, base_dir=settings.vault)
+        encoder = SentenceTransformer(source, device="cpu")  # bare encode, the yardstick
         encoder.encode(texts[:8], batch_size=8)  # warm-up
 
         def bare_encode() -> float:

@@ -670,6 +670,9 @@ def _prepare_now(
     except Exception as exc:  # export and runtime errors share no base class
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return f"preparing it failed: {first}"
+    # The torch weights were only the means: a service that prepared at its start would
+    # otherwise hold them for its whole life beside the ONNX session's copy.
+    _ENCODERS.pop((source, device), None)
     return None
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pipeline.config import Settings
-from pipeline.embed import BUNDLED_MODEL_ID, Embedder, get_embedder
+from pipeline.embed import BUNDLED_MODEL_ID, Embedder, PreparedEmbedder, get_embedder
 from pipeline.errors import EmbedderError
 
 pytestmark = [pytest.mark.model]
@@ -16,9 +16,14 @@ pytestmark = [pytest.mark.model]
 
 @pytest.fixture(scope="session")
 def minilm(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
-    """The real default model; get_embedder's process cache makes it one load per session."""
+    """The real default model in torch (the prepared model's tests are in
+    test_embed_prepared.py); get_embedder's process cache makes it one load per session."""
     root = tmp_path_factory.mktemp("vault")
-    return get_embedder(Settings(vault=root, state_dir=root / ".vault-ko"))
+    embedder = get_embedder(
+        Settings(vault=root, state_dir=root / ".vault-ko", embed_runtime="torch")
+    )
+    assert isinstance(embedder, Embedder)
+    return embedder
 
 
 def test_bundled_model_reports_its_id_dims_and_sequence_length(minilm: Embedder) -> None:
@@ -56,11 +61,17 @@ def test_text_past_the_max_sequence_length_is_truncated(minilm: Embedder) -> Non
 
 
 def test_get_embedder_shares_one_loaded_model(minilm: Embedder, tmp_path: Path) -> None:
-    other = get_embedder(
-        Settings(vault=tmp_path, state_dir=tmp_path / ".vault-ko", embed_batch_size=4)
+    settings = Settings(
+        vault=tmp_path, state_dir=tmp_path / ".vault-ko", embed_batch_size=4, embed_runtime="torch"
     )
+    other = get_embedder(settings)
+    assert isinstance(other, Embedder)
     assert other._encoder is minilm._encoder
     assert other.batch_size == 4
+    prepared = get_embedder(settings.replace(embed_runtime="auto"))
+    again = get_embedder(settings.replace(embed_runtime="auto", embed_batch_size=8))
+    assert isinstance(prepared, PreparedEmbedder) and isinstance(again, PreparedEmbedder)
+    assert prepared._model is again._model and again.batch_size == 8
 
 
 def test_a_model_not_available_offline_is_one_clear_error() -> None:
