@@ -23,4 +23,7 @@ step "graph stopped: the same on-topic question answers in fallback mode"
 "${VK[@]}" query "use redis as the warm cache" --top-k 5
 step "freshness of the vault's embeddings (graph is down, so this reports exit 2)"
 "${VK[@]}" freshness || echo "(freshness exit code $?: graph unreachable, as expected)"
-printf '\nThe graph is stopped again. Restart it with: %s graph up\n' "${VK[*]}"
+step "graph back up: a cold question in a fresh process, no service (the model sync prepared)"
+"${VK[@]}" graph up
+time "${VK[@]}" query --no-service "why did we choose redis for the warm cache?" --top-k 3
+printf '\nThe local graph keeps running for your questions; stop it with: %s graph down\n' "${VK[*]}"
