@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from pipeline.config import DEFAULT_MODEL
-from pipeline.errors import ConfigError, EmbedderError
+from pipeline.errors import ConfigError, EmbedderError, ModelUnavailable
 from pipeline.model import clean_text
 
 log = logging.getLogger(__name__)
@@ -572,7 +572,7 @@ def get_embedder(
                     prepared, model_id=model_id, batch_size=settings.embed_batch_size
                 )
         if not torch_allowed:
-            raise EmbedderError(
+            raise ModelUnavailable(
                 f"embedding model {model!r} runs in torch here (embed_runtime {runtime!r}, "
                 "or a model the query-time embedder cannot reproduce)"
             )
@@ -605,7 +605,7 @@ def _prepared_model(
     key = (source, device)
     if key in _PREPARED:
         if _PREPARED[key] is None and not torch_allowed:
-            raise EmbedderError(f"embedding model {name!r} runs in torch in this process")
+            raise ModelUnavailable(f"embedding model {name!r} runs in torch in this process")
         return _PREPARED[key]
     folder = Path(source)
     reason: str | None = None
@@ -628,9 +628,9 @@ def _prepared_model(
             if exc.refused:
                 reason = exc.reason
             elif not torch_allowed:
-                raise EmbedderError(
-                    f"the query-time model is not prepared ({exc.reason}): run "
-                    "`vault-ko model prepare` (or `vault-ko sync`) once"
+                raise ModelUnavailable(
+                    "the query-time model is not prepared (run `vault-ko model prepare` or "
+                    f"`vault-ko sync` once): {exc.reason}"
                 ) from None
             else:
                 log.info("preparing the query-time model: %s", exc.reason)
@@ -639,7 +639,7 @@ def _prepared_model(
             if reason is None:
                 return _PREPARED[key]
     if not torch_allowed:
-        raise EmbedderError(f"the query-time model cannot embed with {name!r}: {reason}")
+        raise ModelUnavailable(f"the query-time model cannot embed with {name!r}: {reason}")
     log.info("embedding in torch, not the query-time model: %s", reason)
     _PREPARED[key] = None
     return None

@@ -83,18 +83,11 @@ class OnnxTransformer:
         self._threads = 0
 
     def _session_now(self) -> Any:
-        import onnxruntime as ort
         import torch
 
         threads = max(1, torch.get_num_threads())
         if self._session is None or threads != self._threads:
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-            options.log_severity_level = 3  # warnings about unused initialisers are noise
-            self._session = ort.InferenceSession(
-                str(self.path), options, providers=["CPUExecutionProvider"]
-            )
+            self._session = cpu_session(self.path, threads)
             self._threads = threads
         return self._session
 
@@ -118,6 +111,18 @@ class OnnxTransformer:
         if ours.shape != theirs.shape:
             return float("inf")
         return float(np.max(np.abs(ours - theirs)))
+
+
+def cpu_session(path: Path, threads: int) -> Any:
+    """An ONNX Runtime session of ``path`` on the CPU with ``threads`` threads per call (0:
+    ONNX Runtime's default, one per physical core)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # warnings about unused initialisers are noise
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def load(encoder: Any, source: str) -> OnnxTransformer | None:

@@ -298,17 +298,11 @@ class PreparedModel:
 
     # The ONNX session is made on first use, and anew when the thread setting changed.
     def _session_now(self) -> Any:
-        import onnxruntime as ort
+        from pipeline.embed_onnx import cpu_session
 
         threads = _threads
         if self._session is None or threads != self._session_threads:
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-            options.log_severity_level = 3  # notes about unused initialisers are noise
-            self._session = ort.InferenceSession(
-                str(self.directory / ONNX_FILE), options, providers=["CPUExecutionProvider"]
-            )
+            self._session = cpu_session(self.directory / ONNX_FILE, threads)
             self._session_threads = threads
         return self._session
 

@@ -10,6 +10,7 @@
     │   └── GraphQueryError         the query or credentials are wrong: do not retry
     ├── LocalGraphError             the embedded ArcadeDB could not be started or stopped
     ├── EmbedderError               the embedding model could not be loaded or run
+    │   └── ModelUnavailable        no prepared model where torch may not load: answer by words
     ├── VaultBusy                   another run writes to this vault (``--no-wait``)
     └── ServiceError                the resident service failed a request, or cannot start
 
@@ -116,6 +117,11 @@ class LocalGraphError(VaultKoError):
 
 class EmbedderError(VaultKoError):
     exit_code = EXIT_UNAVAILABLE
+
+
+class ModelUnavailable(EmbedderError):
+    """A process that must not load torch (the hook) has no prepared model to embed with:
+    questions are answered by words, saying why."""
 
 
 class VaultBusy(VaultKoError):

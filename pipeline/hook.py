@@ -42,9 +42,6 @@ LOG_NAME = "hook.log"
 #: The log is cut back to its last half once it passes this size.
 LOG_MAX_BYTES = 1_000_000
 EVENT_NAME = "UserPromptSubmit"
-#: Why an in-process answer is by words when the graph answered.
-NOT_PREPARED_REASON = "the query-time model is not prepared (run `vault-ko model prepare`)"
-SERVICE_FAILED_REASON = "the vault's service failed"
 #: The share of the hook's budget the graph's connect and retries may take in-process.
 GRAPH_SHARE = 0.3
 
@@ -169,8 +166,7 @@ def _answer_into(settings: Any, source: IO[bytes], budget: float, result: dict[s
 
 def answer_context(settings: Any, prompt: str, budget: float) -> str | None:
     """The context to inject for ``prompt`` (None: nothing), from the service when it runs,
-    else answered in this process (by meaning when the query-time model is prepared and
-    the graph answers, else by words, marked degraded)."""
+    else answered in this process."""
     from pipeline.errors import ServiceError
     from pipeline.render import answer_from_dict, to_context_pack
     from pipeline.service.client import Deadline, find_service
@@ -188,21 +184,18 @@ def answer_context(settings: Any, prompt: str, budget: float) -> str | None:
             data = service.call("POST", "/query", body, timeout=deadline.left())
             return to_context_pack(answer_from_dict(data), max_chars=settings.hook_max_chars)
         except ServiceError as exc:
-            _log(settings.state_dir, f"the service failed, answering degraded: {exc}")
-            return _in_process_context(settings, prompt, deadline.left(), semantic=False)
-    return _in_process_context(settings, prompt, deadline.left(), semantic=True)
+            _log(settings.state_dir, f"the service failed, answering in this process: {exc}")
+    return _in_process_context(settings, prompt, deadline.left())
 
 
-def _in_process_context(settings: Any, prompt: str, budget: float, *, semantic: bool) -> str | None:
-    """Answer in this process: semantic through the prepared query-time model (never torch:
-    an unprepared model answers by words, and the log says how to prepare it), with the
-    graph's retries cut to a share of the budget so a dead graph still leaves time for the
-    word answer."""
+def _in_process_context(settings: Any, prompt: str, budget: float) -> str | None:
+    """The flow's answer in this process, never loading torch (an unprepared model is
+    answered by words, the reason saying how to prepare it), with the graph's retries cut
+    to a share of the budget so a dead graph still leaves time for the word answer."""
     from dataclasses import replace
 
     from pipeline.app import App
-    from pipeline.errors import EmbedderError
-    from pipeline.query import QueryOptions, Timer
+    from pipeline.query import QueryOptions
     from pipeline.render import to_context_pack
 
     settings = replace(
@@ -213,17 +206,10 @@ def _in_process_context(settings: Any, prompt: str, budget: float, *, semantic: 
     opts = QueryOptions.from_settings(
         settings, top_k=HOOK_TOP_K, hits=HOOK_HITS, facts_per_subject=HOOK_FACTS
     )
-    prompt = prompt.strip()
     with App(settings, torch_allowed=False) as app:
-        pipeline = app.pipeline()
-        if semantic:
-            try:
-                answer = pipeline.ask(prompt, opts)
-            except EmbedderError as exc:
-                _log(settings.state_dir, f"answering by words: {exc}")
-                answer = pipeline.fallback_answer(prompt, opts, Timer(), NOT_PREPARED_REASON)
-        else:
-            answer = pipeline.fallback_answer(prompt, opts, Timer(), SERVICE_FAILED_REASON)
+        answer = app.pipeline().ask(prompt.strip(), opts)
+    if answer.mode == "fallback":
+        _log(settings.state_dir, f"answered by words: {answer.degraded_reason}")
     return to_context_pack(answer, max_chars=settings.hook_max_chars)
 
 

@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from pipeline import bridge
 from pipeline.calibrate import Basis, assess, band_of, choose_basis
 from pipeline.config import Settings
-from pipeline.errors import ConfigError, GraphError, GraphQueryError, GraphUnavailable
+from pipeline.errors import (
+    ConfigError,
+    GraphError,
+    GraphQueryError,
+    GraphUnavailable,
+    ModelUnavailable,
+)
 from pipeline.fallback_log import record_fallback
 from pipeline.fusion import rrf
 from pipeline.model import (
@@ -269,7 +275,7 @@ class Pipeline:
         if reason is None and todo:
             found, lost = self._search([questions[i] for i in todo], opts, shared, search)
             if lost is not None:  # the graph went away: what was found is still answered
-                reason = degraded_reason(lost)
+                reason = lost
             if prefetch is not None and found:
                 with shared.stage("kodb_ms"):
                     prefetch.semantic(found, self.basis())
@@ -298,9 +304,9 @@ class Pipeline:
         opts: QueryOptions,
         shared: Timer,
         search: BatchSearch | None,
-    ) -> tuple[list[list[Hit]], GraphError | None]:
-        """Embed and search the questions: the hits of the first ones, and the error that
-        stopped the search (then the rest were not searched)."""
+    ) -> tuple[list[list[Hit]], str | None]:
+        """Embed and search the questions: the hits of the first ones, and why the search
+        stopped (then the rest were not searched and are answered degraded)."""
         from pipeline.embed import embed_prompts
 
         try:
@@ -308,7 +314,9 @@ class Pipeline:
                 # Loading the model checks the graph once more (App's rule): it may be gone.
                 vectors, batches = embed_prompts(self.embedder, questions)
         except (GraphUnavailable, GraphQueryError) as exc:
-            return [], exc
+            return [], degraded_reason(exc)
+        except ModelUnavailable as exc:  # a process that must not load torch (the hook)
+            return [], str(exc)
         self.embed_batches += batches
         k = max(opts.hits, EPISODIC_SCAN) if opts.session_notes_only else opts.hits
         found: list[list[Hit]] = []
@@ -321,7 +329,7 @@ class Pipeline:
                 for hits in rows:  # lazily: what was found before a failure is kept
                     found.append(list(hits))
             except (GraphUnavailable, GraphQueryError) as exc:
-                return found, exc
+                return found, degraded_reason(exc)
         if opts.retrieval == "hybrid":
             try:
                 found = [
@@ -329,7 +337,7 @@ class Pipeline:
                     for q, v, dense in zip(questions, vectors, found, strict=False)
                 ]
             except (GraphUnavailable, GraphQueryError) as exc:
-                return [], exc
+                return [], degraded_reason(exc)
         return found, None
 
     def _fuse(

@@ -120,13 +120,13 @@ def test_the_hook_with_an_unprepared_model_answers_by_words_and_says_how_to_fix_
     args = ["--vault", str(examples.vault), "hook", "--budget", "30"]
     result, imported = importtime_run(args, env, stdin=event)
     context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
-    assert "[degraded: the query-time model is not prepared (run `vault-ko model prepare`)" in (
+    assert "[degraded: the query-time model is not prepared (run `vault-ko model prepare`" in (
         context
     )
     assert "Redis" in context
     assert imported & TORCH_MODULES == set()
     log = (examples.state_dir / "hook.log").read_text()
-    assert "answering by words: the query-time model is not prepared" in log
+    assert "answered by words: the query-time model is not prepared" in log
     assert not (tmp_path / "empty-cache" / "vault-ko" / "onnx").exists()
 
 

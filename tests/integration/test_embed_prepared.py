@@ -255,7 +255,7 @@ def test_unknown_modules_and_pooling_modes_are_named_without_torch(
 def test_without_torch_allowed_an_unprepared_model_is_one_clear_error(
     fresh_cache: Path, tmp_path: Path
 ) -> None:
-    with pytest.raises(EmbedderError, match=r"not prepared .* run `vault-ko model prepare`"):
+    with pytest.raises(EmbedderError, match=r"not prepared \(run `vault-ko model prepare`"):
         get_embedder(settings_for(tmp_path), torch_allowed=False)
     assert not fresh_cache.exists() or not any(fresh_cache.glob("*.prepared"))
 
