@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline import bridge  # noqa: E402
+from pipeline.app import App  # noqa: E402
 from pipeline.config import load_settings  # noqa: E402
 from pipeline.errors import KodbError  # noqa: E402
 from pipeline.evaluate.beir import read_collection  # noqa: E402
@@ -109,7 +110,7 @@ def _prepare(
     local.up(dims=embedder.dims, settings=base)
     try:
         settings = local.settings_for(base)
-        with Pipeline(settings, embedder=embedder) as p:
+        with App(settings, embedder=embedder).pipeline() as p:
             sync_vault(settings, p.kodb, p.graph, embedder, force_calibration=True)
             if judged is None:
                 to_id = path_to_doc

@@ -170,21 +170,11 @@ class Pipeline:
 
     def __init__(
         self,
-        settings: Settings | None = None,
+        app: App,
         *,
-        kodb: KoDB | None = None,
-        graph: GraphClient | None = None,
-        embedder: Embedder | LazyEmbedder | None = None,
         order: OrderRule = DEFAULT_ORDER,
-        app: App | None = None,
         include_private: bool = False,
     ) -> None:
-        if app is None:
-            from pipeline.app import App
-
-            if settings is None:
-                raise TypeError("Pipeline needs settings or an App")
-            app = App(settings, kodb=kodb, graph=graph, embedder=embedder)
         self.app = app
         self.settings = app.settings
         self.private = PrivateNotes() if include_private else app.private

@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner, Result
 from prometheus_client.parser import text_string_to_metric_families
 
+from pipeline.app import App
 from pipeline.cli.freshness import freshness_standalone
 from pipeline.config import load_settings
 
@@ -35,7 +36,6 @@ def vault(
     """A synced copy of the sample vault with its own local graph (`vault-ko graph up`)."""
     from pipeline.errors import LocalGraphError
     from pipeline.graph import LocalGraph
-    from pipeline.query import Pipeline
     from pipeline.sync import sync_vault
 
     root = tmp_path_factory.mktemp("freshness") / "vault"
@@ -47,7 +47,7 @@ def vault(
     except LocalGraphError as exc:
         require_server(f"the local graph cannot start: {exc}")
     try:
-        with Pipeline(settings) as p:
+        with App(settings).pipeline() as p:
             sync_vault(p.settings, p.kodb, p.graph, p.embedder)
         yield root
     finally:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from pipeline.app import App
 from pipeline.embed import get_embedder
 from pipeline.graph import GraphClient
 from pipeline.query import Pipeline, QueryOptions
@@ -47,7 +48,7 @@ def synced(
     settings = local_graph.settings(vault, kodb_url=kodb_url)
     with GraphClient(settings) as client:
         client.delete_notes(list(client.note_states()))
-    pipeline = Pipeline(settings, embedder=get_embedder(settings))
+    pipeline = App(settings, embedder=get_embedder(settings)).pipeline()
     sync_vault(pipeline.settings, pipeline.kodb, pipeline.graph, pipeline.embedder)
     try:
         yield pipeline
@@ -140,7 +141,7 @@ def test_sync_re_embedding_the_vault_under_new_text_rules_recalibrates(synced: P
 def test_sync_with_nothing_to_do_does_not_load_the_model(synced: Pipeline) -> None:
     from pipeline.embed import LazyEmbedder
 
-    fresh = Pipeline(synced.settings, kodb=synced.kodb, graph=synced.graph)
+    fresh = App(synced.settings, kodb=synced.kodb, graph=synced.graph).pipeline()
     assert isinstance(fresh.embedder, LazyEmbedder)
     report = sync_vault(fresh.settings, fresh.kodb, fresh.graph, fresh.embedder)
     assert (report.embed.embedded, report.calibrated) == (0, False)
@@ -179,7 +180,7 @@ def test_graph_down_answers_in_fallback_without_the_model(synced: Pipeline) -> N
     dead = synced.settings.replace(
         graph_url="bolt://127.0.0.1:1", state_dir=synced.settings.state_dir / "dead"
     )
-    p = Pipeline(dead, kodb=synced.kodb)
+    p = App(dead, kodb=synced.kodb).pipeline()
     a = p.ask("what do we know about the warm cache?")
     assert a.mode == "fallback"
     assert "unavailable" in (a.degraded_reason or "")

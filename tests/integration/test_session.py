@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from pipeline.app import App
 from pipeline.cli import cli
 from pipeline.config import Settings
 from pipeline.embed import batch_invariant
@@ -48,14 +49,14 @@ def synced(local_graph: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     """The sample vault synced into the session's graph (ingest, embed, calibrate)."""
     vault = copy_vault(tmp_path_factory.mktemp("session") / "vault")
     settings = local_graph.settings(vault)
-    with Pipeline(settings) as p:
+    with App(settings).pipeline() as p:
         sync_vault(p.settings, p.kodb, p.graph, p.embedder)
     yield settings
 
 
 @pytest.fixture
 def pipeline(synced: Settings) -> Iterator[Pipeline]:
-    with Pipeline(synced) as p:
+    with App(synced).pipeline() as p:
         # Other modules empty the shared graph between tests: make sure ours is there.
         sync_vault(p.settings, p.kodb, p.graph, p.embedder)
         yield p
@@ -183,7 +184,7 @@ def test_graph_stopped_between_chunks_writes_every_pack(tmp_path: Path) -> None:
     try:
         settings = local.settings_for(base)
         texts = prompts()
-        with Pipeline(settings) as p:
+        with App(settings).pipeline() as p:
             sync_vault(p.settings, p.kodb, p.graph, p.embedder)
             stopped: list[bool] = []
 

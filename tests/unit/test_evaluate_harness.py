@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.app import App
 from pipeline.calibrate import Basis, assess
 from pipeline.config import load_settings
 from pipeline.evaluate.beir import Collection, Doc, Query
@@ -23,7 +24,7 @@ from pipeline.evaluate.harness import (
 from pipeline.evaluate.report import to_markdown
 from pipeline.ingest import ingest_vault
 from pipeline.kodb import KoDB
-from pipeline.query import Pipeline, QueryOptions
+from pipeline.query import QueryOptions
 from pipeline.vault.extract import extract_facts
 from pipeline.vault.parse import read_note
 
@@ -111,7 +112,7 @@ def test_degraded_mode_reaches_docs_through_their_words(tmp_path: Path) -> None:
     settings = load_settings(vault).replace(state_dir=tmp_path / "state")
     with KoDB.open(settings.effective_kodb_url) as kodb:
         ingest_vault(settings, kodb)
-        with Pipeline(settings, kodb=kodb) as p:
+        with App(settings, kodb=kodb).pipeline() as p:
             opts = QueryOptions.from_settings(settings, semantic=False)
             answer = p.ask("when to cut roses in winter", opts)
             reached = [path_to_doc[h.path] for h in answer.hits]

@@ -11,13 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline.app import App
 from pipeline.config import load_settings
 from pipeline.errors import GraphQueryError, GraphUnavailable
 from pipeline.graph.cypher import CypherLoadError
 from pipeline.kodb import text
 from pipeline.kodb.match import reference_search
 from pipeline.model import Calibration, Fact, Note, SubjectSummary, normalize_text
-from pipeline.query import Pipeline, QueryOptions
+from pipeline.query import QueryOptions
 from pipeline.rank import score_of, summaries_from_facts
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -167,7 +168,7 @@ HITS = [
 def make(tmp_path: Path, hits: list[FakeHit], *, down=False, cal=CAL, notes=NOTES, facts=LINKS):
     settings = load_settings(tmp_path, env={})
     graph, emb, kodb = FakeGraph(hits, down), FakeEmbedder(), FakeKodb(notes, facts, cal)
-    return Pipeline(settings, kodb=kodb, graph=graph, embedder=emb), graph, emb  # type: ignore[arg-type]
+    return App(settings, kodb=kodb, graph=graph, embedder=emb).pipeline(), graph, emb  # type: ignore[arg-type]
 
 
 def names(answer) -> list[str]:
@@ -485,7 +486,7 @@ def test_labels_identical_whichever_backend_score_scale(
         settings = load_settings(tmp_path, env={})
         graph = DialectGraph(dialect, with_embeddings)
         kodb = FakeKodb(NOTES, LINKS, CAL)
-        p = Pipeline(settings, kodb=kodb, graph=graph, embedder=FakeEmbedder())  # type: ignore[arg-type]
+        p = App(settings, kodb=kodb, graph=graph, embedder=FakeEmbedder()).pipeline()  # type: ignore[arg-type]
         a = p.ask("redis warm cache")
         answers[dialect] = (
             a.relevance.label,

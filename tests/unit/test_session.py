@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pipeline.app import App
 from pipeline.batch.exact import ExactSearch
 from pipeline.batch.input import BadLine, SessionPrompt, read_sessions
 from pipeline.batch.memo import CachedKodb
@@ -25,7 +26,7 @@ from pipeline.graph.scoring import exact_rescore
 from pipeline.kodb import text as kodb_text
 from pipeline.kodb.match import reference_search
 from pipeline.model import Calibration, Fact, Note, SubjectSummary
-from pipeline.query import Pipeline, QueryOptions
+from pipeline.query import QueryOptions
 from pipeline.rank import summaries_from_facts
 from pipeline.render import answer_to_dict
 from pipeline.session import load_context
@@ -214,7 +215,7 @@ def make(tmp_path: Path, *, fail_after: int | None = None):
     (vault / "sessions").mkdir(parents=True, exist_ok=True)
     settings = load_settings(vault, env={})
     graph, emb, kodb = FakeGraph(fail_after=fail_after), FakeEmbedder(), FakeKodb()
-    p = Pipeline(settings, kodb=kodb, graph=graph, embedder=emb)  # type: ignore[arg-type]
+    p = App(settings, kodb=kodb, graph=graph, embedder=emb).pipeline()  # type: ignore[arg-type]
     return p, graph, emb, kodb
 
 
