@@ -33,7 +33,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -74,56 +73,51 @@ def child_env(cache: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+#: Starts the measured command from a small process and reports its own peak memory: a
+#: child forked from this (large) process would count this process's pages as its own
+#: until it execs, and ru_maxrss keeps that high-water mark.
+LAUNCHER = """
+import os, sys, time
+t0 = time.perf_counter()
+report, cmd = int(sys.argv[1]), sys.argv[2:]
+pid = os.fork()
+if pid == 0:
+    os.close(report)
+    os.execvp(cmd[0], cmd)
+_, status, usage = os.wait4(pid, 0)
+wall = time.perf_counter() - t0
+os.write(report, f"{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss} {wall}".encode())
+"""
+
+
 def run_measured(cmd: list[str], env: dict[str, str], stdin: str | None = None) -> dict[str, Any]:
-    """One whole process: wall seconds, exit code, output, and its own peak memory (MB)
-    from wait4 (ru_maxrss, KB on Linux: the child alone, not every child so far)."""
-    started = time.perf_counter()
-    read_out, write_out = os.pipe()
-    read_err, write_err = os.pipe()
-    read_in, write_in = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: the command with its pipes
-        os.dup2(read_in, 0)
-        os.dup2(write_out, 1)
-        os.dup2(write_err, 2)
-        for fd in (read_out, write_out, read_err, write_err, read_in, write_in):
-            os.close(fd)
-        try:
-            os.execvpe(cmd[0], cmd, env)
-        finally:
-            os._exit(127)
-    for fd in (write_out, write_err, read_in):
-        os.close(fd)
-    if stdin:
-        os.write(write_in, stdin.encode())
-    os.close(write_in)
-    out, err = _drain(read_out, read_err)
-    _, status, usage = os.wait4(pid, 0)
-    wall = time.perf_counter() - started
+    """One whole process: wall seconds (fork to exit, measured by the launcher), exit
+    code, output, and its own peak memory (MB, ru_maxrss)."""
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, str(write_fd), *cmd],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        pass_fds=(write_fd,),
+    )
+    os.close(write_fd)
+    try:
+        out, err = proc.communicate(stdin, timeout=300)
+    finally:
+        with os.fdopen(read_fd, "rb") as fh:
+            report = fh.read().decode().split()
+    if len(report) != 3:
+        raise SystemExit(f"cold_query: the launcher reported nothing for {cmd}: {err[-500:]}")
     return {
-        "wall": wall,
-        "rc": os.waitstatus_to_exitcode(status),
-        "peak_mb": usage.ru_maxrss / 1024,
-        "out": out.decode(errors="replace"),
-        "err": err.decode(errors="replace"),
+        "wall": float(report[2]),
+        "rc": int(report[0]),
+        "peak_mb": int(report[1]) / 1024,
+        "out": out,
+        "err": err,
     }
-
-
-def _drain(*fds: int) -> list[bytes]:
-    chunks: dict[int, list[bytes]] = {fd: [] for fd in fds}
-    open_fds = set(fds)
-    while open_fds:
-        ready, _, _ = select.select(list(open_fds), [], [], 300)
-        if not ready:
-            raise TimeoutError("a measured command printed nothing for 300 s")
-        for fd in ready:
-            data = os.read(fd, 65536)
-            if data:
-                chunks[fd].append(data)
-            else:
-                open_fds.discard(fd)
-                os.close(fd)
-    return [b"".join(chunks[fd]) for fd in fds]
 
 
 def event(prompt: str) -> str:
