@@ -7,7 +7,6 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -117,12 +116,14 @@ def check_freshness(
     app: App | None = None,
     now: float | None = None,
 ) -> FreshnessReport:
-    """Run one freshness check. Stores not given come from ``app`` (the composition root;
-    one is made, and closed at the end, when none is given).
+    """Run one freshness check over the stores it is handed: ``kodb`` and ``graph``, or
+    those of ``app`` (the caller's composition root, which the caller closes).
 
     Never raises for an unreachable store or a bad setting: the report then has status
     "error" and says why in ``reasons``.
     """
+    if app is None and (kodb is None or graph is None):
+        raise TypeError("check_freshness needs an App, or both kodb and graph")
     options = options or FreshnessOptions.from_settings(settings)
     started = time.perf_counter()
     now = time.time() if now is None else now
@@ -138,69 +139,64 @@ def check_freshness(
 
     files = scan_vault(settings)
 
-    with ExitStack() as stack:
-        if app is None and (kodb is None or graph is None):
-            from pipeline.app import App
+    kodb, kodb_check = _open_kodb(settings, kodb, app, errors)
+    registry: Mapping[str, Note] | None = None
+    if kodb is not None:
+        try:
+            registry = kodb.notes()
+        except VaultKoError as exc:
+            errors.append(f"KO-DB unreachable: {exc}")
+            kodb_check = replace(kodb_check, up=False, reason=str(exc))
 
-            app = stack.enter_context(App(settings))
-        kodb, kodb_check = _open_kodb(settings, kodb, app, errors)
-        registry: Mapping[str, Note] | None = None
-        if kodb is not None:
-            try:
-                registry = kodb.notes()
-            except VaultKoError as exc:
-                errors.append(f"KO-DB unreachable: {exc}")
-                kodb_check = replace(kodb_check, up=False, reason=str(exc))
+    graph, graph_check = _open_graph(settings, graph, app, errors)
+    states: Mapping[str, NoteState] | None = None
+    if graph is not None and graph_check.up:
+        try:
+            states = graph.note_states()
+            graph_check = replace(graph_check, notes=len(states))
+        except VaultKoError as exc:
+            errors.append(f"graph failed while reading note states: {exc}")
 
-        graph, graph_check = _open_graph(settings, graph, app, errors)
-        states: Mapping[str, NoteState] | None = None
-        if graph is not None and graph_check.up:
-            try:
-                states = graph.note_states()
-                graph_check = replace(graph_check, notes=len(states))
-            except VaultKoError as exc:
-                errors.append(f"graph failed while reading note states: {exc}")
+    if dims is None and states and model_id is not None:
+        # An unknown model's width: what the graph stores for that model, if anything.
+        widths = Counter(s.dims for s in states.values() if s.model == model_id)
+        dims = widths.most_common(1)[0][0] if widths else None
 
-        if dims is None and states and model_id is not None:
-            # An unknown model's width: what the graph stores for that model, if anything.
-            widths = Counter(s.dims for s in states.values() if s.model == model_id)
-            dims = widths.most_common(1)[0][0] if widths else None
-
-        compared = states is not None and registry is not None and model_id is not None
-        disk: dict[str, DiskNote] = {}
-        skipped: list[SkippedNote] = []
-        reread = 0
-        if registry is not None and states is not None and model_id is not None:
-            disk, skipped, reread = current_notes(settings, files, registry)
-            classification = classify(
-                disk,
-                states,
-                model=model_id,
-                dims=dims,
-                text_version=EMBED_TEXT_VERSION,
-                present=(s.path for s in skipped),
-            )
-        else:
-            classification = Classification((), (), (), (), ())
-
-        calibration = CalibrationCheck(
-            "unknown", ("KO-DB or model unavailable",), options.check_calibration
+    compared = states is not None and registry is not None and model_id is not None
+    disk: dict[str, DiskNote] = {}
+    skipped: list[SkippedNote] = []
+    reread = 0
+    if registry is not None and states is not None and model_id is not None:
+        disk, skipped, reread = current_notes(settings, files, registry)
+        classification = classify(
+            disk,
+            states,
+            model=model_id,
+            dims=dims,
+            text_version=EMBED_TEXT_VERSION,
+            present=(s.path for s in skipped),
         )
-        if kodb is not None and kodb_check.up and model_id is not None:
-            try:
-                kodb_check = _kodb_facts(settings, kodb, kodb_check, files, registry or {})
-                calibration = check_calibration(
-                    _latest_calibration(kodb, model_id, dims),
-                    model_id=model_id,
-                    dims=dims,
-                    vault_notes=len(files),
-                    settings=settings,
-                    checked=options.check_calibration,
-                    now=now,
-                )
-            except VaultKoError as exc:
-                errors.append(f"KO-DB failed: {exc}")
-                kodb_check = replace(kodb_check, up=False, reason=str(exc))
+    else:
+        classification = Classification((), (), (), (), ())
+
+    calibration = CalibrationCheck(
+        "unknown", ("KO-DB or model unavailable",), options.check_calibration
+    )
+    if kodb is not None and kodb_check.up and model_id is not None:
+        try:
+            kodb_check = _kodb_facts(settings, kodb, kodb_check, files, registry or {})
+            calibration = check_calibration(
+                _latest_calibration(kodb, model_id, dims),
+                model_id=model_id,
+                dims=dims,
+                vault_notes=len(files),
+                settings=settings,
+                checked=options.check_calibration,
+                now=now,
+            )
+        except VaultKoError as exc:
+            errors.append(f"KO-DB failed: {exc}")
+            kodb_check = replace(kodb_check, up=False, reason=str(exc))
 
     try:
         fallbacks = fallbacks_since_last_check(

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline import freshness as fr
+from pipeline.app import App
 from pipeline.cli.freshness import freshness_standalone, to_rich
 from pipeline.config import Settings, load_settings
 from pipeline.embed import BUNDLED_MODEL_ID, model_identity
@@ -339,7 +340,8 @@ def test_unreachable_kodb_is_an_error(tmp_path: Path) -> None:
     vault = write_vault(tmp_path / "vault")
     # A SQLite file whose folder cannot be created: unreachable without any network.
     settings = settings_for(vault, kodb_url="sqlite:////proc/no-such-folder/ko.db")
-    report = check_freshness(settings, graph=FakeGraph({}))
+    app = App(settings, graph=FakeGraph({}))  # type: ignore[arg-type]
+    report = check_freshness(settings, app=app)  # the fake graph has nothing to close
     assert report.status == "error" and not report.kodb.up
     assert any(r.startswith("KO-DB unreachable") for r in report.reasons)
 
