@@ -70,6 +70,7 @@ def eval_cmd(
     are off-topic collections too (`--offtopic A B`). Progress goes to stderr.
     """
     # Imported here so `vault-ko --help` and other commands do not pay for the harness.
+    from pipeline.app import App
     from pipeline.evaluate import (
         read_collection,
         read_judged,
@@ -106,6 +107,7 @@ def eval_cmd(
             questions,
             offtopic,
             judged_file=judged.name,
+            apps=App,
             overrides=overrides,
             progress=say,
         )
@@ -115,7 +117,7 @@ def eval_cmd(
         collection = read_collection(first)
         for warning in collection.warnings:
             err.print(f"warning: {warning}")
-        report = run_eval(collection, offtopic, overrides=overrides, progress=say)
+        report = run_eval(collection, offtopic, apps=App, overrides=overrides, progress=say)
     for warning in report.warnings:
         if judged is not None:
             err.print(f"warning: {warning}")

@@ -44,6 +44,7 @@ from pipeline.evaluate.metrics import answer_scores, first_occurrences, mean_sco
 from pipeline.model import Answer, Calibration, Hit, normalize_text
 
 if TYPE_CHECKING:
+    from pipeline.app import App
     from pipeline.query import Pipeline
 
 #: Notes asked of the graph per query: recall@100 needs a hundred. The subject answer is
@@ -70,6 +71,9 @@ RANKED_MODES = ("dense", "hybrid", "fallback")
 MODES = ("semantic", "fallback")
 
 Progress = Callable[[str], None]
+#: Makes the composition root over given settings (``pipeline.app.App``: its keyword
+#: ``embedder`` shares a loaded model); the harness is handed it by its shell.
+AppFactory = Callable[..., "App"]
 
 _UNSAFE = re.compile(r"[^a-z0-9._-]+")
 
@@ -434,15 +438,17 @@ def run_eval(
     collection: Collection,
     offtopic: Sequence[tuple[str, Sequence[Query]]] = (),
     *,
+    apps: AppFactory,
     overrides: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
     workdir: str | Path | None = None,
 ) -> EvalReport:
     """Build a temporary vault from ``collection``, run every query, measure, clean up.
 
-    ``offtopic`` holds (name, queries) of other collections: those queries are only
-    labelled. ``overrides`` are settings such as ``embed_model``. ``workdir`` is the parent
-    of the temporary folder (default: the system's temp dir).
+    ``apps`` makes the composition root over the temporary stores (the shell passes
+    ``pipeline.app.App``). ``offtopic`` holds (name, queries) of other collections: those
+    queries are only labelled. ``overrides`` are settings such as ``embed_model``.
+    ``workdir`` is the parent of the temporary folder (default: the system's temp dir).
     """
     say = progress or (lambda _msg: None)
     judged = collection.judged_queries()
@@ -481,6 +487,7 @@ def run_eval(
             overrides or {},
             say,
             score,
+            apps,
             docs=len(collection.docs),
             seconds={"build_vault": built},
         )
@@ -492,6 +499,7 @@ def run_vault_eval(
     offtopic: Sequence[tuple[str, Sequence[Query]]] = (),
     *,
     judged_file: str = "",
+    apps: AppFactory,
     overrides: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
     workdir: str | Path | None = None,
@@ -541,6 +549,7 @@ def run_vault_eval(
             overrides or {},
             say,
             score,
+            apps,
             docs=0,
             seconds={},
         )
@@ -577,16 +586,15 @@ def _run(
     overrides: Mapping[str, Any],
     say: Progress,
     mapper: Callable[[Pipeline], _Mapper],
+    apps: AppFactory,
     *,
     docs: int,
     seconds: dict[str, float],
 ) -> EvalReport:
-    from pipeline.app import App
-
     base = eval_settings(vault, state_dir, overrides)
     t0 = time.perf_counter()
     # The throwaway graph is sized by the model, so here the model comes first.
-    models = App(base)
+    models = apps(base)
     embedder = models.load_model(before_stores=True)
     seconds["load_model"] = time.perf_counter() - t0
     say(f"model {embedder.model_id} ({embedder.dims}d)")
@@ -597,7 +605,7 @@ def _run(
         seconds["graph_up"] = time.perf_counter() - t0
         settings = local.settings_for(base)
         say(f"local graph up at {settings.graph_url}")
-        return _measure(plan, settings, embedder, mapper, seconds, say, docs)
+        return _measure(plan, settings, embedder, mapper, apps, seconds, say, docs)
     finally:
         local.down()
         say("local graph stopped")
@@ -608,16 +616,16 @@ def _measure(
     settings: Settings,
     embedder: Any,
     mapper: Callable[[Pipeline], _Mapper],
+    apps: AppFactory,
     seconds: dict[str, float],
     say: Progress,
     docs: int,
 ) -> EvalReport:
-    from pipeline.app import App
     from pipeline.query import QueryOptions
     from pipeline.sync import sync_vault
 
     warnings = list(plan.warnings)
-    with App(settings, embedder=embedder) as app:
+    with apps(settings, embedder=embedder) as app:
         p = app.pipeline()
         t0 = time.perf_counter()
         report = sync_vault(settings, app.kodb, app.graph, embedder, force_calibration=True)
