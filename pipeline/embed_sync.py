@@ -123,7 +123,7 @@ class EmbedReport:
     model: str
     dims: int
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The `vault-ko embed --json` document: counts first, then model, dims, skipped."""
         return {
             "embedded": self.embedded,

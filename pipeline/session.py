@@ -69,7 +69,7 @@ class SessionReport:
     format: str
     degraded_reasons: tuple[str, ...] = ()
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The `vault-ko load-context --json` document."""
         return {
             "sessions": self.sessions,

@@ -64,7 +64,7 @@ def embed_command(
 
     query_model = prepare_query_model(settings, quiet=as_json)
     if as_json:
-        emit_json({**report.as_dict(), "query_model": query_model})
+        emit_json({**report.to_dict(), "query_model": query_model})
         return
     for path, reason in report.skipped:
         err.print(f"skipped {path}: {reason}", markup=False, soft_wrap=True)

@@ -118,7 +118,7 @@ def graph_status(ctx: click.Context, as_json: bool) -> None:
         breaker = stores.graph.breaker.read()
         info = stores.local_graph().info()
     if as_json:
-        emit_json(status.as_dict())
+        emit_json(status.to_dict())
     else:
         table = Table(title="vault-ko graph", show_header=False)
         table.add_column("field", style="bold")

@@ -124,7 +124,7 @@ def load_context_cmd(
             on_bad_line=_report_bad_line(input_path),
         )
     if as_json:
-        emit_json(report.as_dict())
+        emit_json(report.to_dict())
     else:
         out.print(summary_line(report), markup=False)
     ctx.exit(EXIT_FAILURE if report.bad_lines else 0)

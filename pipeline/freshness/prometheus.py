@@ -87,7 +87,7 @@ def _gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
     )
     by_type: list[tuple[Mapping[str, str], float]] = []
     for t in report.by_type:
-        values = t.as_dict()
+        values = t.to_dict()
         for state in (*NOTE_STATES, "skipped"):
             by_type.append(({"type": t.source_type, "state": state}, values[state]))
     yield "notes_by_type", "Notes by source type and embedding state.", by_type

@@ -97,7 +97,7 @@ class TypeCoverage:
         readable = self.notes - self.skipped
         return self.fresh / readable if readable > 0 else 1.0
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "notes": self.notes,
             "fresh": self.fresh,
@@ -120,7 +120,7 @@ class CalibrationCheck:
     calibration: Calibration | None = None
     age_seconds: float | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         cal = self.calibration
         return {
             "status": self.status,
@@ -147,7 +147,7 @@ class GraphCheck:
     reason: str | None
     notes: int | None = None  # Note nodes in the graph (None when not read)
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "up": self.up,
             "url": self.url,
@@ -172,7 +172,7 @@ class KodbCheck:
     orphan_facts: int = 0  # facts whose source file no longer exists
     orphan_fact_files: tuple[str, ...] = ()
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "up": self.up,
             "url": self.url,
@@ -271,10 +271,10 @@ class FreshnessReport:
             "notes": {s: list(self.classification.paths(s)) for s in OUT_OF_DATE},
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
             "oldest_stale_seconds": _round(self.oldest_stale_seconds),
-            "by_type": {t.source_type: t.as_dict() for t in self.by_type},
-            "calibration": self.calibration.as_dict(),
-            "graph": self.graph.as_dict(),
-            "kodb": self.kodb.as_dict(),
+            "by_type": {t.source_type: t.to_dict() for t in self.by_type},
+            "calibration": self.calibration.to_dict(),
+            "graph": self.graph.to_dict(),
+            "kodb": self.kodb.to_dict(),
             "fallback_answers": self.fallback_answers,
             "thresholds": {
                 "max_stale": self.options.max_stale,

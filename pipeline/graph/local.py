@@ -78,7 +78,7 @@ class LocalInfo:
     running: bool
     stale_pid: int | None  # a recorded pid that is no longer our server
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         rec = self.record
         return {
             "state_dir": str(self.state_dir),

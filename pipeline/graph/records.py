@@ -48,7 +48,7 @@ class GraphStatus:
     latency_ms: float | None
     reason: str | None
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """Exactly the keys of `vault-ko graph status --json`."""
         return {
             "up": self.up,

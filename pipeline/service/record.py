@@ -46,7 +46,7 @@ class ServiceRecord:
             host = f"[{host}]"
         return f"http://{host}:{self.port}"
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -81,7 +81,7 @@ def record_path(state_dir: Path) -> Path:
 
 
 def write_record(state_dir: Path, record: ServiceRecord) -> None:
-    statefile.write_json(record_path(state_dir), record.as_dict(), mode=0o600)
+    statefile.write_json(record_path(state_dir), record.to_dict(), mode=0o600)
 
 
 def read_record(state_dir: Path) -> ServiceRecord | None:

@@ -423,7 +423,7 @@ def test_link_index_prefers_path_then_title_then_alias_then_stem() -> None:
     assert index.resolve("Nothing here") is None
 
 
-def test_report_as_dict_is_the_json_document_counts_first_skipped_last() -> None:
+def test_report_to_dict_is_the_json_document_counts_first_skipped_last() -> None:
     report = EmbedReport(
         embedded=2,
         deleted=1,
@@ -434,7 +434,7 @@ def test_report_as_dict_is_the_json_document_counts_first_skipped_last() -> None
         model="m",
         dims=8,
     )
-    data = report.as_dict()
+    data = report.to_dict()
     assert list(data) == [
         "embedded",
         "deleted",

@@ -121,7 +121,7 @@ def test_public_api_is_exported() -> None:
 
 def test_status_json_has_exactly_the_documented_keys() -> None:
     status = GraphStatus(False, "bolt://x", None, None, None, "down")
-    assert list(status.as_dict()) == ["up", "url", "dialect", "agent", "latency_ms", "reason"]
+    assert list(status.to_dict()) == ["up", "url", "dialect", "agent", "latency_ms", "reason"]
 
 
 def test_client_and_local_manager_do_not_import_each_other() -> None:
