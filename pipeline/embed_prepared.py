@@ -600,8 +600,7 @@ def _build(
     (staging / TOKENIZER_FILE).write_text(backend.to_str(), encoding="utf-8")
     pad_id = getattr(encoder.tokenizer, "pad_token_id", None)
     _write_json(staging / POOLING_FILE, loaded)
-    texts = agreement_texts()
-    reference = _encode(encoder, list(texts))
+    reference = _encode(encoder, list(agreement_texts()))
     check_reference = _encode(encoder, list(CHECK_TEXTS))
     dims = int(reference.shape[1])
     files = {
@@ -618,32 +617,40 @@ def _build(
         "files": files,
         "check": {"texts": list(CHECK_TEXTS), "vectors": _encode_vectors(check_reference)},
     }
-    model = PreparedModel(folder, staging, manifest)
-    ids_differ = _token_mismatch(encoder, model, texts)
-    if ids_differ is not None:
-        return refuse(f"its tokenizer gives other tokens than the model's for {ids_differ!r}")
-    singles = np.concatenate([model([t]) for t in texts])
-    batched = model(list(texts))
-    difference = _difference(singles, reference)
-    if not difference <= MAX_DIFFERENCE:
-        return refuse(f"its vectors differ from encode()'s by {difference:.1e}")
-    truncated = sum(n >= model.max_seq_length for n in model.token_lengths(texts))
-    manifest["agreement"] = {
-        "texts": len(texts),
-        "max_difference": difference,
-        "truncated_texts": truncated,
-        "non_ascii_texts": sum(not t.isascii() for t in texts),
-        "batch_equals_single": bool(np.array_equal(singles, batched)),
-    }
+    agreement = _agreement(encoder, PreparedModel(folder, staging, manifest), reference)
+    if isinstance(agreement, str):
+        return refuse(agreement)
+    manifest["agreement"] = agreement
     _write_json(staging / MANIFEST, manifest)  # last: a folder without it is never trusted
     log.info(
         "prepared the query-time embedder in %s (largest difference from encode() %.1e "
         "over %d texts)",
         staging,
-        difference,
-        len(texts),
+        agreement["max_difference"],
+        agreement["texts"],
     )
     return manifest
+
+
+def _agreement(encoder: Any, model: PreparedModel, reference: np.ndarray) -> dict[str, Any] | str:
+    """How the prepared ``model`` agrees with ``encode()``'s ``reference`` vectors of
+    ``agreement_texts()`` (one by one and as one padded batch), or why it does not."""
+    texts = agreement_texts()
+    ids_differ = _token_mismatch(encoder, model, texts)
+    if ids_differ is not None:
+        return f"its tokenizer gives other tokens than the model's for {ids_differ!r}"
+    singles = np.concatenate([model([t]) for t in texts])
+    batched = model(list(texts))
+    difference = _difference(singles, reference)
+    if not difference <= MAX_DIFFERENCE:
+        return f"its vectors differ from encode()'s by {difference:.1e}"
+    return {
+        "texts": len(texts),
+        "max_difference": difference,
+        "truncated_texts": sum(n >= model.max_seq_length for n in model.token_lengths(texts)),
+        "non_ascii_texts": sum(not t.isascii() for t in texts),
+        "batch_equals_single": bool(np.array_equal(singles, batched)),
+    }
 
 
 def _loaded_settings(encoder: Any, plan: Plan) -> dict[str, Any] | str:
