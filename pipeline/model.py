@@ -10,6 +10,8 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
@@ -232,3 +234,31 @@ class Answer:
     subjects: tuple[SubjectRank, ...]
     timings_ms: dict[str, float] = field(default_factory=dict)
     notice: str | None = None  # why a preset found nothing ("no session notes in this vault")
+
+
+def summarize(facts: Sequence[Fact]) -> SubjectSummary:
+    """The summary of one subject's facts (all of them), computed in Python: what
+    ``KoDB.subject_summaries`` computes in SQL, with every fact as the sample. Here, beside
+    the value it makes, so the ranking and the KO-DB views (privacy's, the batch memo's)
+    share it without depending on each other."""
+    files_by_type: dict[str, set[str]] = defaultdict(set)
+    for f in facts:
+        files_by_type[f.source_type].add(f.source_file)
+    return SubjectSummary(
+        subject_norm=facts[0].subject_norm,
+        spellings=dict(Counter(f.subject for f in facts)),
+        source_count=len({f.source_file for f in facts}),
+        per_type={t: len(files) for t, files in files_by_type.items()},
+        predicates=dict(Counter(f.predicate for f in facts)),
+        raw_facts=len(facts),
+        max_confidence=max(f.confidence for f in facts),
+        sample=tuple(facts),
+    )
+
+
+def summaries_from_facts(facts: Iterable[Fact]) -> dict[str, SubjectSummary]:
+    """subject_norm -> ``summarize`` of its facts (test doubles and fallbacks use it)."""
+    groups: dict[str, list[Fact]] = defaultdict(list)
+    for f in facts:
+        groups[f.subject_norm].append(f)
+    return {norm: summarize(group) for norm, group in groups.items()}

@@ -119,7 +119,7 @@ class PublicKodb:
         are left out in SQL (counts and sample alike); past the store's bound on left-out
         files, the summaries are computed from the public facts instead."""
         from pipeline.kodb.store import MAX_EXCLUDED_FILES
-        from pipeline.rank import summaries_from_facts
+        from pipeline.model import summaries_from_facts
 
         wanted = set(subject_norms)
         files = self._kodb.subject_source_files(wanted)

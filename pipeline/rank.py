@@ -25,7 +25,7 @@ The tiers were chosen by measured answer quality (``vault-ko eval --judged``; RE
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -39,6 +39,8 @@ from pipeline.model import (
     SubjectRank,
     SubjectSummary,
     normalize_text,
+    summaries_from_facts,
+    summarize,
 )
 
 SOURCE_WEIGHT: Final = 10  # per distinct source file
@@ -304,32 +306,6 @@ def _relevance(
     if candidate is not None and candidate.evidence == "words":
         return (1, -candidate.words, group)  # degraded: more question words first
     return (2, group)
-
-
-def summarize(facts: Sequence[Fact]) -> SubjectSummary:
-    """The summary of one subject's facts (all of them), computed in Python: what
-    ``KoDB.subject_summaries`` computes in SQL, with every fact as the sample."""
-    files_by_type: dict[str, set[str]] = defaultdict(set)
-    for f in facts:
-        files_by_type[f.source_type].add(f.source_file)
-    return SubjectSummary(
-        subject_norm=facts[0].subject_norm,
-        spellings=dict(Counter(f.subject for f in facts)),
-        source_count=len({f.source_file for f in facts}),
-        per_type={t: len(files) for t, files in files_by_type.items()},
-        predicates=dict(Counter(f.predicate for f in facts)),
-        raw_facts=len(facts),
-        max_confidence=max(f.confidence for f in facts),
-        sample=tuple(facts),
-    )
-
-
-def summaries_from_facts(facts: Iterable[Fact]) -> dict[str, SubjectSummary]:
-    """subject_norm -> ``summarize`` of its facts (test doubles and fallbacks use it)."""
-    groups: dict[str, list[Fact]] = defaultdict(list)
-    for f in facts:
-        groups[f.subject_norm].append(f)
-    return {norm: summarize(group) for norm, group in groups.items()}
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ class CachedKodb:
         on) are the store's, each subject's fetched once per batch; with a sample, computed
         from the facts when all of theirs are cached (every fact the sample: the same
         ranking as the store's summaries), else the store's."""
-        from pipeline.rank import summaries_from_facts
+        from pipeline.model import summaries_from_facts
 
         wanted = set(subject_norms)
         drop = set(exclude_files)

@@ -17,9 +17,16 @@ from pipeline.errors import GraphQueryError, GraphUnavailable
 from pipeline.graph.cypher import CypherLoadError
 from pipeline.kodb import text
 from pipeline.kodb.match import reference_search
-from pipeline.model import Calibration, Fact, Note, SubjectSummary, normalize_text
+from pipeline.model import (
+    Calibration,
+    Fact,
+    Note,
+    SubjectSummary,
+    normalize_text,
+    summaries_from_facts,
+)
 from pipeline.query import QueryOptions
-from pipeline.rank import score_of, summaries_from_facts
+from pipeline.rank import score_of
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 

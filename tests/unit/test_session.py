@@ -25,9 +25,8 @@ from pipeline.graph.records import Candidate, NoteState
 from pipeline.graph.scoring import exact_rescore
 from pipeline.kodb import text as kodb_text
 from pipeline.kodb.match import reference_search
-from pipeline.model import Calibration, Fact, Note, SubjectSummary
+from pipeline.model import Calibration, Fact, Note, SubjectSummary, summaries_from_facts
 from pipeline.query import QueryOptions
-from pipeline.rank import summaries_from_facts
 from pipeline.render import answer_to_dict
 from pipeline.session import load_context
 
