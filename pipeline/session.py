@@ -132,10 +132,8 @@ class SessionLoader:
         self.search = search
         self.chunk_size = chunk_size
         self.kodb = CachedKodb(pipeline.kodb)
-        self.batch = Pipeline(
-            app=pipeline.app.sharing(kodb=self.kodb),  # graph and (lazy) model shared
-            include_private=not pipeline.private,
-            order=pipeline.order,
+        self.batch = pipeline.app.sharing(kodb=self.kodb).pipeline(  # graph and model shared
+            include_private=not pipeline.private, order=pipeline.order
         )
         self._exact: ExactSearch | None = None
         self._path: str | None = None  # the search path once chosen: exact | index

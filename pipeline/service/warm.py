@@ -167,7 +167,7 @@ class WarmAnswers:
 
         base = self.app.pipeline()
         memo = CachedKodb(base.kodb)
-        pipeline = Pipeline(app=self.app.sharing(kodb=memo), include_private=not base.private)
+        pipeline = self.app.sharing(kodb=memo).pipeline(include_private=not base.private)
         return _Copy(signature, pipeline, time.monotonic())
 
     # -- the resident facts ---------------------------------------------------------------
@@ -187,10 +187,8 @@ class WarmAnswers:
         if made is not None and made[0] is copy and made[1] is held:
             return made[2]
         memo = copy.pipeline.kodb
-        pipeline = Pipeline(
-            app=self.app.sharing(kodb=held.kodb.over(memo)),
-            include_private=True,  # the memo's base hides them already
-        )
+        # The memo's base hides private notes already.
+        pipeline = self.app.sharing(kodb=held.kodb.over(memo)).pipeline(include_private=True)
         self._resident_pipeline = (copy, held, pipeline)
         return pipeline
 
