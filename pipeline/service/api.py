@@ -99,7 +99,7 @@ class _GuardAndMeasure:
         started = time.perf_counter()
         if self.expected is not None:
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
+            if not hmac.compare_digest(_bearer_token(given), self.expected):
                 response = JSONResponse(
                     {"error": "missing or wrong bearer token"},
                     status_code=401,
@@ -132,6 +132,13 @@ class _GuardAndMeasure:
                 )
 
 
+def _bearer_token(header: bytes) -> bytes:
+    """The token of an ``Authorization: Bearer <token>`` header (the scheme compared without
+    case, RFC 7235; spaces between scheme and token allowed), else b"" (never a token)."""
+    scheme, _, token = header.partition(b" ")
+    return token.strip(b" ") if scheme.lower() == b"bearer" else b""
+
+
 def _status_of(exc: VaultKoError) -> int:
     return 422 if isinstance(exc, ConfigError | InputError) else 503
 
@@ -143,7 +150,7 @@ def create_api(app: App, metrics: ServiceMetrics, *, token: str | None = None) -
         version=__version__,
         description="What does this markdown vault know about a question (and when nothing).",
     )
-    expected = f"Bearer {token}".encode() if token else None
+    expected = token.encode() if token else None
     warm = WarmAnswers(app)
 
     api.add_middleware(_GuardAndMeasure, metrics=metrics, expected=expected)

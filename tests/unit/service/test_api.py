@@ -39,6 +39,27 @@ def test_every_route_needs_the_token_when_one_is_set(tmp_path: Path) -> None:
     anyio.run(go)
 
 
+def test_the_authorization_scheme_is_case_insensitive(tmp_path: Path) -> None:
+    """RFC 7235: "bearer", "BEARER" and "Bearer" name the same scheme; the token itself is
+    compared exactly, and anything but one space-separated scheme and token is refused."""
+    import anyio
+
+    async def go() -> None:
+        settings = load_settings(tmp_path, env={})
+        metrics = ServiceMetrics(graph_up=lambda: False, model_loaded=lambda: False)
+        api = create_api(App(settings), metrics, token="s3cret")
+        transport = httpx.ASGITransport(app=api)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            for header in ("bearer s3cret", "BEARER s3cret", "Bearer   s3cret"):
+                r = await c.get("/healthz", headers={"Authorization": header})
+                assert r.status_code == 200, header
+            for header in ("bearer S3CRET", "Basic s3cret", "s3cret", "Bearer", "Bearers3cret"):
+                r = await c.get("/healthz", headers={"Authorization": header})
+                assert r.status_code == 401, header
+
+    anyio.run(go)
+
+
 def test_bad_requests_are_422_with_the_reason(tmp_path: Path) -> None:
     import anyio
 
