@@ -334,7 +334,7 @@ def load_context(
     loader = SessionLoader(pipeline, options, search=search, chunk_size=chunk_size)
     sink = open_sink(out_dir, fmt, loader.options, resume=resume)
     try:
-        items = read_sessions(lines, pipeline.settings)
+        items = read_sessions(lines, pipeline.settings, pipeline.private)
         label = str(out_dir / PACKS_FILE) if fmt == "jsonl" else str(out_dir)
         return loader.run(
             items,

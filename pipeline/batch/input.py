@@ -23,6 +23,7 @@ from pipeline.errors import InputError
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
+    from pipeline.privacy import PrivateNotes
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,13 @@ class BadLine:
 
 
 def read_sessions(
-    lines: Iterable[str | bytes], settings: Settings
+    lines: Iterable[str | bytes], settings: Settings, private: PrivateNotes | None = None
 ) -> Iterator[SessionPrompt | BadLine]:
     """Parse input lines (see the module docstring) lazily, in order, numbered from 1.
 
     Lines may be bytes (read from a binary stream): a line that is not UTF-8 is a bad line.
+    A line naming a note that ``private`` covers is a bad line too: its text would become
+    the pack's prompt (the caller passes no ``private`` when private notes are included).
     """
     seen: dict[str, int] = {}
     for number, raw in enumerate(lines, start=1):
@@ -65,7 +68,7 @@ def read_sessions(
         if number == 1:
             text = text.removeprefix("\ufeff")
         try:
-            item = _parse_line(text, number, settings)
+            item = _parse_line(text, number, settings, private)
         except InputError as exc:
             yield BadLine(number, exc.reason)
             continue
@@ -77,18 +80,23 @@ def read_sessions(
         yield item
 
 
-def _parse_line(text: str, number: int, settings: Settings) -> SessionPrompt:
+def _parse_line(
+    text: str, number: int, settings: Settings, private: PrivateNotes | None
+) -> SessionPrompt:
     stripped = text.strip()
     if not stripped:
         raise InputError("empty line")
     if stripped.startswith("{"):
-        return _parse_json(stripped, number, settings)
+        return _parse_json(stripped, number, settings, private)
     if stripped.lower().endswith(".md") and _note_file(stripped, settings) is not None:
-        return SessionPrompt(number, str(number), _note_prompt(stripped, settings), stripped)
+        prompt = _note_prompt(stripped, settings, private)
+        return SessionPrompt(number, str(number), prompt, stripped)
     return SessionPrompt(number, str(number), stripped)
 
 
-def _parse_json(text: str, number: int, settings: Settings) -> SessionPrompt:
+def _parse_json(
+    text: str, number: int, settings: Settings, private: PrivateNotes | None
+) -> SessionPrompt:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -107,7 +115,8 @@ def _parse_json(text: str, number: int, settings: Settings) -> SessionPrompt:
     if note is not None:
         if not isinstance(note, str) or not note.strip():
             raise InputError("note must be a vault-relative path")
-        return SessionPrompt(number, sid, _note_prompt(note.strip(), settings), note.strip())
+        prompt = _note_prompt(note.strip(), settings, private)
+        return SessionPrompt(number, sid, prompt, note.strip())
     if not isinstance(prompt, str) or not prompt.strip():
         raise InputError("missing prompt (a non-empty string) or note")
     return SessionPrompt(number, sid, prompt.strip())
@@ -127,13 +136,17 @@ def _note_file(rel: str, settings: Settings) -> Path | None:
     return path if path.is_file() else None
 
 
-def _note_prompt(rel: str, settings: Settings) -> str:
+def _note_prompt(rel: str, settings: Settings, private: PrivateNotes | None) -> str:
     from pipeline.vault.parse import read_note
     from pipeline.vault.scan import source_type_for
 
     if _note_file(rel, settings) is None:
         raise InputError(f"note {rel!r} is not a .md file inside the vault")
     posix = PurePosixPath(rel.replace("\\", "/")).as_posix()
+    if private is not None and private.is_private(posix):
+        raise InputError(
+            f"note {posix} is private (vault_private_globs): pass --include-private to use it"
+        )
     parsed = read_note(
         settings.vault, posix, source_type_for(posix, settings), settings.vault_max_note_bytes
     )

@@ -71,6 +71,11 @@ if TYPE_CHECKING:
     show_default=True,
     help="Prompts embedded, searched and written together.",
 )
+@click.option(
+    "--include-private",
+    is_flag=True,
+    help="Include notes under vault_private_globs: as input notes and in the packs.",
+)
 @json_option
 @pass_app
 @click.pass_context
@@ -86,6 +91,7 @@ def load_context_cmd(
     search: str,
     retrieval: str | None,
     chunk_size: int,
+    include_private: bool,
     as_json: bool,
 ) -> None:
     """Write a context pack for each session prompt (a file, or stdin with -).
@@ -93,7 +99,8 @@ def load_context_cmd(
     Input, one session per line: a prompt (id = line number); a vault-relative path of an
     existing .md note, whose text becomes the prompt; or JSON {"id": …, "prompt": …} or
     {"id": …, "note": "sessions/….md"}. Bad lines are reported with their number and
-    skipped (exit 1 at the end). A pack holds the relevance label, the mode, the top
+    skipped (exit 1 at the end); a private note (vault_private_globs) is a bad line unless
+    --include-private. A pack holds the relevance label, the mode, the top
     subjects with their facts and sources, and crystal-ready marks; a no_match pack has no
     subjects. When the graph is unavailable, packs are made in fallback mode and say why.
     """
@@ -111,7 +118,7 @@ def load_context_cmd(
         progress_bar("loading contexts", enabled=not as_json, total=total) as progress,
     ):
         report = load_context(
-            stores.pipeline(),
+            stores.pipeline(include_private=include_private),
             stream,
             out_dir,
             fmt=fmt,  # type: ignore[arg-type]

@@ -402,6 +402,46 @@ def test_note_paths_become_prompts(tmp_path: Path) -> None:
     assert isinstance(fourth, SessionPrompt) and fourth.prompt == "sessions/missing.md"
 
 
+def test_a_private_note_as_input_is_refused_unless_private_notes_are_included(
+    tmp_path: Path,
+) -> None:
+    """Issue 35, item 2: a private note named on an input line (plain or JSON) would copy
+    its whole text into the pack's prompt; it is a bad line instead, unless the caller
+    includes private notes."""
+    from pipeline.privacy import PrivateNotes
+
+    vault = tmp_path / "vault"
+    (vault / "private").mkdir(parents=True)
+    (vault / "private" / "plan-a.md").write_text("# Plan A\n\nProject Nightjarquux.\n")
+    (vault / "vault-ko.toml").write_text('[vault]\nprivate_globs = ["private/**"]\n')
+    settings = load_settings(vault, env={})
+    lines = ['{"id": "s4", "note": "private/plan-a.md"}', "private/plan-a.md"]
+
+    hidden = list(read_sessions(lines, settings, PrivateNotes.from_settings(settings)))
+    assert [type(i) for i in hidden] == [BadLine, BadLine]
+    for bad in hidden:
+        assert isinstance(bad, BadLine)
+        assert "private/plan-a.md is private" in bad.reason
+        assert "--include-private" in bad.reason
+        assert "Nightjarquux" not in bad.reason
+
+    included = list(read_sessions(lines, settings, PrivateNotes()))
+    assert all(isinstance(i, SessionPrompt) and "Nightjarquux" in i.prompt for i in included)
+
+
+def test_load_context_refuses_a_private_note_and_writes_no_private_text(tmp_path: Path) -> None:
+    p, *_ = make(tmp_path)
+    (p.settings.vault / "private").mkdir()
+    (p.settings.vault / "private" / "plan-a.md").write_text("# Plan A\n\nNightjarquux.\n")
+    settings = p.settings.replace(vault_private_globs=("private/**",))
+    app = App(settings, kodb=p.app.kodb, graph=p.app.graph, embedder=p.app.embedder)
+    out = tmp_path / "out"
+    report = load_context(app.pipeline(), ['{"id": "s4", "note": "private/plan-a.md"}'], out)
+    assert [b.line for b in report.bad_lines] == [1]
+    packs = out / "packs.jsonl"
+    assert not packs.exists() or "Nightjarquux" not in packs.read_text()
+
+
 def test_resume_skips_committed_packs_and_redoes_torn_ones(tmp_path: Path) -> None:
     out = tmp_path / "out"
     p, *_ = make(tmp_path)
