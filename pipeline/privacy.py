@@ -95,6 +95,21 @@ class PublicKodb:
                 return public[:limit]
             want *= _OVERFETCH_FACTOR
 
+    def search_subjects(self, term: str, limit: int | None = None) -> list[str]:
+        """The store's subject search, keeping subjects with at least one public fact (a
+        subject only private notes state is not there), asked again for more while private
+        ones crowd the public ones out."""
+        if not self._private:
+            return list(self._kodb.search_subjects(term, limit=limit))
+        want = None if limit is None else limit * _OVERFETCH_FACTOR
+        while True:
+            found = self._kodb.search_subjects(term, limit=want)
+            public = {f.subject_norm for f in self.facts_for_subjects(found)}
+            kept = [n for n in found if n in public]
+            if want is None or len(kept) >= (limit or 0) or len(found) < want:
+                return kept[:limit]
+            want *= _OVERFETCH_FACTOR
+
     def note_texts(self) -> dict[str, tuple[str, str]]:
         return {p: t for p, t in self._kodb.note_texts().items() if not self._private.is_private(p)}
 

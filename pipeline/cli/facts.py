@@ -134,18 +134,29 @@ def facts_import(
     show_default=True,
     help="At most this many subjects.",
 )
+@click.option(
+    "--include-private",
+    is_flag=True,
+    help="Include the facts of notes under vault_private_globs (hidden by default).",
+)
 @json_option
 @pass_app
-def facts_search(app: AppContext, term: str, limit: int, as_json: bool) -> None:
+def facts_search(
+    app: AppContext, term: str, limit: int, include_private: bool, as_json: bool
+) -> None:
     """List subjects containing TERM as a whole word (case-insensitive), with their facts.
 
-    A debugging aid for KO-DB: "warm" finds "warm cache" but not "warmstart".
+    A debugging aid for KO-DB: "warm" finds "warm cache" but not "warmstart". Facts of
+    private notes (vault_private_globs) are left out, as every answer leaves them out,
+    unless --include-private.
     """
     from pipeline.app import App
+    from pipeline.privacy import PrivateNotes
 
     with App(app.settings()) as stores:
-        norms = stores.kodb.search_subjects(term, limit=limit)
-        facts = stores.kodb.facts_for_subjects(norms)
+        kodb = stores.kodb_for(PrivateNotes() if include_private else stores.private)
+        norms = kodb.search_subjects(term, limit=limit)
+        facts = kodb.facts_for_subjects(norms)
     subjects = _group(norms, facts)
     if as_json:
         emit_json({"subjects": subjects})

@@ -122,6 +122,55 @@ def test_search_json_lists_whole_word_matches_with_facts(
     assert fact["source_file"] == "adr/0007-use-redis-as-the-warm-cache.md"
 
 
+def test_search_hides_private_facts_unless_asked(
+    vault: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 35, item 3: private means private on every read surface, facts search too."""
+    (vault / "vault-ko.toml").write_text('[vault]\nprivate_globs = ["private/**"]\n')
+    rows = [
+        {
+            "subject": "Project Nightjarquux",
+            "predicate": "codename",
+            "object": "warm bird",
+            "source_type": "wiki",
+            "source_file": "private/plan-a.md",
+            "confidence": 0.9,
+        },
+        {
+            "subject": "Warm cache",
+            "predicate": "secret_of",
+            "object": "Nightjarquux",
+            "source_type": "wiki",
+            "source_file": "private/plan-a.md",
+            "confidence": 0.9,
+        },
+        {
+            "subject": "Warm cache",
+            "predicate": "implemented_by",
+            "object": "Redis",
+            "source_type": "adr",
+            "source_file": "adr/0007.md",
+            "confidence": 0.9,
+        },
+    ]
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert run(["--vault", str(vault), "facts", "import", str(facts)]) == 0
+    capsys.readouterr()
+    for term in ("warm", "nightjarquux"):
+        assert run(["--vault", str(vault), "facts", "search", term, "--json"]) == 0
+        out = capsys.readouterr().out
+        assert "Nightjarquux" not in out and "private/" not in out, term
+    assert run(["--vault", str(vault), "facts", "search", "warm", "--json"]) == 0
+    [entry] = json.loads(capsys.readouterr().out)["subjects"]
+    assert [f["object"] for f in entry["facts"]] == ["Redis"]
+    for term, objects in (("warm", ["Redis", "Nightjarquux"]), ("nightjarquux", ["warm bird"])):
+        args = ["--vault", str(vault), "facts", "search", term, "--include-private", "--json"]
+        assert run(args) == 0
+        [entry] = json.loads(capsys.readouterr().out)["subjects"]
+        assert sorted(f["object"] for f in entry["facts"]) == sorted(objects)
+
+
 def test_search_hungarian_term_and_human_table(
     vault: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
