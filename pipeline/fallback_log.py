@@ -23,8 +23,9 @@ def record_fallback(state_dir: Path, reason: str) -> None:
     try:
         state_dir.mkdir(parents=True, exist_ok=True)
         line = json.dumps({"at": time.time(), "reason": reason[:200]}, ensure_ascii=False)
-        fd = os.open(state_dir / LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(state_dir / LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
+            os.fchmod(fd, 0o600)  # the state dir's logs are their owner's only
             os.write(fd, (line + "\n").encode("utf-8"))
         finally:
             os.close(fd)

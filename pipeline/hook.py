@@ -41,6 +41,10 @@ MAX_EVENT_BYTES = 2_000_000
 LOG_NAME = "hook.log"
 #: The log is cut back to its last half once it passes this size.
 LOG_MAX_BYTES = 1_000_000
+#: One log entry's message (a traceback after it is kept whole), and how much of a prompt
+#: an entry may quote.
+LOG_MESSAGE_MAX = 500
+PROMPT_IN_LOG = 40
 EVENT_NAME = "UserPromptSubmit"
 #: The share of the hook's budget the graph's connect and retries may take in-process.
 GRAPH_SHARE = 0.3
@@ -184,7 +188,8 @@ def answer_context(settings: Any, prompt: str, budget: float) -> str | None:
             data = service.call("POST", "/query", body, timeout=deadline.left())
             return to_context_pack(answer_from_dict(data), max_chars=settings.hook_max_chars)
         except ServiceError as exc:
-            _log(settings.state_dir, f"the service failed, answering in this process: {exc}")
+            reason = _without_prompt(str(exc), prompt)
+            _log(settings.state_dir, f"the service failed, answering in this process: {reason}")
     return _in_process_context(settings, prompt, deadline.left())
 
 
@@ -213,22 +218,40 @@ def _in_process_context(settings: Any, prompt: str, budget: float) -> str | None
     return to_context_pack(answer, max_chars=settings.hook_max_chars)
 
 
+def _without_prompt(message: str, prompt: str) -> str:
+    """``message`` with the prompt's text (an error may quote the request) cut to a short
+    prefix: the log says what happened, not what the user asked."""
+    text = prompt.strip()
+    if len(text) > PROMPT_IN_LOG:
+        message = message.replace(text, f"{text[:PROMPT_IN_LOG]}… ({len(text)} characters)")
+    return message
+
+
 def _log(state_dir: Path | None, message: str) -> None:
-    """Append one entry to ``<state_dir>/hook.log`` (stderr when there is no state dir);
-    never raises: a log that cannot be written must not fail the agent."""
-    line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid {os.getpid()}: {message.rstrip()}\n"
+    """Append one entry to ``<state_dir>/hook.log`` (mode 0600; stderr when there is no
+    state dir), cut to ``LOG_MESSAGE_MAX`` characters before any traceback; never raises:
+    a log that cannot be written must not fail the agent."""
+    head, sep, trace = message.rstrip().partition("\nTraceback")
+    if len(head) > LOG_MESSAGE_MAX:
+        head = f"{head[:LOG_MESSAGE_MAX]}… ({len(head) - LOG_MESSAGE_MAX} more characters)"
+    stamp = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid {os.getpid()}"
+    line = f"{stamp}: {head}{sep}{trace}\n"
     try:
         if state_dir is None:
             sys.stderr.write("vault-ko hook: " + line)
             return
         state_dir.mkdir(parents=True, exist_ok=True)
         path = state_dir / LOG_NAME
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(line)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.fchmod(fd, 0o600)  # a log made before this rule was world-readable
+            os.write(fd, line.encode("utf-8", "backslashreplace"))
+        finally:
+            os.close(fd)
         if path.stat().st_size > LOG_MAX_BYTES:
             from pipeline import statefile
 
             data = path.read_bytes()
-            statefile.write_bytes(path, data[len(data) // 2 :])
+            statefile.write_bytes(path, data[len(data) // 2 :], mode=0o600)
     except OSError:
         pass

@@ -31,3 +31,13 @@ def test_recording_never_fails_the_answer(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     record_fallback(blocker / "state", "unwritable state dir")  # no exception
+
+
+def test_the_fallback_log_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    """Issue 35, item 4: a degraded reason can name a store and a question's context; the
+    state dir's logs are 0600, an old world-readable one included."""
+    old = tmp_path / "fallback.log"
+    old.write_text("")
+    old.chmod(0o644)
+    record_fallback(tmp_path, "graph unavailable: connection refused")
+    assert old.stat().st_mode & 0o777 == 0o600

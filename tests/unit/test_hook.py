@@ -76,6 +76,30 @@ def test_any_error_prints_nothing_and_exits_0(vault: Path, monkeypatch: pytest.M
     assert "RuntimeError: boom" in log and "Traceback" in log
 
 
+def test_the_log_is_private_and_never_holds_a_whole_prompt(
+    vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35, item 4: a long prompt the service rejects (its 422 quotes the body) must
+    not land in hook.log beyond a short prefix, and the log is readable by its owner only."""
+    from pipeline.errors import ServiceError
+
+    prompt = "redis " + "x" * 5000 + " TAILMARKER"
+
+    class Rejecting:
+        def call(self, *args: object, **kwargs: object) -> object:
+            raise ServiceError(f"HTTP 422: body {{'question': '{prompt}'}} is too long")
+
+    monkeypatch.setattr("pipeline.service.client.find_service", lambda settings: Rejecting())
+    monkeypatch.setattr(hook, "_in_process_context", lambda settings, p, budget: None)
+    event = json.dumps({"prompt": prompt}).encode()
+    assert run(vault, event) == (0, "")
+    log = vault / ".vault-ko" / "hook.log"
+    text = log.read_text()
+    assert "the service failed" in text
+    assert "TAILMARKER" not in text and "x" * 200 not in text
+    assert log.stat().st_mode & 0o777 == 0o600
+
+
 def test_context_is_printed_as_the_user_prompt_submit_json(
     vault: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
