@@ -142,13 +142,51 @@ _QUERY_PASSWORD = re.compile(r"(?P<head>[?&;](?:password|passwd|pwd)=)[^&;#\s]*"
 MASK = "***"
 
 
+#: The passwords of the URLs and settings this process loaded (``remember_secrets``),
+#: hidden wherever a text quotes them, whatever characters they hold.
+_SECRETS: set[str] = set()
+#: Shorter secrets are not searched for in free text (they would mask ordinary words);
+#: the URL pattern below still hides them inside a URL.
+_MIN_SECRET = 3
+
+
+def url_password(url: str) -> str | None:
+    """The password in ``url``'s user info, found by position: after ``scheme://`` and
+    the user's colon, up to the authority's last ``@`` (a password may hold spaces, ``@``,
+    ``/`` or ``#``, which no pattern over the whole URL can delimit). None for a URL with
+    no user info or a file path (``sqlite:////tmp/a:b@c.db``)."""
+    _, sep, rest = url.partition("://")
+    if not sep or rest.startswith("/"):
+        return None
+    userinfo, at, _ = rest.rpartition("@")
+    _user, colon, password = userinfo.partition(":")
+    return password if at and colon and password else None
+
+
+def remember_secrets(settings: Settings) -> None:
+    """Note the passwords of ``settings`` (graph and KO-DB URLs, the graph password), as
+    written and percent-decoded, so ``mask_url`` hides them in any text."""
+    from urllib.parse import unquote
+
+    found = [settings.graph_password]
+    for url in (settings.kodb_url, settings.graph_url):
+        if url:
+            found.append(url_password(url))
+    for secret in filter(None, found):
+        _SECRETS.update(s for s in (secret, unquote(secret)) if len(s) >= _MIN_SECRET)
+
+
 def mask_url(text: str) -> str:
     """Hide the passwords of every URL in ``text``: a URL (``postgresql://user:pw@host/db``)
-    or a longer message that carries URLs (a driver's error text, a log line).
+    or a longer message that carries URLs (a driver's error text, a log line). Passwords
+    this process loaded are hidden wherever they appear (``remember_secrets``); any other
+    URL's password by its position.
 
     The one masking function: every message, JSON field and log line that may carry a URL
     goes through it before it is shown.
     """
+    for secret in sorted(_SECRETS, key=len, reverse=True):
+        text = text.replace(secret, MASK)
     masked = _URL_PASSWORD.sub(lambda m: m["head"] + MASK, text)
     return _QUERY_PASSWORD.sub(lambda m: m["head"] + MASK, masked)
 
@@ -253,4 +291,6 @@ def load_settings(
         values[name] = _coerce(name, raw, f"--{name.replace('_', '-')}")
 
     state_dir = Path(env.get(ENV_PREFIX + "STATE_DIR") or root / STATE_DIR)
-    return Settings(vault=root, state_dir=state_dir, **values)
+    settings = Settings(vault=root, state_dir=state_dir, **values)
+    remember_secrets(settings)
+    return settings

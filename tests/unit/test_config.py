@@ -187,3 +187,35 @@ def test_a_library_logging_at_debug_prints_nothing_without_verbose(tmp_path: Pat
     quiet, loud = stderr(), stderr("-vv")
     assert "a real warning" in quiet and "building index" not in quiet
     assert "building index" in loud
+
+
+PASSWORDS = [
+    "Kp7 SecretQ",  # a space: the URL's password no longer ends at whitespace
+    "pa ss@wo:rd",
+    "sl/ash#hash?q",
+    "per%cent&amp=eq;semi",
+    "quote'double\"back\\slash",
+    "ünïcødé пароль 密码",
+    "tab\there",
+]
+
+
+@pytest.mark.parametrize("password", PASSWORDS)
+def test_a_configured_password_is_masked_whatever_its_characters(
+    tmp_path: Path, password: str
+) -> None:
+    """Issue 35, item 5: the URLs' passwords are found by parsing the configured URLs, and
+    every message that quotes one (an error, a degraded reason, a log line) hides it."""
+    env = {
+        "VAULT_KO_KODB_URL": f"postgresql+psycopg://postgres:{password}@127.0.0.1:5499/rt",
+        "VAULT_KO_GRAPH_URL": f"bolt://root:{password}@127.0.0.1:1",
+    }
+    settings = load_settings(tmp_path, env=env)
+    for url in (settings.kodb_url, settings.graph_url):
+        assert url is not None
+        for text in (url, f"graph unavailable: cannot reach {url}: refused", repr({"u": url})):
+            shown = mask_url(text)
+            assert password not in shown, shown
+            assert "***" in shown
+    assert password not in repr(settings.masked())
+    assert mask_url("sqlite:////tmp/a:b@c.db") == "sqlite:////tmp/a:b@c.db"
