@@ -53,6 +53,11 @@ if TYPE_CHECKING:
     from pipeline.kodb import KoDB
 
 
+#: The most subjects, notes or facts per subject any surface may ask for: past it numbers
+#: only overflow the stores (2**63 reached SQLite as an OverflowError).
+MAX_COUNT = 10_000
+
+
 @dataclass(frozen=True)
 class QueryOptions:
     """How much to return; presets (DESIGN §6) fill these in."""
@@ -89,6 +94,8 @@ class QueryOptions:
         for name, value in explicit.items():
             if name in ("top_k", "hits", "facts_per_subject") and value < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must not be negative")
+            if name in ("top_k", "hits", "facts_per_subject") and value > MAX_COUNT:
+                raise ConfigError(f"--{name.replace('_', '-')} must be at most {MAX_COUNT}")
         chosen = replace(base, **explicit)
         if chosen.retrieval not in RETRIEVALS:
             raise ConfigError(

@@ -11,7 +11,7 @@ from pipeline.cli._common import AppContext, emit_json, err, exit_promptly, out,
 from pipeline.config import Settings
 from pipeline.errors import EXIT_FAILURE, ConfigError, ServiceError
 from pipeline.model import Answer
-from pipeline.query import PRESETS, RETRIEVALS, QueryOptions
+from pipeline.query import MAX_COUNT, PRESETS, RETRIEVALS, QueryOptions
 from pipeline.render import answer_from_dict, answer_to_dict, to_markdown, to_rich
 
 #: Said on stderr when this process must load the model (seconds) itself.
@@ -23,12 +23,14 @@ def query_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """The options shared by `vault-ko query` and `vault-ko-query`."""
     options = [
         click.argument("text", nargs=-1, required=True),
-        click.option("--top-k", type=click.IntRange(min=0), help="Subjects to return [20]."),
+        click.option("--top-k", type=click.IntRange(0, MAX_COUNT), help="Subjects to return [20]."),
         click.option(
-            "--hits", type=click.IntRange(min=1), help="Notes to fetch from the graph [20]."
+            "--hits", type=click.IntRange(1, MAX_COUNT), help="Notes to fetch from the graph [20]."
         ),
         click.option(
-            "--facts-per-subject", type=click.IntRange(min=0), help="Facts shown per subject [3]."
+            "--facts-per-subject",
+            type=click.IntRange(0, MAX_COUNT),
+            help="Facts shown per subject [3].",
         ),
         click.option(
             "--semantic/--no-semantic",

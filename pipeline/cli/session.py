@@ -20,6 +20,7 @@ from pipeline.cli._common import (
     progress_bar,
 )
 from pipeline.errors import EXIT_FAILURE, InputError
+from pipeline.query import MAX_COUNT
 
 if TYPE_CHECKING:
     from pipeline.batch.input import BadLine
@@ -28,9 +29,9 @@ if TYPE_CHECKING:
 
 @click.command("load-context")
 @click.argument("input_path", metavar="[INPUT|-]", required=False, default="-")
-@click.option("--top-k", type=click.IntRange(min=0), help="Subjects per pack [20].")
+@click.option("--top-k", type=click.IntRange(0, MAX_COUNT), help="Subjects per pack [20].")
 @click.option(
-    "--facts-per-subject", type=click.IntRange(min=0), help="Facts shown per subject [3]."
+    "--facts-per-subject", type=click.IntRange(0, MAX_COUNT), help="Facts shown per subject [3]."
 )
 @click.option(
     "--out",

@@ -28,13 +28,13 @@ from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline import __version__
 from pipeline.app import App
 from pipeline.errors import ConfigError, InputError, VaultKoError
 from pipeline.privacy import redact_freshness
-from pipeline.query import PRESETS, QueryOptions
+from pipeline.query import MAX_COUNT, PRESETS, QueryOptions
 from pipeline.render import answer_to_dict
 from pipeline.service.metrics import CONTENT_TYPE, ServiceMetrics
 from pipeline.service.warm import WarmAnswers
@@ -51,10 +51,17 @@ MAX_SESSIONS = 10_000
 class QueryRequest(BaseModel):
     """One question and the options `vault-ko query` has."""
 
+    # No coercion: "5" is not a number and false is not 0 (the schema says what it takes).
+    model_config = ConfigDict(strict=True)
+
     question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
-    top_k: int | None = Field(default=None, ge=0, description="Subjects to return [20].")
-    hits: int | None = Field(default=None, ge=1, description="Notes to fetch [20].")
-    facts_per_subject: int | None = Field(default=None, ge=0, description="Facts per subject.")
+    top_k: int | None = Field(
+        default=None, ge=0, le=MAX_COUNT, description="Subjects to return [20]."
+    )
+    hits: int | None = Field(default=None, ge=1, le=MAX_COUNT, description="Notes to fetch [20].")
+    facts_per_subject: int | None = Field(
+        default=None, ge=0, le=MAX_COUNT, description="Facts per subject."
+    )
     semantic: bool = Field(default=True, description="False: word search on KO-DB only.")
     preset: Preset | None = None  # type: ignore[valid-type]
     retrieval: Literal["dense", "hybrid"] | None = Field(
@@ -66,14 +73,18 @@ class QueryRequest(BaseModel):
 
 
 class SessionPrompt(BaseModel):
+    model_config = ConfigDict(strict=True)
+
     id: str = Field(min_length=1, max_length=1000)
     prompt: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
 
 
 class SessionContextRequest(BaseModel):
+    model_config = ConfigDict(strict=True)
+
     sessions: list[SessionPrompt] = Field(max_length=MAX_SESSIONS)
-    top_k: int | None = Field(default=None, ge=0)
-    facts_per_subject: int | None = Field(default=None, ge=0)
+    top_k: int | None = Field(default=None, ge=0, le=MAX_COUNT)
+    facts_per_subject: int | None = Field(default=None, ge=0, le=MAX_COUNT)
 
 
 def _json(data: Any) -> Response:

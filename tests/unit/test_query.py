@@ -542,3 +542,15 @@ def test_subject_names_are_searched_by_word_only_while_the_hits_leave_room(
     cut = p.ask(question, QueryOptions(semantic=False, top_k=n_hit_based))
     assert ["warm", "cache", "redis"] not in searched
     assert cut.subjects == full.subjects[:n_hit_based]
+
+
+@pytest.mark.parametrize("name", ["top_k", "hits", "facts_per_subject"])
+def test_counts_past_the_bound_are_one_config_error(tmp_path: Path, name: str) -> None:
+    """Issue 35, item 10: 2**63 reached SQLite as an OverflowError traceback."""
+    from pipeline.errors import ConfigError
+    from pipeline.query import MAX_COUNT, QueryOptions
+
+    settings = load_settings(tmp_path, env={})
+    with pytest.raises(ConfigError, match=f"at most {MAX_COUNT}"):
+        QueryOptions.from_settings(settings, **{name: 2**63})
+    assert getattr(QueryOptions.from_settings(settings, **{name: MAX_COUNT}), name) == MAX_COUNT

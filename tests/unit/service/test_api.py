@@ -9,6 +9,7 @@ import httpx
 
 from pipeline.app import App
 from pipeline.config import load_settings
+from pipeline.query import MAX_COUNT
 from pipeline.service.api import create_api
 from pipeline.service.metrics import ServiceMetrics
 
@@ -77,5 +78,37 @@ def test_bad_requests_are_422_with_the_reason(tmp_path: Path) -> None:
             sessions = [{"id": "a", "prompt": "x"}, {"id": "a", "prompt": "y"}]
             r = await c.post("/session-context", json={"sessions": sessions})
             assert r.status_code == 422 and "duplicate" in r.json()["error"]
+
+    anyio.run(go)
+
+
+def test_numbers_are_bounded_and_never_coerced(tmp_path: Path) -> None:
+    """Issue 35, items 10 and 14: 2**63 was an HTTP 500 with an OverflowError; "5" and
+    false were taken as numbers. Each is a 422 naming the field, and the bounds are in the
+    OpenAPI schema."""
+    import anyio
+
+    async def go() -> None:
+        settings = load_settings(tmp_path, env={})
+        api = create_api(App(settings), ServiceMetrics(lambda: False, lambda: False))
+        transport = httpx.ASGITransport(app=api)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            huge = 9223372036854775808
+            for body in (
+                {"question": "x", "facts_per_subject": huge},
+                {"question": "x", "top_k": huge},
+                {"question": "x", "hits": 10**6},
+                {"question": "x", "top_k": "5"},
+                {"question": "x", "facts_per_subject": False},
+                {"question": "x", "semantic": "yes"},
+            ):
+                r = await c.post("/query", json=body)
+                assert r.status_code == 422, body
+            sessions = [{"id": "a", "prompt": "x"}]
+            r = await c.post("/session-context", json={"sessions": sessions, "top_k": huge})
+            assert r.status_code == 422
+            schema = (await c.get("/openapi.json")).json()["components"]["schemas"]
+            top_k = schema["QueryRequest"]["properties"]["top_k"]["anyOf"][0]
+            assert top_k["maximum"] == MAX_COUNT
 
     anyio.run(go)
