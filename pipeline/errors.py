@@ -7,6 +7,7 @@
     ├── KodbError                   the facts database failed (translated from SQLAlchemy)
     ├── GraphError                  the graph failed (translated from the neo4j driver)
     │   ├── GraphUnavailable        unreachable / transient / circuit open: fall back
+    │   │   └── EvalDegraded        an evaluation's semantic answers were degraded
     │   └── GraphQueryError         the query or credentials are wrong: do not retry
     ├── LocalGraphError             the embedded ArcadeDB could not be started or stopped
     ├── EmbedderError               the embedding model could not be loaded or run
@@ -122,6 +123,11 @@ class EmbedderError(VaultKoError):
 class ModelUnavailable(EmbedderError):
     """A process that must not load torch (the hook) has no prepared model to embed with:
     questions are answered by words, saying why."""
+
+
+class EvalDegraded(GraphUnavailable):
+    """An evaluation's semantic answers were degraded: its figures would lie, so none is
+    reported."""
 
 
 class VaultBusy(VaultKoError):

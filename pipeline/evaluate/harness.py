@@ -38,6 +38,7 @@ from pipeline import bridge
 from pipeline import noisefloor as nf
 from pipeline.calibrate import Basis
 from pipeline.config import Settings, load_settings
+from pipeline.errors import EvalDegraded
 from pipeline.evaluate.beir import Collection, Doc, Query
 from pipeline.evaluate.judged import ANSWER_GRADE, SPLITS, JudgedQuestion
 from pipeline.evaluate.metrics import answer_scores, first_occurrences, mean_scores, rate, roc_auc
@@ -228,6 +229,8 @@ class EvalReport:
     subject_qrels: Mapping[str, Mapping[str, int]] | None = None
     answer_grade: int = 1  # the grade a subject needs to count as answering
     default_retrieval: str = "dense"  # what "semantic" means: dense or hybrid
+    #: retrieval mode -> how many of its answers were semantic and how many degraded
+    answers_by_mode: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     # -- derived figures ------------------------------------------------------------------
     def on_topic(self, split: str | None = None) -> list[QueryOutcome]:
@@ -332,6 +335,7 @@ class EvalReport:
             "hybrid": self.retrieval("hybrid"),
             "bm25_baseline": self.retrieval("baseline"),
             "default_retrieval": self.default_retrieval,
+            "answers_by_mode": {m: dict(c) for m, c in self.answers_by_mode.items()},
             "answers": self.answers_dict(),
             "labels": {
                 "on_topic": self.label_counts(on),
@@ -651,7 +655,8 @@ def _measure(
         on = [i for i, q in enumerate(plan.questions) if q.group == "on_topic"]
         t0 = time.perf_counter()
         default = QueryOptions.from_settings(settings)
-        by_mode, subjects, answers = _run_modes(p, texts, on, default)
+        by_mode, subjects, answers, answer_modes = _run_modes(p, texts, on, default)
+        _refuse_degraded(answer_modes, answers)
         baseline = _bm25_baseline(p, [texts[i] for i in on])
         say(f"answered {len(texts)} queries ({len(judged_ids)} on-topic) in every mode")
         outcomes = []
@@ -692,6 +697,7 @@ def _measure(
             subject_qrels={q: dict(ids.subject_qrels[q]) for q in judged_ids},
             answer_grade=plan.answer_grade,
             default_retrieval=default.retrieval,
+            answers_by_mode=answer_modes,
         )
 
 
@@ -724,12 +730,35 @@ def _run_modes(
     judged = [texts[i] for i in on]
     notes: dict[str, dict[int, list[str]]] = {}
     subjects: dict[str, dict[int, Answer]] = {}
+    modes: dict[str, Counter[str]] = {m: Counter() for m in RANKED_MODES}
     for mode in RANKED_MODES:
         deep_answers = p.ask_many(judged, deep[mode], search=search)
         notes[mode] = {i: [h.path for h in a.hits] for i, a in zip(on, deep_answers, strict=True)}
-        subjects[mode] = dict(zip(on, p.ask_many(judged, shown[mode], search=search), strict=True))
+        shown_answers = p.ask_many(judged, shown[mode], search=search)
+        subjects[mode] = dict(zip(on, shown_answers, strict=True))
+        modes[mode].update(a.mode for a in (*deep_answers, *shown_answers))
     answers = p.ask_many(texts, default, search=search)
-    return notes, subjects, answers
+    modes[default.retrieval].update(a.mode for a in answers)
+    by_mode = {m: {"semantic": c["semantic"], "fallback": c["fallback"]} for m, c in modes.items()}
+    return notes, subjects, answers, by_mode
+
+
+def _refuse_degraded(by_mode: Mapping[str, Mapping[str, int]], answers: Sequence[Answer]) -> None:
+    """A semantic figure built from degraded answers would be a fallback figure under
+    another name: say so and stop (the graph was down or timing out, e.g. on a loaded
+    machine)."""
+    lost = {m: c["fallback"] for m, c in by_mode.items() if m != "fallback" and c["fallback"]}
+    if not lost:
+        return
+    reasons = Counter(a.degraded_reason for a in answers if a.mode == "fallback")
+    reason = reasons.most_common(1)[0][0] if reasons else "unknown"
+    counts = ", ".join(
+        f"{n} of {sum(by_mode[m].values())} {m} answers" for m, n in sorted(lost.items())
+    )
+    raise EvalDegraded(
+        f"eval: {counts} were degraded (most often: {reason}); their figures would be "
+        "fallback figures, so none is reported. Run it again when the graph answers"
+    )
 
 
 def _bm25_baseline(p: Pipeline, questions: Sequence[str]) -> list[list[str]]:

@@ -155,4 +155,6 @@ def test_eval_removes_its_temporary_vault_when_the_model_cannot_load(
     )
     assert isinstance(result.exception, EmbedderError)
     assert "wrote 43 notes" in result.stderr  # the vault existed before the model failed
-    assert list(work.iterdir()) == []
+    # torch, imported here for the first time in this process when the earlier evals used
+    # the prepared model, makes its compile cache under the temp dir: not eval's to remove.
+    assert [p.name for p in work.iterdir() if not p.name.startswith("torchinductor_")] == []

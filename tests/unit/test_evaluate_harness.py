@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from pipeline.evaluate.harness import (
 from pipeline.evaluate.report import to_markdown
 from pipeline.ingest import ingest_vault
 from pipeline.kodb import KoDB
+from pipeline.model import Answer
 from pipeline.query import QueryOptions
 from pipeline.vault.extract import extract_facts
 from pipeline.vault.parse import read_note
@@ -208,3 +210,29 @@ def test_reported_floor_is_the_one_the_labels_are_cut_at(default_n: float | None
 def test_reported_floor_is_empty_without_a_calibration() -> None:
     basis = Basis("none", None, None, 0.0, None, 1.5, "no calibration")
     assert _calibration_used(basis, None).floor_cosine is None
+
+
+def test_an_evaluation_whose_semantic_answers_were_degraded_refuses_to_report() -> None:
+    """Issue 35, item 15: under load every dense and hybrid answer came back degraded and
+    the report printed fallback figures as semantic ones, with no warning."""
+    from pipeline.errors import EvalDegraded
+    from pipeline.evaluate.harness import _refuse_degraded
+    from pipeline.model import Relevance
+
+    def answer(mode: str) -> Answer:
+        reason = "graph unavailable: circuit open" if mode == "fallback" else None
+        rel = Relevance.unmeasured("unscored", "x")
+        return Answer("q", mode, reason, rel, (), ())  # type: ignore[arg-type]
+
+    fine = {"dense": {"semantic": 4, "fallback": 0}, "fallback": {"semantic": 0, "fallback": 4}}
+    _refuse_degraded(fine, [answer("semantic")] * 4)  # fallback mode's own answers are fine
+    lost = {**fine, "hybrid": {"semantic": 1, "fallback": 3}}
+    with pytest.raises(EvalDegraded, match="3 of 4 hybrid answers were degraded") as info:
+        _refuse_degraded(lost, [answer("fallback")] * 3)
+    assert "circuit open" in str(info.value)
+
+
+def test_the_report_counts_every_answer_by_mode() -> None:
+    by_mode = {"dense": {"semantic": 2, "fallback": 0}, "fallback": {"semantic": 0, "fallback": 2}}
+    report = replace(_report([]), answers_by_mode=by_mode)
+    assert report.to_dict()["answers_by_mode"] == by_mode
