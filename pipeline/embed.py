@@ -80,7 +80,36 @@ class Encoder(Protocol):
     def encode(self, sentences: list[str], **kwargs: Any) -> Any: ...
 
 
-class Embedder:
+class _Batches:
+    """``embed`` and ``embed_one`` over a runtime's ``_encode_batch`` (raw vectors of one
+    batch of cleaned texts): the same batching and normalisation for every runtime."""
+
+    dims: int
+    batch_size: int
+
+    def _encode_batch(self, batch: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` in batches of ``batch_size``: float32 array (len(texts), dims),
+        each row of unit length (all-zero rows stay zero)."""
+        if isinstance(texts, str):  # a bare string would be embedded character by character
+            raise TypeError("embed() takes a sequence of texts, not one string")
+        if not texts:
+            return np.zeros((0, self.dims), dtype=np.float32)
+        parts = [
+            self._encode_batch([clean_text(t) for t in texts[start : start + self.batch_size]])
+            for start in range(0, len(texts), self.batch_size)
+        ]
+        vectors = np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
+        return normalize_rows(vectors)
+
+    def embed_one(self, text: str) -> np.ndarray:
+        """Embed a single text (a query): float32 vector (dims,) of unit length."""
+        return self.embed([text])[0]
+
+
+class Embedder(_Batches):
     """A loaded sentence-transformers model that turns texts into normalised vectors.
 
     Attributes: ``model_id`` (stable id stored with each embedding), ``dims``,
@@ -152,24 +181,6 @@ class Embedder:
         self._forward_one: Any = _UNCHECKED
         self.dims = _dimension_of(encoder) or int(self._encode_batch(["dimension probe"]).shape[1])
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts`` in batches of ``batch_size``: float32 array (len(texts), dims),
-        each row of unit length (all-zero rows stay zero)."""
-        if isinstance(texts, str):  # a bare string would be embedded character by character
-            raise TypeError("embed() takes a sequence of texts, not one string")
-        if not texts:
-            return np.zeros((0, self.dims), dtype=np.float32)
-        parts = [
-            self._encode_batch([clean_text(t) for t in texts[start : start + self.batch_size]])
-            for start in range(0, len(texts), self.batch_size)
-        ]
-        vectors = np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
-        return normalize_rows(vectors)
-
-    def embed_one(self, text: str) -> np.ndarray:
-        """Embed a single text (a query): float32 vector (dims,) of unit length."""
-        return self.embed([text])[0]
-
     def _encode_batch(self, batch: list[str]) -> np.ndarray:
         try:
             with MODEL_LOCK:
@@ -221,7 +232,7 @@ class Embedder:
         )
 
 
-class PreparedEmbedder:
+class PreparedEmbedder(_Batches):
     """The Embedder's interface over a prepared model (``embed_prepared``): ONNX Runtime,
     the model's fast tokenizer and numpy, so a fresh process never imports torch."""
 
@@ -237,25 +248,12 @@ class PreparedEmbedder:
         self.max_seq_length = int(model.max_seq_length)
         self.prepared_dir = model.directory
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """As ``Embedder.embed``: float32 (len(texts), dims), each row of unit length."""
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of texts, not one string")
-        if not texts:
-            return np.zeros((0, self.dims), dtype=np.float32)
-        parts = []
-        for start in range(0, len(texts), self.batch_size):
-            batch = [clean_text(t) for t in texts[start : start + self.batch_size]]
-            try:
-                with MODEL_LOCK:
-                    parts.append(self._model(batch))
-            except Exception as exc:  # ONNX Runtime and tokenizers errors share no base
-                raise EmbedderError(f"embedding with {self.model_id} failed: {exc}") from exc
-        vectors = np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
-        return normalize_rows(vectors)
-
-    def embed_one(self, text: str) -> np.ndarray:
-        return self.embed([text])[0]
+    def _encode_batch(self, batch: list[str]) -> np.ndarray:
+        try:
+            with MODEL_LOCK:
+                return np.asarray(self._model(batch), dtype=np.float32)
+        except Exception as exc:  # ONNX Runtime and tokenizers errors share no base
+            raise EmbedderError(f"embedding with {self.model_id} failed: {exc}") from exc
 
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
         with MODEL_LOCK:
@@ -576,12 +574,9 @@ def get_embedder(
                 f"embedding model {model!r} runs in torch here (embed_runtime {runtime!r}, "
                 "or a model the query-time embedder cannot reproduce)"
             )
-        encoder = _ENCODERS.get(key)
-        if encoder is None:
-            if on_slow_load is not None:
-                on_slow_load("loading the model in torch…")
-            encoder = _load_sentence_transformer(source, model, device)
-            _ENCODERS[key] = encoder
+        if key not in _ENCODERS and on_slow_load is not None:
+            on_slow_load("loading the model in torch…")
+        encoder = _encoder(source, device, model)
         onnx_key = (source, device, runtime)
         if onnx_key not in _ONNX:
             _ONNX[onnx_key] = onnx_runtime(encoder, source, runtime, device=device, name=model)
@@ -589,6 +584,15 @@ def get_embedder(
     return Embedder.from_encoder(
         encoder, model_id=model_id, batch_size=settings.embed_batch_size, onnx=onnx
     )
+
+
+def _encoder(source: str, device: str, name: str) -> Encoder:
+    """The sentence-transformers model of ``source`` on ``device``, loaded once per process.
+    Call under _CACHE_LOCK."""
+    encoder = _ENCODERS.get((source, device))
+    if encoder is None:
+        encoder = _ENCODERS[(source, device)] = _load_sentence_transformer(source, name, device)
+    return encoder
 
 
 def _prepared_model(
@@ -658,10 +662,7 @@ def _prepare_now(
 
     if on_slow_load is not None:
         on_slow_load("preparing the model for fast cold queries (once, about 10 s)…")
-    encoder = _ENCODERS.get((source, device))
-    if encoder is None:
-        encoder = _load_sentence_transformer(source, name, device)
-        _ENCODERS[(source, device)] = encoder
+    encoder = _encoder(source, device, name)
     try:
         with MODEL_LOCK:
             _PREPARED[(source, device)] = embed_prepared.prepare(encoder, folder, plan)
