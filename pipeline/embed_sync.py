@@ -55,9 +55,9 @@ log = logging.getLogger(__name__)
 ProgressFn = Callable[[int, int], None]
 
 #: Model batches (``embed_batch_size`` texts each) embedded and written to the graph
-#: together: one upsert and one link transaction per window instead of per batch (a graph
-#: round trip per 32 notes cost about as much as embedding them), while a run killed at any
-#: point still leaves only whole windows behind.
+#: together: one transaction per window instead of per batch (a graph round trip per model
+#: batch costs about as much as embedding the batch), while a run killed at any point still
+#: leaves only whole windows behind.
 WINDOW_BATCHES = 8
 #: Windows a run is cut into at least, when it has fewer notes than that many full windows:
 #: each window's write overlaps the next one's embedding, so only the last one waits.
@@ -272,6 +272,39 @@ def sync_embeddings(
     max_bytes = settings.vault_max_note_bytes
 
     registry = dict(kodb.notes())
+    states, plan = _plan(graph, registry, model=model, dims=dims, full=full)
+    _delete_orphans(graph, plan.orphans)
+    parsed, skipped = _parse_to_embed(vault, registry, plan.to_embed, max_bytes)
+    links = _resolve_links(vault, registry, plan, parsed, max_bytes)
+    todo = _longest_first(plan, parsed)
+    in_graph = (set(states) - set(plan.orphans)) | {item.path for item in links.linkers}
+    embedded, edges = _embed_in_windows(
+        todo,
+        links,
+        in_graph,
+        graph,
+        embedder,
+        model=model,
+        dims=dims,
+        batch_size=batch_size,
+        progress=progress,
+    )
+    return EmbedReport(
+        embedded=embedded,
+        deleted=len(plan.orphans),
+        unchanged=len(plan.unchanged),
+        links=len(edges),
+        skipped=tuple(sorted(skipped)),
+        seconds=time.monotonic() - started,
+        model=model,
+        dims=dims,
+    )
+
+
+def _plan(
+    graph: GraphStore, registry: Mapping[str, Note], *, model: str, dims: int, full: bool
+) -> tuple[dict[str, NoteState], SyncPlan]:
+    """Make the schema fit ``dims``, read the graph's states and plan the run (logged)."""
     graph.ensure_schema(dims)
     states = dict(graph.note_states())
     plan = plan_sync(
@@ -284,27 +317,56 @@ def sync_embeddings(
         len(plan.orphans),
         len(plan.unchanged),
     )
+    return states, plan
 
-    for start in range(0, len(plan.orphans), DELETE_CHUNK):
-        graph.delete_notes(plan.orphans[start : start + DELETE_CHUNK])
 
-    # Parse every note this run embeds up front (cheap next to embedding), so a link in an
-    # early batch resolves against the titles and aliases of notes in later batches.
+def _delete_orphans(graph: GraphStore, orphans: Sequence[str]) -> None:
+    """Delete the orphans' nodes (with their edges), ``DELETE_CHUNK`` paths per call."""
+    for start in range(0, len(orphans), DELETE_CHUNK):
+        graph.delete_notes(orphans[start : start + DELETE_CHUNK])
+
+
+def _parse_to_embed(
+    vault: Path, registry: Mapping[str, Note], to_embed: Sequence[str], max_bytes: int
+) -> tuple[dict[str, _Parsed], list[tuple[str, str]]]:
+    """Parse every note this run embeds, and the (path, reason) of those that cannot be read.
+
+    All are parsed up front (cheap next to embedding), so a link in an early batch resolves
+    against the titles and aliases of notes in later batches.
+    """
     skipped: list[tuple[str, str]] = []
     parsed: dict[str, _Parsed] = {}
-    for path in plan.to_embed:
+    for path in to_embed:
         try:
             parsed[path] = _read(vault, path, registry[path], max_bytes)
         except InputError as exc:
             skipped.append((path, exc.reason))
+    return parsed, skipped
 
+
+@dataclass(frozen=True)
+class _Links:
+    """Every link of the run, resolved once."""
+
+    linkers: list[_Parsed]  # unchanged notes whose links may point at a note created now
+    targets: dict[str, tuple[str, ...]]  # source path -> resolved target paths, sorted
+    incoming: dict[str, set[str]]  # note created now -> the notes linking to it
+
+
+def _resolve_links(
+    vault: Path,
+    registry: Mapping[str, Note],
+    plan: SyncPlan,
+    parsed: Mapping[str, _Parsed],
+    max_bytes: int,
+) -> _Links:
+    """Index every note's names, then resolve the links of the parsed notes and linkers."""
     index = LinkIndex()
     for path, note in registry.items():
         item = parsed.get(path)
         index.add(path, item.title if item else note.title, item.aliases if item else ())
     linkers = _complete_index(vault, registry, plan, parsed, index, max_bytes)
 
-    # Resolve every link once; `incoming` maps a note created now to the notes linking to it.
     targets: dict[str, tuple[str, ...]] = {}
     incoming: dict[str, set[str]] = {}
     for item in (*parsed.values(), *linkers):
@@ -313,89 +375,142 @@ def sync_embeddings(
         for target in targets[item.path]:
             if target in plan.created:
                 incoming.setdefault(target, set()).add(item.path)
+    return _Links(linkers, targets, incoming)
 
-    # Longest text first, as SentenceTransformer.encode orders its own input: a forward pass
-    # pads every text to the longest of its batch, so batches of similar lengths waste
-    # least (notes in path order padded most batches to the 256-token cap). Ties by path.
-    todo = sorted(
+
+def _longest_first(plan: SyncPlan, parsed: Mapping[str, _Parsed]) -> list[_Parsed]:
+    """The notes to embed, longest text first (ties by path), as SentenceTransformer.encode
+    orders its own input: a forward pass pads every text to the longest of its batch, so
+    batches of similar lengths waste least."""
+    return sorted(
         (parsed[p] for p in plan.to_embed if p in parsed),
         key=lambda item: (-len(_text_of(item)), item.path),
     )
+
+
+def _embed_in_windows(
+    todo: Sequence[_Parsed],
+    links: _Links,
+    in_graph: set[str],
+    graph: GraphStore,
+    embedder: TextEmbedder,
+    *,
+    model: str,
+    dims: int,
+    batch_size: int,
+    progress: ProgressFn | None,
+) -> tuple[int, set[tuple[str, str]]]:
+    """Embed ``todo`` window by window, each written (notes and edges in one transaction)
+    while the next is embedded; returns the notes embedded and the distinct edges written.
+
+    ``in_graph`` (the paths with a node) grows as windows are written.
+    """
     total = len(todo)
     if progress:
         progress(0, total)
-
-    in_graph = (set(states) - set(plan.orphans)) | {item.path for item in linkers}
-    embedded = 0
-    # Distinct edges in place after the run among those this run wrote: a note re-linked in
-    # a later window (its target was created then) is not counted twice.
-    edges: set[tuple[str, str]] = set()
     window = window_size(total, batch_size)
     # Each window is written by a thread while the next one is embedded (the graph's work
     # is the server's, the model's is torch's: both run at once). At most one write is in
     # flight, and a failed write stops the run before another window is sent.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vault-ko-embed-write") as writer:
-        pending: tuple[Future[None], list[_Parsed], set[str], set[tuple[str, str]]] | None
-        pending = None
-
-        def settle() -> None:
-            nonlocal embedded, pending
-            if pending is None:
-                return
-            future, batch, sources, written = pending
-            pending = None
-            future.result()  # re-raises the write's error: nothing later is sent
-            embedded += len(batch)
-            edges.difference_update({e for e in edges if e[0] in sources})
-            edges.update(written)
-            if progress:
-                progress(embedded, total)
-
+        writes = _WindowWrites(writer, graph, total, progress)
         for start in range(0, total, window):
             batch = todo[start : start + window]
             vectors = embedder.embed([_text_of(item) for item in batch])
-            now = time.time()
-            rows = [
-                GraphNote(
-                    path=item.path,
-                    title=item.title,
-                    source_type=item.source_type,
-                    content_hash=item.content_hash,
-                    model=model,
-                    dims=dims,
-                    embedded_at=now,
-                    embedding=tuple(vector.tolist()),
-                    text_version=EMBED_TEXT_VERSION,
-                )
-                for item, vector in zip(batch, vectors, strict=True)
-            ]
-            settle()  # the previous window is in the graph before this one's edges go
+            rows = _graph_rows(batch, vectors, model=model, dims=dims)
+            writes.settle()  # the previous window is in the graph before this one's edges go
             in_graph.update(item.path for item in batch)
+            writes.submit(rows, batch, _window_links(batch, links, in_graph))
+        writes.settle()
+    return writes.embedded, writes.edges
 
-            # Edges of this batch's notes, and of notes already in the graph whose targets
-            # were just created (the edge could not be written before the target existed).
-            sources = {item.path for item in batch}
-            for item in batch:
-                sources.update(s for s in incoming.get(item.path, ()) if s in in_graph)
-            ordered = sorted(sources)
-            pairs = [(src, dst) for src in ordered for dst in targets.get(src, ())]
-            written = {(src, dst) for src, dst in pairs if dst in in_graph}
-            # One transaction for the batch's notes and their edges: a run killed between
-            # the two would leave notes that the next run sees unchanged and never links.
-            future = writer.submit(graph.upsert_notes_with_links, rows, ordered, pairs)
-            pending = (future, batch, sources, written)
-        settle()
 
-    return EmbedReport(
-        embedded=embedded,
-        deleted=len(plan.orphans),
-        unchanged=len(plan.unchanged),
-        links=len(edges),
-        skipped=tuple(sorted(skipped)),
-        seconds=time.monotonic() - started,
-        model=model,
-        dims=dims,
-    )
+def _graph_rows(
+    batch: Sequence[_Parsed], vectors: np.ndarray, *, model: str, dims: int
+) -> list[GraphNote]:
+    """The graph nodes of a window's notes and their vectors, all stamped with one time."""
+    now = time.time()
+    return [
+        GraphNote(
+            path=item.path,
+            title=item.title,
+            source_type=item.source_type,
+            content_hash=item.content_hash,
+            model=model,
+            dims=dims,
+            embedded_at=now,
+            embedding=tuple(vector.tolist()),
+            text_version=EMBED_TEXT_VERSION,
+        )
+        for item, vector in zip(batch, vectors, strict=True)
+    ]
+
+
+@dataclass(frozen=True)
+class _WindowLinks:
+    """The edges a window's transaction writes."""
+
+    sources: set[str]  # the notes whose outgoing edges it replaces
+    ordered: list[str]  # the same, sorted
+    pairs: list[tuple[str, str]]  # (source, target) of every resolved link of the sources
+    written: set[tuple[str, str]]  # the pairs whose target has a node: the edges it writes
+
+
+def _window_links(batch: Sequence[_Parsed], links: _Links, in_graph: set[str]) -> _WindowLinks:
+    """Edges of the window's notes, and of notes already in the graph whose targets were
+    just created (the edge could not be written before the target existed)."""
+    sources = {item.path for item in batch}
+    for item in batch:
+        sources.update(s for s in links.incoming.get(item.path, ()) if s in in_graph)
+    ordered = sorted(sources)
+    pairs = [(src, dst) for src in ordered for dst in links.targets.get(src, ())]
+    written = {(src, dst) for src, dst in pairs if dst in in_graph}
+    return _WindowLinks(sources, ordered, pairs, written)
+
+
+class _WindowWrites:
+    """The windows' graph writes, at most one in flight, and what the settled ones did."""
+
+    def __init__(
+        self,
+        writer: ThreadPoolExecutor,
+        graph: GraphStore,
+        total: int,
+        progress: ProgressFn | None,
+    ) -> None:
+        self._writer = writer
+        self._graph = graph
+        self._total = total
+        self._progress = progress
+        self._pending: tuple[Future[int], Sequence[_Parsed], _WindowLinks] | None = None
+        self.embedded = 0
+        # Distinct edges in place after the run among those this run wrote: a note re-linked
+        # in a later window (its target was created then) is not counted twice.
+        self.edges: set[tuple[str, str]] = set()
+
+    def submit(
+        self, rows: Sequence[GraphNote], batch: Sequence[_Parsed], links: _WindowLinks
+    ) -> None:
+        """Send a window's write; call ``settle`` first."""
+        # One transaction for the window's notes and their edges: a run killed between the
+        # two would leave notes that the next run sees unchanged and never links.
+        future = self._writer.submit(
+            self._graph.upsert_notes_with_links, rows, links.ordered, links.pairs
+        )
+        self._pending = (future, batch, links)
+
+    def settle(self) -> None:
+        """Wait for the write in flight, if any, and count what it did."""
+        if self._pending is None:
+            return
+        future, batch, links = self._pending
+        self._pending = None
+        future.result()  # re-raises the write's error: nothing later is sent
+        self.embedded += len(batch)
+        self.edges.difference_update({e for e in self.edges if e[0] in links.sources})
+        self.edges.update(links.written)
+        if self._progress:
+            self._progress(self.embedded, self._total)
 
 
 def _read(vault: Path, path: str, note: Note, max_bytes: int) -> _Parsed:
