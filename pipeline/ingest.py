@@ -185,12 +185,51 @@ def ingest_vault(
     files = scan_vault(settings, unnamed)
     on_disk = {f.path: f for f in files}
 
-    parsed: dict[str, ParsedNote] = {}
     skipped: list[SkippedNote] = [SkippedNote(path, reason) for path, reason in unnamed]
-    counts: Counter[str] = Counter()
+    parsed, read_skipped, counts = _read_changed(settings, files, registry, force, progress)
+    skipped += read_skipped
+    removed = sorted(set(registry) - set(on_disk))
+    # The registry as this run leaves it: kept rows (unchanged and skipped notes) and the
+    # parsed notes' new rows.
+    after = {p: n for p, n in registry.items() if p in on_disk} | {
+        p: n.note for p, n in parsed.items()
+    }
+    old_resolver = LinkResolver.build(registry.values())
+    resolver = LinkResolver.build(after.values())
+    relinked, turned_bad = _relink(
+        settings, kodb, on_disk, old_resolver.affected_terms(resolver), parsed, skipped
+    )
+    skipped += turned_bad  # they turned bad since the scan: old facts kept
+    counts["unchanged"] -= len(turned_bad)
 
-    # Which notes must be read (a cheap stat decides most of an incremental run), then
-    # those read and parsed, in worker processes when there are many; in vault order.
+    facts_written = _write(kodb, [*parsed.values(), *relinked.values()], removed, resolver)
+    changes = _Changes(
+        scanned=len(files),
+        skipped=tuple(skipped),
+        counts=counts,
+        removed=len(removed),
+        facts_written=facts_written,
+        relinked=len(relinked),
+    )
+    return _report(kodb, changes, started)
+
+
+def _read_changed(
+    settings: Settings,
+    files: Sequence[ScannedFile],
+    registry: Mapping[str, Note],
+    force: bool,
+    progress: Progress | None,
+) -> tuple[dict[str, ParsedNote], list[SkippedNote], Counter[str]]:
+    """Read and parse the new and changed notes: (parsed notes, skipped notes, counts of
+    added, updated and unchanged notes), in vault order, calling ``progress`` per note.
+
+    Which notes must be read is decided first (a cheap stat decides most of an incremental
+    run), then those are read and parsed, in worker processes when there are many.
+    """
+    parsed: dict[str, ParsedNote] = {}
+    skipped: list[SkippedNote] = []
+    counts: Counter[str] = Counter()
     jobs: list[_ReadJob] = []
     done = 0
     for scanned in files:
@@ -215,45 +254,71 @@ def ingest_vault(
         done += 1
         if progress is not None:
             progress(done, len(files))
+    return parsed, skipped, counts
 
-    removed = sorted(set(registry) - set(on_disk))
-    # The registry as this run leaves it: kept rows (unchanged and skipped notes) and the
-    # parsed notes' new rows.
-    after = {p: n for p, n in registry.items() if p in on_disk} | {
-        p: n.note for p, n in parsed.items()
-    }
-    old_resolver = LinkResolver.build(registry.values())
-    resolver = LinkResolver.build(after.values())
 
+def _relink(
+    settings: Settings,
+    kodb: KoDB,
+    on_disk: Mapping[str, ScannedFile],
+    terms: set[str],
+    parsed: Mapping[str, ParsedNote],
+    skipped: Sequence[SkippedNote],
+) -> tuple[dict[str, ParsedNote], list[SkippedNote]]:
+    """Re-read the unchanged notes whose ``links_to`` facts name one of ``terms`` (links
+    that may resolve differently now): (the notes parsed, those that could not be read)."""
     relinked: dict[str, ParsedNote] = {}
-    terms = old_resolver.affected_terms(resolver)
-    if terms:
-        settled = parsed.keys() | {s.path for s in skipped}
-        linking = sorted(
-            {
-                path
-                for path, obj in kodb.fact_objects(["links_to"], extractor=EXTRACTOR)
-                if path in on_disk and path not in settled and link_key(obj) in terms
-            }
-        )
-        for path in linking:
-            outcome = _read(settings, on_disk[path])
-            if isinstance(outcome, SkippedNote):
-                skipped.append(outcome)  # it turned bad since the scan: old facts kept
-                counts["unchanged"] -= 1
-            elif outcome is not None:
-                relinked[path] = outcome
+    turned_bad: list[SkippedNote] = []
+    if not terms:
+        return relinked, turned_bad
+    settled = parsed.keys() | {s.path for s in skipped}
+    linking = sorted(
+        {
+            path
+            for path, obj in kodb.fact_objects(["links_to"], extractor=EXTRACTOR)
+            if path in on_disk and path not in settled and link_key(obj) in terms
+        }
+    )
+    for path in linking:
+        outcome = _read(settings, on_disk[path])
+        if isinstance(outcome, SkippedNote):
+            turned_bad.append(outcome)
+        elif outcome is not None:
+            relinked[path] = outcome
+    return relinked, turned_bad
 
+
+def _write(
+    kodb: KoDB, notes: Sequence[ParsedNote], removed: Sequence[str], resolver: LinkResolver
+) -> int:
+    """Extract the notes' facts and write them and the removals in one KO-DB transaction;
+    returns the number of facts written."""
     upserts: list[tuple[Note, Sequence[Fact]]] = [
         (replace(note.note, extractor_version=EXTRACTOR_VERSION), extract_facts(note, resolver))
-        for note in [*parsed.values(), *relinked.values()]
+        for note in notes
     ]
-    texts = [note_text(note) for note in [*parsed.values(), *relinked.values()]]
+    texts = [note_text(note) for note in notes]
     if upserts or removed:
         kodb.apply_ingest(upserts, removed, extractor=EXTRACTOR, texts=texts)
     else:  # nothing changed; a KO-DB just upgraded still gets its subjects' summaries
         kodb.refresh_subject_stats()
+    return sum(len(fs) for _, fs in upserts)
 
+
+@dataclass(frozen=True)
+class _Changes:
+    """What one run did, for its report."""
+
+    scanned: int
+    skipped: tuple[SkippedNote, ...]
+    counts: Counter[str]  # notes added, updated and unchanged
+    removed: int
+    facts_written: int
+    relinked: int
+
+
+def _report(kodb: KoDB, changes: _Changes, started: float) -> IngestReport:
+    """The run's report: its changes, and the totals read back from KO-DB."""
     notes = kodb.notes()
     by_type = Counter(n.source_type for n in notes.values())
     return IngestReport(
@@ -263,15 +328,15 @@ def ingest_vault(
         facts_by_predicate=dict(
             sorted(kodb.facts_by_predicate().items(), key=lambda kv: (-kv[1], kv[0]))
         ),
-        skipped=tuple(skipped),
-        added=counts["added"],
-        updated=counts["updated"],
-        removed=len(removed),
-        unchanged=counts["unchanged"],
+        skipped=changes.skipped,
+        added=changes.counts["added"],
+        updated=changes.counts["updated"],
+        removed=changes.removed,
+        unchanged=changes.counts["unchanged"],
         seconds=time.perf_counter() - started,
-        scanned=len(files),
-        facts_written=sum(len(fs) for _, fs in upserts),
-        relinked=len(relinked),
+        scanned=changes.scanned,
+        facts_written=changes.facts_written,
+        relinked=changes.relinked,
     )
 
 
@@ -282,7 +347,8 @@ def note_text(note: ParsedNote) -> NoteText:
 
 #: ``_reusable_hash``'s answer for a note not touched since its registry row.
 _UNTOUCHED: Final = "\x00untouched"
-#: Notes to read before parsing moves to worker processes (starting them costs ~0.5 s).
+#: Notes to read before parsing moves to worker processes (for fewer, starting the
+#: workers costs more than they save).
 PARALLEL_MIN_NOTES: Final = 1000
 #: Notes a worker parses per task (fewer round trips; results still come back in order).
 PARALLEL_CHUNK: Final = 64
