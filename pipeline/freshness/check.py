@@ -7,7 +7,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -130,61 +130,128 @@ def check_freshness(
     errors: list[str] = []
     warnings: list[str] = []
 
-    model_id: str | None = None
-    dims: int | None = None
+    model_id, dims = _model(settings, errors)
+    files = scan_vault(settings)
+    kodb, kodb_check, registry = _read_registry(settings, kodb, app, errors)
+    graph_check, states = _read_graph(settings, graph, app, errors)
+    if dims is None and states and model_id is not None:
+        dims = _stored_width(states, model_id)
+    comparison = _compare(settings, files, registry, states, model_id, dims)
+    kodb_check, calibration = _check_kodb(
+        settings, kodb, kodb_check, files, registry, model_id, dims, options, now, errors
+    )
+    gathered = _Gathered(
+        model_id=model_id,
+        dims=dims,
+        files=files,
+        registry=registry,
+        comparison=comparison,
+        calibration=calibration,
+        graph=graph_check,
+        kodb=kodb_check,
+        fallbacks=_fallbacks(settings, options, warnings),
+    )
+    return _report(settings, options, gathered, errors, warnings, now=now, started=started)
+
+
+def _model(settings: Settings, errors: list[str]) -> tuple[str | None, int | None]:
+    """The configured embedding model's (id, dims); (None, None) and an error if unknown."""
     try:
-        model_id, dims = model_identity(settings)
+        return model_identity(settings)
     except VaultKoError as exc:
         errors.append(f"embedding model: {exc}")
+        return None, None
 
-    files = scan_vault(settings)
 
-    kodb, kodb_check = _open_kodb(settings, kodb, app, errors)
+def _read_registry(
+    settings: Settings, kodb: Registry | None, app: App | None, errors: list[str]
+) -> tuple[Registry | None, KodbCheck, Mapping[str, Note] | None]:
+    """Open KO-DB and read its registry: (the store, its check, the registry or None)."""
+    kodb, check = _open_kodb(settings, kodb, app, errors)
     registry: Mapping[str, Note] | None = None
     if kodb is not None:
         try:
             registry = kodb.notes()
         except VaultKoError as exc:
             errors.append(f"KO-DB unreachable: {exc}")
-            kodb_check = replace(kodb_check, up=False, reason=str(exc))
+            check = replace(check, up=False, reason=str(exc))
+    return kodb, check, registry
 
-    graph, graph_check = _open_graph(settings, graph, app, errors)
+
+def _read_graph(
+    settings: Settings, graph: GraphView | None, app: App | None, errors: list[str]
+) -> tuple[GraphCheck, Mapping[str, NoteState] | None]:
+    """Open and probe the graph and read its note states: (its check, the states or None)."""
+    graph, check = _open_graph(settings, graph, app, errors)
     states: Mapping[str, NoteState] | None = None
-    if graph is not None and graph_check.up:
+    if graph is not None and check.up:
         try:
             states = graph.note_states()
-            graph_check = replace(graph_check, notes=len(states))
+            check = replace(check, notes=len(states))
         except VaultKoError as exc:
             errors.append(f"graph failed while reading note states: {exc}")
+    return check, states
 
-    if dims is None and states and model_id is not None:
-        # An unknown model's width: what the graph stores for that model, if anything.
-        widths = Counter(s.dims for s in states.values() if s.model == model_id)
-        dims = widths.most_common(1)[0][0] if widths else None
 
+def _stored_width(states: Mapping[str, NoteState], model_id: str) -> int | None:
+    """An unknown model's width: what the graph stores for that model, if anything."""
+    widths = Counter(s.dims for s in states.values() if s.model == model_id)
+    return widths.most_common(1)[0][0] if widths else None
+
+
+@dataclass(frozen=True)
+class _Comparison:
+    """The notes on disk against the graph (all empty when ``compared`` is False)."""
+
+    compared: bool  # the registry, the graph's states and the model were all known
+    classification: Classification
+    skipped: list[SkippedNote]
+    reread: int
+
+
+def _compare(
+    settings: Settings,
+    files: Iterable[ScannedFile],
+    registry: Mapping[str, Note] | None,
+    states: Mapping[str, NoteState] | None,
+    model_id: str | None,
+    dims: int | None,
+) -> _Comparison:
+    """Classify the notes on disk against the graph's states, when all three are known."""
     compared = states is not None and registry is not None and model_id is not None
-    disk: dict[str, DiskNote] = {}
-    skipped: list[SkippedNote] = []
-    reread = 0
-    if registry is not None and states is not None and model_id is not None:
-        disk, skipped, reread = current_notes(settings, files, registry)
-        classification = classify(
-            disk,
-            states,
-            model=model_id,
-            dims=dims,
-            text_version=EMBED_TEXT_VERSION,
-            present=(s.path for s in skipped),
-        )
-    else:
-        classification = Classification((), (), (), (), ())
+    if registry is None or states is None or model_id is None:
+        return _Comparison(compared, Classification((), (), (), (), ()), [], 0)
+    disk, skipped, reread = current_notes(settings, files, registry)
+    classification = classify(
+        disk,
+        states,
+        model=model_id,
+        dims=dims,
+        text_version=EMBED_TEXT_VERSION,
+        present=(s.path for s in skipped),
+    )
+    return _Comparison(compared, classification, skipped, reread)
 
+
+def _check_kodb(
+    settings: Settings,
+    kodb: Registry | None,
+    check: KodbCheck,
+    files: list[ScannedFile],
+    registry: Mapping[str, Note] | None,
+    model_id: str | None,
+    dims: int | None,
+    options: FreshnessOptions,
+    now: float,
+    errors: list[str],
+) -> tuple[KodbCheck, CalibrationCheck]:
+    """KO-DB's facts and the model's calibration, when KO-DB is up and the model known."""
     calibration = CalibrationCheck(
         "unknown", ("KO-DB or model unavailable",), options.check_calibration
     )
-    if kodb is not None and kodb_check.up and model_id is not None:
+    if kodb is not None and check.up and model_id is not None:
         try:
-            kodb_check = _kodb_facts(settings, kodb, kodb_check, files, registry or {})
+            check = _kodb_facts(settings, kodb, check, files, registry or {})
             calibration = check_calibration(
                 _latest_calibration(kodb, model_id, dims),
                 model_id=model_id,
@@ -196,38 +263,72 @@ def check_freshness(
             )
         except VaultKoError as exc:
             errors.append(f"KO-DB failed: {exc}")
-            kodb_check = replace(kodb_check, up=False, reason=str(exc))
+            check = replace(check, up=False, reason=str(exc))
+    return check, calibration
 
+
+def _fallbacks(settings: Settings, options: FreshnessOptions, warnings: list[str]) -> int:
+    """Fallback answers since the last check (0, with a warning, when the log is unreadable)."""
     try:
-        fallbacks = fallbacks_since_last_check(
-            settings.state_dir, advance=options.advance_fallback_mark
-        )
+        return fallbacks_since_last_check(settings.state_dir, advance=options.advance_fallback_mark)
     except OSError as exc:  # a read-only state dir must not hide the rest of the report
-        fallbacks = 0
         warnings.append(f"fallback log unreadable: {exc}")
+        return 0
 
-    registry_types = {p: n.source_type for p, n in (registry or {}).items()}
+
+@dataclass(frozen=True)
+class _Gathered:
+    """What the check read from the model, the vault and the stores."""
+
+    model_id: str | None
+    dims: int | None
+    files: list[ScannedFile]
+    registry: Mapping[str, Note] | None
+    comparison: _Comparison
+    calibration: CalibrationCheck
+    graph: GraphCheck
+    kodb: KodbCheck
+    fallbacks: int
+
+
+def _report(
+    settings: Settings,
+    options: FreshnessOptions,
+    got: _Gathered,
+    errors: list[str],
+    warnings: list[str],
+    *,
+    now: float,
+    started: float,
+) -> FreshnessReport:
+    """Decide the status and assemble the report."""
+    classification = got.comparison.classification
+    skipped = got.comparison.skipped
+    registry_types = {p: n.source_type for p, n in (got.registry or {}).items()}
     orphan_types = {
         p: registry_types.get(p) or source_type_for(p, settings) for p in classification.orphaned
     }
     since = list(classification.stale_since.values())
-    status, reasons = decide(classification, calibration, options, errors)
+    status, reasons = decide(classification, got.calibration, options, errors)
+    compared = got.comparison.compared
     return FreshnessReport(
         status=status,
         reasons=reasons,
         vault=str(settings.vault),
-        model=model_id,
-        dims=dims,
-        notes_on_disk=len(files),
+        model=got.model_id,
+        dims=got.dims,
+        notes_on_disk=len(got.files),
         classification=classification,
         skipped=tuple(skipped),
         oldest_stale_seconds=max(0.0, now - min(since)) if since else None,
-        by_type=coverage_by_type(files, classification, skipped, orphan_types, compared=compared),
-        calibration=calibration,
-        graph=graph_check,
-        kodb=kodb_check,
-        fallback_answers=fallbacks,
-        reread=reread,
+        by_type=coverage_by_type(
+            got.files, classification, skipped, orphan_types, compared=compared
+        ),
+        calibration=got.calibration,
+        graph=got.graph,
+        kodb=got.kodb,
+        fallback_answers=got.fallbacks,
+        reread=got.comparison.reread,
         compared=compared,
         options=options,
         checked_at=now,
