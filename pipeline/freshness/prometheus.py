@@ -62,6 +62,21 @@ def write_textfile(report: FreshnessReport, path: Path) -> None:
 
 
 def _gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
+    """Every gauge of the report, as (name without prefix, help, samples), in output order."""
+    yield from _check_gauges(report)
+    yield from _note_gauges(report)
+    yield from _calibration_gauges(report)
+    yield from _graph_gauges(report)
+    yield from _kodb_gauges(report)
+    yield (
+        "fallback_answers",
+        "Degraded (fallback) answers served since the previous check.",
+        [({}, report.fallback_answers)],
+    )
+
+
+def _check_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
+    """The check itself: its status, time and duration."""
     yield (
         "freshness_status",
         "Outcome of the last freshness check (1 for the current status).",
@@ -77,6 +92,10 @@ def _gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
         "Seconds the last freshness check took.",
         [({}, report.seconds)],
     )
+
+
+def _note_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
+    """The vault's notes: on disk, by embedding state and source type, coverage, age."""
     yield "vault_notes", "Notes on disk in the vault.", [({}, report.notes_on_disk)]
     counts = report.classification.counts(NOTE_STATES)
     counts["skipped"] = len(report.skipped)
@@ -102,6 +121,10 @@ def _gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
             "Age of the oldest unembedded change (missing or stale note).",
             [({}, report.oldest_stale_seconds)],
         )
+
+
+def _calibration_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
+    """The stored noise-floor calibration: ok, status, age."""
     cal = report.calibration
     yield (
         "calibration_ok",
@@ -115,6 +138,10 @@ def _gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
     )
     if cal.age_seconds is not None:
         yield "calibration_age_seconds", "Age of the stored calibration.", [({}, cal.age_seconds)]
+
+
+def _graph_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
+    """The graph: up, probe latency, server info, note nodes."""
     g = report.graph
     yield "graph_up", "1 when the graph answered the probe.", [({}, int(g.up))]
     if g.latency_ms is not None:
@@ -130,6 +157,10 @@ def _gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
     )
     if g.notes is not None:
         yield "graph_notes", "Note nodes in the graph.", [({}, g.notes)]
+
+
+def _kodb_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
+    """KO-DB: up, facts, orphan facts."""
     k = report.kodb
     yield "kodb_up", "1 when KO-DB answered.", [({}, int(k.up))]
     yield "kodb_facts", "Facts in KO-DB.", [({}, k.facts)]
@@ -137,9 +168,4 @@ def _gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
         "kodb_orphan_facts",
         "KO-DB facts whose source file no longer exists.",
         [({}, k.orphan_facts)],
-    )
-    yield (
-        "fallback_answers",
-        "Degraded (fallback) answers served since the previous check.",
-        [({}, report.fallback_answers)],
     )
