@@ -175,14 +175,23 @@ def _paths(paths: tuple[str, ...]) -> str:
 
 def to_rich(report: FreshnessReport) -> Group:
     """The report as rich tables: status, notes by state, by source type, health."""
-    parts: list[Any] = []
+    parts: list[Any] = [*_status_lines(report), _notes_table(report)]
+    if report.by_type:
+        parts.append(_types_table(report))
+    parts.append(_health_table(report))
+    return Group(*parts)
+
+
+def _status_lines(report: FreshnessReport) -> list[Text]:
+    """The status with the vault, then one line per reason."""
     head = Text.assemble(
         ("freshness: ", "bold"), (report.status, _STATUS_STYLE[report.status]), f"  {report.vault}"
     )
-    parts.append(head)
-    for reason in report.reasons:
-        parts.append(Text(f"  - {reason}"))
+    return [head, *(Text(f"  - {reason}") for reason in report.reasons)]
 
+
+def _notes_table(report: FreshnessReport) -> Table:
+    """Notes by state, with (some of) their paths."""
     notes = Table(title="notes", title_justify="left", box=box.SIMPLE_HEAD)
     notes.add_column("state")
     notes.add_column("count", justify="right")
@@ -197,59 +206,51 @@ def to_rich(report: FreshnessReport) -> Group:
         str(len(report.skipped)),
         _paths(tuple(f"{s.path} ({s.reason})" for s in report.skipped)),
     )
-    parts.append(notes)
+    return notes
 
-    if report.by_type:
-        types = Table(
-            title="coverage by source type",
-            title_justify="left",
-            box=None,  # nine columns must fit 80 characters
-            pad_edge=False,
+
+def _types_table(report: FreshnessReport) -> Table:
+    """Notes by source type and state, and each type's coverage."""
+    types = Table(
+        title="coverage by source type",
+        title_justify="left",
+        box=None,  # nine columns must fit 80 characters
+        pad_edge=False,
+    )
+    types.add_column("type", no_wrap=True)
+    for col in ("notes", "fresh", "missing", "stale", "orphaned", "model≠", "skipped"):
+        types.add_column(col, justify="right", no_wrap=True)
+    types.add_column("coverage", justify="right", no_wrap=True)
+    for t in report.by_type:
+        types.add_row(
+            t.source_type,
+            *(
+                str(v)
+                for v in (
+                    t.notes,
+                    t.fresh,
+                    t.missing,
+                    t.stale,
+                    t.orphaned,
+                    t.model_mismatch,
+                    t.skipped,
+                )
+            ),
+            "-" if t.coverage is None else f"{t.coverage:.0%}",
         )
-        types.add_column("type", no_wrap=True)
-        for col in ("notes", "fresh", "missing", "stale", "orphaned", "model≠", "skipped"):
-            types.add_column(col, justify="right", no_wrap=True)
-        types.add_column("coverage", justify="right", no_wrap=True)
-        for t in report.by_type:
-            types.add_row(
-                t.source_type,
-                *(
-                    str(v)
-                    for v in (
-                        t.notes,
-                        t.fresh,
-                        t.missing,
-                        t.stale,
-                        t.orphaned,
-                        t.model_mismatch,
-                        t.skipped,
-                    )
-                ),
-                "-" if t.coverage is None else f"{t.coverage:.0%}",
-            )
-        parts.append(types)
+    return types
 
+
+def _health_table(report: FreshnessReport) -> Table:
+    """The model, the stores, the calibration, fallbacks, the check itself, warnings."""
     health = Table(title="health", title_justify="left", show_header=False, box=box.SIMPLE)
     health.add_column("what")
     health.add_column("value", overflow="fold")
     dims = f" ({report.dims}d)" if report.dims else ""
     health.add_row("model", f"{report.model or '-'}{dims}")
     health.add_row("oldest unembedded change", _age(report.oldest_stale_seconds))
-    g = report.graph
-    if g.up:
-        latency = f"{g.latency_ms:.1f} ms" if g.latency_ms is not None else "-"
-        health.add_row("graph", f"up, {latency}, {g.dialect or '?'} ({g.agent or '?'}) {g.url}")
-    else:
-        health.add_row("graph", Text(f"DOWN {g.url or ''}: {g.reason}", style="red"))
-    k = report.kodb
-    if k.up:
-        health.add_row(
-            "KO-DB",
-            f"{k.dialect}, {k.facts} facts, {k.orphan_facts} whose source file is gone"
-            + (f" ({_paths(k.orphan_fact_files)})" if k.orphan_fact_files else ""),
-        )
-    else:
-        health.add_row("KO-DB", Text(f"DOWN {k.url}: {k.reason}", style="red"))
+    health.add_row("graph", _graph_health(report))
+    health.add_row("KO-DB", _kodb_health(report))
     cal = report.calibration
     detail = "; ".join(cal.reasons) if cal.reasons else f"{_age(cal.age_seconds)} old"
     counted = "" if cal.checked else " (not counted: --no-calibration-check)"
@@ -259,5 +260,23 @@ def to_rich(report: FreshnessReport) -> Group:
     health.add_row("check took", f"{report.seconds:.2f} s")
     for warning in report.warnings:
         health.add_row("warning", warning)
-    parts.append(health)
-    return Group(*parts)
+    return health
+
+
+def _graph_health(report: FreshnessReport) -> str | Text:
+    """The graph's row: up with latency, dialect, agent and URL; or down and why."""
+    g = report.graph
+    if g.up:
+        latency = f"{g.latency_ms:.1f} ms" if g.latency_ms is not None else "-"
+        return f"up, {latency}, {g.dialect or '?'} ({g.agent or '?'}) {g.url}"
+    return Text(f"DOWN {g.url or ''}: {g.reason}", style="red")
+
+
+def _kodb_health(report: FreshnessReport) -> str | Text:
+    """KO-DB's row: up with dialect, facts and orphan facts; or down and why."""
+    k = report.kodb
+    if k.up:
+        return f"{k.dialect}, {k.facts} facts, {k.orphan_facts} whose source file is gone" + (
+            f" ({_paths(k.orphan_fact_files)})" if k.orphan_fact_files else ""
+        )
+    return Text(f"DOWN {k.url}: {k.reason}", style="red")
