@@ -73,16 +73,34 @@ def _answer_note(report: EvalReport) -> str:
 def to_markdown(report: EvalReport) -> str:
     """A markdown report: retrieval table, labels, silence rates, calibration, model."""
     data: dict[str, Any] = report.to_dict()
-    cal = data["calibration"]
-    measured = cal["measured"] or {}
-    off_names = ", ".join(report.offtopic) or "none"
     lines = [
+        *_head_lines(report, data),
+        *_retrieval_lines(data),
+        *_answer_lines(report, data),
+        *_label_lines(data),
+        *_calibration_lines(data),
+    ]
+    if report.warnings:
+        lines += ["## Warnings", "", *(f"- {w}" for w in report.warnings), ""]
+    return "\n".join(lines)
+
+
+def _head_lines(report: EvalReport, data: dict[str, Any]) -> list[str]:
+    """The title and what was evaluated: model, documents, queries."""
+    off_names = ", ".join(report.offtopic) or "none"
+    return [
         f"# vault-ko eval: {report.collection}",
         "",
         f"Model `{report.model}` ({report.dims}d); {report.docs} documents as {report.notes} "
         f"notes; {data['queries']['on_topic']} judged on-topic queries; "
         f"{data['queries']['off_topic']} off-topic queries (from {off_names}).",
         "",
+    ]
+
+
+def _retrieval_lines(data: dict[str, Any]) -> list[str]:
+    """The metrics of each retrieval mode, the default one, and the fallback's reach."""
+    return [
         "## Retrieval",
         "",
         *_table(
@@ -99,12 +117,24 @@ def to_markdown(report: EvalReport) -> str:
         "",
         f"Fallback (degraded mode) {data['fallback_reach']}.",
         "",
+    ]
+
+
+def _answer_lines(report: EvalReport, data: dict[str, Any]) -> list[str]:
+    """The answers' metrics by mode and split, and how their grades were given."""
+    return [
         "## Answers: the subjects a person reads",
         "",
         *_table(["mode", "questions", *ANSWER_METRICS, "subject/note nDCG"], _answer_rows(data)),
         "",
         _answer_note(report),
         "",
+    ]
+
+
+def _label_lines(data: dict[str, Any]) -> list[str]:
+    """The relevance labels of on- and off-topic queries, silence rates, ROC AUC."""
+    return [
         "## Relevance labels",
         "",
         *_table(
@@ -139,6 +169,14 @@ def to_markdown(report: EvalReport) -> str:
         f"raw cosine {_num(data['auc_cosine'])} (within one calibration z is an increasing "
         "function of the cosine, so the two agree; they differ only across vaults).",
         "",
+    ]
+
+
+def _calibration_lines(data: dict[str, Any]) -> list[str]:
+    """The calibration used, and the one measured on this vault, if any."""
+    cal = data["calibration"]
+    measured = cal["measured"] or {}
+    lines = [
         "## Calibration used",
         "",
         *_table(
@@ -165,6 +203,4 @@ def to_markdown(report: EvalReport) -> str:
             f"(probe set {measured['probe_set_version']}).",
             "",
         ]
-    if report.warnings:
-        lines += ["## Warnings", "", *(f"- {w}" for w in report.warnings), ""]
-    return "\n".join(lines)
+    return lines
