@@ -33,8 +33,8 @@ from pipeline.model import Candidate, Evidence, Hit, Note, normalize_text
 
 MIN_TERM_CHARS: Final = 3  # shorter words are mostly noise, and trigram search needs 3
 #: Word search uses the first this many terms of a question: each term is a KO-DB search, so
-#: a pasted 100 KB text of 14,000 distinct words took seconds on a 68-note vault (and grows
-#: with the vault); a real question has a handful.
+#: a pasted text of thousands of distinct words would take seconds even on a small vault
+#: (and grows with the vault); a real question has a handful.
 MAX_QUERY_TERMS: Final = 64
 #: A subject the hits only mention is a candidate when this many of the best hits link to
 #: it: one link is what a hub gets from every note; two of the best hits agreeing is

@@ -48,18 +48,17 @@ class Settings:
     graph_call_timeout: float = 2.0
     graph_write_timeout: float = 120.0
     # Vector index over-fetch before exact re-scoring. ArcadeDB's index differs from one build
-    # to the next: at 20,000 MiniLM notes 400 gave recall@10 1.000, 0.987 and 0.973 on three
-    # builds, 800 gave 1.000 on a build where 400 gave 0.995, for 9 % more search time
-    # (BENCHMARKS.md, bench/ann_recall.py --sweep).
+    # to the next, and 800 keeps recall@10 at 1.000 where 400 did not, for a little more
+    # search time (bench/ann_recall.py --sweep; figures in docs/benchmarks-history.md).
     graph_candidates: int = 800
     embed_model: str = DEFAULT_MODEL
-    # Texts per model forward pass. 16 beats sentence-transformers' 32 by about 10 % on a
-    # CPU (sorted by length, smaller batches pad less: 150 corpus notes 4.05 s against
-    # 4.6 s with MiniLM here, bench/embed_throughput.py); a GPU wants larger batches.
+    # Texts per model forward pass. 16 beats sentence-transformers' 32 on a CPU (sorted by
+    # length, smaller batches pad less; bench/embed_throughput.py, figures in
+    # docs/benchmarks-history.md); a GPU wants larger batches.
     embed_batch_size: int = 16
     embed_device: str = "cpu"
     # auto: the transformer in ONNX Runtime when it is installed and gives encode()'s vectors
-    # (a question 2.2x faster on one CPU thread, bench/onnx_forward.py), else torch;
+    # (faster on one CPU thread, bench/onnx_forward.py), else torch;
     # onnx: ONNX Runtime or an error; torch: never ONNX Runtime.
     embed_runtime: str = "auto"
     vault_session_globs: tuple[str, ...] = ("sessions/**", "daily/**", "journal/**")

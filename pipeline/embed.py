@@ -10,8 +10,8 @@ sentence-transformers model name (already in the Hugging Face cache) or local fo
 through, e.g. ``BAAI/bge-m3`` in production.
 
 Runtime (setting ``embed_runtime``): the transformer runs in ONNX Runtime when it is
-installed and its vectors equal encode()'s on check texts (``embed_onnx``; a question about
-2.2x faster on one CPU thread), else in torch; one runtime embeds every text of a process,
+installed and its vectors equal encode()'s on check texts (``embed_onnx``; faster for a
+question on one CPU thread), else in torch; one runtime embeds every text of a process,
 so batches still equal single questions bit for bit.
 
 Long text: the tokenizer truncates input past the model's ``max_seq_length`` tokens (256 for
@@ -275,8 +275,8 @@ _UNCHECKED: Any = object()
 
 def _single_forward(encoder: Any, text: str, expected: Any) -> Callable[[str], Any] | None:
     """One text through a sentence-transformers model's own modules, without ``encode``'s
-    per-call bookkeeping (mode switch, device look-ups, length sort: about 1 ms of a 10 ms
-    question on MiniLM), or None when that is not the same computation.
+    per-call bookkeeping (mode switch, device look-ups, length sort: a noticeable share of
+    one short question), or None when that is not the same computation.
 
     Used only when it gives ``expected`` (``encode``'s vector of ``text``) bit for bit: a
     model with a default prompt or a truncation of its own, another device or another

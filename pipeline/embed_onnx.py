@@ -1,9 +1,9 @@
 """ONNX Runtime for a sentence-transformers model's transformer, torch for the rest.
 
-One MiniLM question on one CPU thread: 5.1 ms through ONNX Runtime against 11.4 ms through
-torch, with vectors equal to 1.4e-7 (bench/onnx_forward.py); notes in batches of 16 cost
-the same in both. The service answers on one thread, so the forward was most of a warm
-answer.
+One question on one CPU thread is about twice as fast through ONNX Runtime as through
+torch, with the same vectors to float rounding; notes in batches cost the same in both
+(bench/onnx_forward.py; figures in docs/benchmarks-history.md). The service answers on
+one thread, so the forward was most of a warm answer.
 
 The model's first module (a Hugging Face transformer) is exported once from the local
 weights with ``torch.onnx.export`` into the user's cache (``$XDG_CACHE_HOME/vault-ko/onnx``,
@@ -167,8 +167,8 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
 
 def _cache_key(folder: Path, inputs: Sequence[str]) -> str:
     """The model folder's files (name, size, mtime) and the versions the export depends on
-    (torch's exporter writes the file; reading the onnx package's version costs a cold
-    query 0.2 s)."""
+    (torch's exporter writes the file; the onnx package's version is not read, since
+    importing it is too slow for a cold query)."""
     import sentence_transformers
     import torch
     import transformers

@@ -20,8 +20,8 @@ header naming at least the required columns (in any order); a missing column is 
 at the header's line and stops the import whatever the options, since no row can be valid.
 
 The file is read as a stream (``FactStream``): memory stays flat whatever its size, only the
-rejected rows are kept (measured: 1,000,000 rows imported in under 300 MB, where holding the
-file and its facts took 1.7 GB).
+rejected rows are kept; holding the file and its facts would grow with the file (figures in
+BENCHMARKS.md and docs/benchmarks-history.md).
 """
 
 from __future__ import annotations

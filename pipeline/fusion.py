@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import Final
 
 #: The constant of the original paper, which peers (Elasticsearch, Weaviate, Graphiti) use;
-#: bench/retrieval_rules.py measured the alternatives (README "Hybrid retrieval").
+#: bench/retrieval_rules.py compared the alternatives (docs/degraded-mode.md, "Hybrid
+#: retrieval").
 RRF_K: Final = 60
 
 

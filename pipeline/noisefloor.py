@@ -140,21 +140,19 @@ class EmbedderProfile:
 #: no default N, so there is no ceiling until one is measured.
 BGE_M3 = EmbedderProfile(model_id="BAAI/bge-m3", dims=1024, default_n=None, default_sigma=0.072)
 
-#: all-MiniLM-L6-v2, the bundled default. Evidence (six third-party corpora: three classic
-#: IR collections, three public markdown vaults; then seven corpora with judged questions):
-#: * N (max over the seed's 8 probes) ranged 0.16–0.42, median ≈ 0.32. 0.42 is the ceiling:
-#:   no non-tight corpus measured above it, so the clamp only relaxes tight vaults (the
-#:   seed's purpose for it); an uncalibrated vault starts at that conservative floor.
-#: * note-to-note σ ranged 0.12–0.16 (median ≈ 0.146), above the seed's SigmaCeil 0.12,
-#:   which would have capped real vaults and inflated z; the ceiling here is 0.22.
-#: * μ ranged 0.16–0.29, one tight corpus (meeting minutes) at 0.65.
-#: * Rules compared on those corpora (false silence / mundane silence / cross-domain
-#:   silence): seed rule 0.3% / 86% / 56%; 8 probes, floor at N 1.1% / 96% / 72%; max of 48
-#:   probes, N − 0.5σ 2.3% / 96% / 76%; 90th percentile of 48 per-probe maxima, floor at N
-#:   0.3% / 92% / 60%. The last keeps false silence at the seed's level while silencing more
-#:   off-topic questions, and one lucky probe cannot move it: that is this profile.
-#:   It also fixes the small-vault weakness seen on a 32-note ADR vault (N 0.159, σ 0.145),
-#:   where "recipe for banana bread with walnuts" scored 0.104 over a floor of 0.099.
+#: all-MiniLM-L6-v2, the bundled default. Evidence from six third-party corpora (three
+#: classic IR collections, three public markdown vaults) and seven corpora with judged
+#: questions; the figures are in docs/benchmarks-history.md:
+#: * N: no corpus that is not tight measured above 0.42, so 0.42 as the ceiling only relaxes
+#:   tight vaults (the seed's purpose for it); an uncalibrated vault starts at that
+#:   conservative floor.
+#: * σ of real vaults sits above the seed's SigmaCeil 0.12, which would have capped them and
+#:   inflated z; the ceiling here is 0.22.
+#: * Of the rules compared (false silence / mundane silence / cross-domain silence), the
+#:   90th percentile of 48 per-probe maxima with the floor at N keeps false silence at the
+#:   seed's level while silencing more off-topic questions, and one lucky probe cannot move
+#:   it: that is this profile. It also fixes the small-vault weakness seen on a 32-note ADR
+#:   vault, where an off-topic question scored just over the seed rule's floor.
 MINILM_L6_V2 = EmbedderProfile(
     model_id="sentence-transformers/all-MiniLM-L6-v2",
     dims=384,

@@ -18,8 +18,8 @@ here corroboration orders only candidates of comparable relevance (``answer_orde
 3. the seed's rule: score, then source count ("cross-source first"), then max confidence;
 4. then the better cosine, then the case-folded name (never the alphabet before cosine).
 
-The tiers were chosen by measured answer quality (``vault-ko eval --judged``; README
-"Ranking").
+The tiers were chosen by answer quality on judged questions (``bench/answer_rules.py``,
+``vault-ko eval --judged``; docs/ranking.md, figures in docs/benchmarks-history.md).
 """
 
 from __future__ import annotations

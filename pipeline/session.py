@@ -41,8 +41,8 @@ DEFAULT_CHUNK: Final = 256
 #: auto search: below this many prompts, index queries beat reading every vector.
 AUTO_EXACT_MIN_PROMPTS: Final = 32
 #: auto search: reading this many notes' vectors costs about one index query (local
-#: ArcadeDB, sample vault: all_vectors 59 ms for 68 notes, one vector_search with its
-#: 200-candidate over-fetch 40 ms), so exact search needs prompts ≥ notes / this.
+#: ArcadeDB; figures in docs/benchmarks-history.md), so exact search needs
+#: prompts ≥ notes / this.
 AUTO_NOTES_PER_PROMPT: Final = 50
 
 SearchChoice = Literal["auto", "exact", "index"]

@@ -43,7 +43,7 @@ PACKAGE_PIN = "arcadedb-embedded==26.10.2.post1"
 SERVER_CLASS = "com.arcadedb.server.ArcadeDBServer"
 #: all-MiniLM-L6-v2, the bundled default model, has 384 dimensions.
 DEFAULT_DIMS = 384
-#: Start-up takes about 2 s here; a cold JVM on a slow CI disk can take much longer.
+#: Generous: a cold JVM on a slow CI disk starts far slower than a warm one.
 DEFAULT_START_TIMEOUT = 60.0
 #: ArcadeDB flushes and closes its files on SIGTERM; give it this long before SIGKILL.
 DEFAULT_STOP_TIMEOUT = 30.0
@@ -252,8 +252,8 @@ class LocalGraph(LocalFiles):
         return [
             str(java),
             f"-Xmx{self.heap}",
-            # SIMD distance kernels for the vector index: its graph builds ~4x faster
-            # (measured: 2,000 × 384 in 3.0 s instead of 13.9 s).
+            # SIMD distance kernels for the vector index: its graph builds several times
+            # faster (figures in docs/benchmarks-history.md).
             "--add-modules",
             "jdk.incubator.vector",
             "-Djava.awt.headless=true",

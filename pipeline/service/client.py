@@ -4,8 +4,8 @@ The CLI's ``query``, the hook and the MCP server use it; the hook's fast path im
 module and nothing heavier, so asking the service costs no torch, numpy, FastAPI or
 SQLAlchemy import. It speaks just what the service needs (one request per connection,
 ``Connection: close``, a ``Content-Length`` body) on a socket rather than ``http.client``,
-whose import (``email``, ``ssl``) alone took 19 ms of a hook call. Every socket and HTTP
-error becomes ``ServiceError`` here.
+whose import (``email``, ``ssl``) alone is a noticeable share of a hook call. Every socket
+and HTTP error becomes ``ServiceError`` here.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-#: Latency buckets, seconds: warm answers take 5–50 ms here, a first model load seconds.
+#: Latency buckets, seconds: warm answers take milliseconds, a first model load seconds.
 LATENCY_BUCKETS = (0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

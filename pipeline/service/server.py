@@ -43,13 +43,13 @@ GRACEFUL_SHUTDOWN_SECONDS = 10
 #: set-up (tens of milliseconds on top of the load).
 WARM_UP_TEXT = "warm up the model"
 #: torch threads per model call in the service. Calls are serialised (embed.MODEL_LOCK) and
-#: the machine is shared: one question embedded with 1 thread took 26 ms (p50) against
-#: 127 ms with 2 on this 2-core machine under load; the vectors are bit-identical. An ONNX
-#: Runtime session (embed_onnx) takes the same count when it is made.
+#: one forward already uses every core: on a shared machine more threads only contend, and
+#: the vectors are bit-identical (figures in docs/benchmarks-history.md). An ONNX Runtime
+#: session (embed_onnx) takes the same count when it is made.
 SERVICE_TORCH_THREADS = 1
 #: BLAS (numpy's OpenBLAS) threads in the service, for the exact search over the warm note
-#: matrix: one 20,000 × 384 scan took 37 ms (p50) with OpenBLAS's default threads against
-#: 5.6 ms with one on this shared 2-core machine (load 10).
+#: matrix: one thread scans it faster than OpenBLAS's default threads on a shared, loaded
+#: machine (figures in docs/benchmarks-history.md).
 SERVICE_BLAS_THREADS = 1
 
 

@@ -1,9 +1,8 @@
 """The service's warm answers: what load-context does for a batch, kept across requests.
 
-A warm `POST /query` spent most of its time in two places: the graph's vector search (33 ms
-on examples/vault, about 40 ms at 20,000 notes: the index query ships the candidates'
-embeddings over Bolt) and the KO-DB statements of the bridge and the facts (25 ms). The
-service keeps
+A warm `POST /query` spent most of its time in two places: the graph's vector search (the
+index query ships the candidates' embeddings over Bolt) and the KO-DB statements of the
+bridge and the facts (figures in docs/benchmarks-history.md). The service keeps
 
 * every note vector in memory (``batch/exact.py``'s ExactSearch: one matrix product per
   question, exact, so at least as good as the index's over-fetch), whatever the vault's
@@ -106,8 +105,8 @@ class WarmAnswers:
             pipeline = self.app.pipeline()
         else:
             pipeline = self._over_resident(copy) or copy.pipeline
-        # The generation is read while the question is embedded (one Bolt round trip,
-        # about 1 ms, that the embedding's 10 ms hide).
+        # The generation is read while the question is embedded (one short Bolt round trip,
+        # which the longer embedding hides).
         generation = self._reader.submit(self.app.graph.generation)
 
         def search(vectors: Any, k: int) -> list[list[Hit]]:
@@ -242,8 +241,9 @@ class WarmAnswers:
     # -- the vectors ----------------------------------------------------------------------
     def _exact(self, generation: int, pipeline: Pipeline) -> Any | None:
         """The warm search for this generation, or None (the index answers) while it is
-        being (re)loaded in the background: a question never waits for a load (20,000
-        vectors take 12-30 s over Bolt here) nor gets another generation's vectors."""
+        being (re)loaded in the background: a question never waits for a load (reading a
+        large vault's vectors over Bolt takes seconds) nor gets another generation's
+        vectors."""
         vectors = self._vectors
         if vectors is not None and vectors.generation == generation:
             return vectors.exact
@@ -335,7 +335,8 @@ class WarmAnswers:
         return exact, states
 
 
-#: Seconds a reading child may take before it is given up (1.6M facts took about 15 s).
+#: Seconds a reading child may take before it is given up: far above what millions of
+#: facts take (figures in docs/benchmarks-history.md).
 RESIDENT_READ_TIMEOUT: Final = 600.0
 
 

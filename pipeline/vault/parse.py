@@ -108,9 +108,8 @@ _DATE_PREAMBLE = re.compile(r"\s*date\s*:", re.IGNORECASE)
 
 #: Version of ``embed_text``'s rules, stored with each embedding: a note embedded under other
 #: rules is stale and the next embed redoes it. 1: title + raw markdown; 2: title + the body
-#: with link syntax, emphasis and code ticks removed (measured on the judged sets' tune
-#: halves, note nDCG@10: 0.785 → 0.812 on examples/vault, 0.724 → 0.766 on
-#: tests/data/vaults/library; also dropping heading marks scored 0.796 / 0.779).
+#: with link syntax, emphasis and code ticks removed (chosen by note nDCG@10 on the judged
+#: sets' tune halves; figures in docs/benchmarks-history.md).
 EMBED_TEXT_VERSION = 2
 
 _EMBED_WIKILINK = re.compile(r"!?\[\[([^\[\]\n]+?)\]\]")
@@ -127,8 +126,8 @@ def _embed_link_text(match: re.Match[str]) -> str:
 def embed_plain(body: str) -> str:
     """The body as a model reads prose: wikilinks and markdown links by their text, no emphasis
     or code ticks (the bracket syntax costs the model tokens and pulls hub notes full of links
-    towards every question). Heading marks stay: they measured better kept. Each pattern is
-    linear in the text."""
+    towards every question). Heading marks stay: removing them did not help on both judged
+    sets. Each pattern is linear in the text."""
     text = _EMBED_WIKILINK.sub(_embed_link_text, body)
     text = _EMBED_MD_LINK.sub(r"\1", text)
     return _EMBED_MARKS.sub("", text)
@@ -418,8 +417,8 @@ def _check_yaml_graph(root: yaml.Node) -> None:
 
     Each node is measured once (a node reached again through an alias reuses its size and
     height), so the check costs as little as the YAML text is long; the recursion stops at
-    MAX_YAML_DEPTH, far below Python's limit. Measured on the sample vault's frontmatters:
-    43 µs to load one with the check against 36 µs without (libyaml; 300 µs in pure Python).
+    MAX_YAML_DEPTH, far below Python's limit; it adds little to a load (figures in
+    docs/benchmarks-history.md).
     """
     measured: dict[int, tuple[int, int]] = {}  # id(node) -> (values expanded, height)
     path: set[int] = set()  # the nodes being measured: the path from the root
@@ -984,8 +983,8 @@ class _Collapsed:
 
     Built in one pass; then ``clip`` of any range costs O(limit + log runs) instead of
     collapsing the range again, so the contexts of all link mentions of a block cost no
-    more than the block is long (clipping each mention's sentence anew was quadratic: 10,000
-    links in one paragraph took 13 s).
+    more than the block is long (clipping each mention's sentence anew was quadratic in the
+    number of links in a paragraph).
     """
 
     def __init__(self, text: str) -> None:

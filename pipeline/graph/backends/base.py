@@ -29,11 +29,11 @@ T = TypeVar("T")
 Rows = list[dict[str, Any]]
 
 #: How many of the over-fetched candidates come back with embeddings for exact re-scoring:
-#: max(2k, k + RESCORE_MARGIN). Shipping embeddings dominates search latency (ArcadeDB:
-#: about 1.5 ms each, 360 ms for 200), while the index score of each returned candidate is
-#: already exact (measured within 1e-7 of numpy's cosine), so the top of the over-fetch by
-#: index score holds the true top k; the margin absorbs float rounding and indexes whose
-#: scores are approximate (quantised).
+#: max(2k, k + RESCORE_MARGIN). Shipping embeddings dominates search latency, while the
+#: index score of each returned candidate is already exact (to float rounding), so the top
+#: of the over-fetch by index score holds the true top k; the margin absorbs float rounding
+#: and indexes whose scores are approximate (quantised). Figures in
+#: docs/benchmarks-history.md.
 RESCORE_MARGIN = 20
 
 #: The step every write of embeddings ends its transaction with (``bump_generation``).
