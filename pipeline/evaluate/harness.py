@@ -47,6 +47,7 @@ from pipeline.model import Answer, Calibration, Hit, normalize_text
 if TYPE_CHECKING:
     from pipeline.app import App
     from pipeline.query import Pipeline
+    from pipeline.sync import SyncReport
 
 #: Notes asked of the graph per query: recall@100 needs a hundred. The subject answer is
 #: made from the first ``query_hits`` of them, as a user's query would be.
@@ -625,6 +626,7 @@ def _measure(
     say: Progress,
     docs: int,
 ) -> EvalReport:
+    """Sync the vault into the running stores, ask every question, build the report."""
     from pipeline.query import QueryOptions
     from pipeline.sync import sync_vault
 
@@ -632,53 +634,19 @@ def _measure(
     with apps(settings, embedder=embedder) as app:
         p = app.pipeline()
         t0 = time.perf_counter()
-        report = sync_vault(settings, app.kodb, app.graph, embedder, force_calibration=True)
+        synced = sync_vault(settings, app.kodb, app.graph, embedder, force_calibration=True)
         seconds["sync"] = time.perf_counter() - t0
-        for skipped in report.ingest.skipped:
-            warnings.append(f"note {skipped.path} was not ingested: {skipped.reason}")
-        for path, reason in report.embed.skipped:
-            warnings.append(f"note {path} was not embedded: {reason}")
+        warnings += _skipped_warnings(synced)
         notes = len(p.kodb.notes())
-        say(f"synced {notes} notes ({report.embed.embedded} embedded); calibrated")
-        calibration = _calibration_used(p.basis(), report.calibration)
+        say(f"synced {notes} notes ({synced.embed.embedded} embedded); calibrated")
+        calibration = _calibration_used(p.basis(), synced.calibration)
         ids = mapper(p)
         judged_ids = [q.id for q in plan.questions if q.group == "on_topic"]
-        if ids.known is not None:
-            unknown = sorted({s for rel in ids.subject_qrels.values() for s in rel} - ids.known)
-            for s in unknown:
-                warnings.append(
-                    f"judged subject {ids.names.get(s, s)!r} is not a subject of this vault; "
-                    "it can never be ranked"
-                )
+        warnings += _unknown_subject_warnings(ids)
 
-        texts = [q.text for q in plan.questions]
-        on = [i for i, q in enumerate(plan.questions) if q.group == "on_topic"]
         t0 = time.perf_counter()
         default = QueryOptions.from_settings(settings)
-        by_mode, subjects, answers, answer_modes = _run_modes(p, texts, on, default)
-        _refuse_degraded(answer_modes, answers)
-        baseline = _bm25_baseline(p, [texts[i] for i in on])
-        say(f"answered {len(texts)} queries ({len(judged_ids)} on-topic) in every mode")
-        outcomes = []
-        for i, (q, answer) in enumerate(zip(plan.questions, answers, strict=True)):
-            outcome = QueryOutcome(
-                q.id,
-                q.group,
-                answer.relevance.label,
-                answer.relevance.top_cosine,
-                answer.relevance.z,
-                split=q.split,
-                text=q.text,
-            )
-            if q.group == "on_topic":
-                ranked = {m: ids.notes(by_mode[m][i]) for m in RANKED_MODES}
-                ranked["baseline"] = ids.notes(baseline[on.index(i)])
-                outcome = replace(
-                    outcome,
-                    notes=ranked,
-                    subjects={m: ids.subjects(subjects[m][i]) for m in RANKED_MODES},
-                )
-            outcomes.append(outcome)
+        outcomes, answer_modes = _ask_all(plan, p, ids, default, say)
         seconds["queries"] = time.perf_counter() - t0
         say(f"ran {len(plan.questions)} queries")
         return EvalReport(
@@ -701,12 +669,75 @@ def _measure(
         )
 
 
+def _skipped_warnings(synced: SyncReport) -> list[str]:
+    """A warning per note the sync did not ingest or did not embed."""
+    warnings = [
+        f"note {skipped.path} was not ingested: {skipped.reason}"
+        for skipped in synced.ingest.skipped
+    ]
+    warnings += [f"note {path} was not embedded: {reason}" for path, reason in synced.embed.skipped]
+    return warnings
+
+
+def _unknown_subject_warnings(ids: _Mapper) -> list[str]:
+    """A warning per judged subject the vault does not hold (it can never be ranked)."""
+    if ids.known is None:
+        return []
+    unknown = sorted({s for rel in ids.subject_qrels.values() for s in rel} - ids.known)
+    return [
+        f"judged subject {ids.names.get(s, s)!r} is not a subject of this vault; "
+        "it can never be ranked"
+        for s in unknown
+    ]
+
+
+def _ask_all(
+    plan: _Plan, p: Pipeline, ids: _Mapper, default: Any, say: Progress
+) -> tuple[list[QueryOutcome], dict[str, dict[str, int]]]:
+    """Ask every question in every mode (stopping if a semantic answer was degraded) and
+    rank the judged ones by the BM25 baseline: (each question's outcome, the answers'
+    modes per retrieval mode)."""
+    texts = [q.text for q in plan.questions]
+    on = [i for i, q in enumerate(plan.questions) if q.group == "on_topic"]
+    by_mode, subjects, answers, answer_modes = _run_modes(p, texts, on, default)
+    _refuse_degraded(answer_modes, answers)
+    baseline = _bm25_baseline(p, [texts[i] for i in on])
+    say(f"answered {len(texts)} queries ({len(on)} on-topic) in every mode")
+    outcomes = []
+    for i, (q, answer) in enumerate(zip(plan.questions, answers, strict=True)):
+        outcome = QueryOutcome(
+            q.id,
+            q.group,
+            answer.relevance.label,
+            answer.relevance.top_cosine,
+            answer.relevance.z,
+            split=q.split,
+            text=q.text,
+        )
+        if q.group == "on_topic":
+            ranked = {m: ids.notes(by_mode[m][i]) for m in RANKED_MODES}
+            ranked["baseline"] = ids.notes(baseline[on.index(i)])
+            outcome = replace(
+                outcome,
+                notes=ranked,
+                subjects={m: ids.subjects(subjects[m][i]) for m in RANKED_MODES},
+            )
+        outcomes.append(outcome)
+    return outcomes, answer_modes
+
+
 def _run_modes(
     p: Pipeline, texts: Sequence[str], on: Sequence[int], default: Any
-) -> tuple[dict[str, dict[int, list[str]]], dict[str, dict[int, Answer]], list[Answer]]:
+) -> tuple[
+    dict[str, dict[int, list[str]]],
+    dict[str, dict[int, Answer]],
+    list[Answer],
+    dict[str, dict[str, int]],
+]:
     """Every question answered as a user's query would be, in each retrieval mode; the
     judged ones also searched for ``HITS`` notes (recall@100). Returns the note paths per
-    mode and question, the answers per mode and question, and the default answers."""
+    mode and question, the answers per mode and question, the default answers, and how
+    many answers of each retrieval mode were semantic and how many degraded."""
     deep = {
         "dense": replace(default, retrieval="dense", hits=HITS, subjects=False),
         "hybrid": replace(default, retrieval="hybrid", hits=HITS, subjects=False),

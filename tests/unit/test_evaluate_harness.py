@@ -236,3 +236,23 @@ def test_the_report_counts_every_answer_by_mode() -> None:
     by_mode = {"dense": {"semantic": 2, "fallback": 0}, "fallback": {"semantic": 0, "fallback": 2}}
     report = replace(_report([]), answers_by_mode=by_mode)
     assert report.to_dict()["answers_by_mode"] == by_mode
+
+
+def test_a_judged_subject_the_vault_lacks_is_a_warning_in_subject_order() -> None:
+    from pipeline.evaluate.harness import _Mapper, _unknown_subject_warnings
+
+    def mapper(known: set[str] | None) -> _Mapper:
+        return _Mapper(
+            note=lambda p: None,
+            subject=lambda s: s,
+            note_qrels={},
+            subject_qrels={"q1": {"redis": 2, "zebra": 1}, "q2": {"alpha": 1, "redis": 1}},
+            known=known,
+            names={"zebra": "Zebra"},
+        )
+
+    assert _unknown_subject_warnings(mapper(None)) == []  # a BEIR run: any id may be judged
+    assert _unknown_subject_warnings(mapper({"redis"})) == [
+        "judged subject 'alpha' is not a subject of this vault; it can never be ranked",
+        "judged subject 'Zebra' is not a subject of this vault; it can never be ranked",
+    ]
