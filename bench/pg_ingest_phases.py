@@ -42,16 +42,25 @@ from make_corpus import ensure_corpus  # noqa: E402
 from pipeline.config import load_settings  # noqa: E402
 from pipeline.ingest import ingest_vault  # noqa: E402
 from pipeline.kodb import KoDB, scratch_database  # noqa: E402
-from pipeline.kodb import store as kodb_store  # noqa: E402
+from pipeline.kodb import notes as kodb_notes  # noqa: E402
+from pipeline.kodb import subject_search as kodb_search  # noqa: E402
+from pipeline.kodb import writes as kodb_writes  # noqa: E402
+from pipeline.kodb.dialects.postgresql import PostgresDialect  # noqa: E402
 
-#: The store's write steps timed (methods of KoDB).
-STEPS = ("_insert_facts", "_insert_rows", "_refresh_stats", "_replace_texts", "_flush_gin")
+#: The store's write steps timed: step -> (the module or class holding it, its name).
+STEPS: dict[str, tuple[Any, str]] = {
+    "insert_facts": (kodb_writes, "insert_facts"),
+    "insert_rows": (PostgresDialect, "insert_rows"),
+    "refresh_stats": (kodb_writes, "refresh_stats"),
+    "replace_texts": (kodb_notes, "replace_texts"),
+    "flush_gin": (PostgresDialect, "flush_indexes"),
+}
 
 
 def timed_steps() -> tuple[dict[str, float], Callable[[], None]]:
     """Wrap the steps in timers; returns the totals and a function that unwraps them."""
     totals = dict.fromkeys(STEPS, 0.0)
-    originals = {name: getattr(KoDB, name) for name in STEPS}
+    originals = {name: getattr(owner, attr) for name, (owner, attr) in STEPS.items()}
 
     def wrap(name: str, fn: Any) -> Any:
         @functools.wraps(fn)
@@ -65,11 +74,13 @@ def timed_steps() -> tuple[dict[str, float], Callable[[], None]]:
         return timed
 
     for name, fn in originals.items():
-        setattr(KoDB, name, wrap(name, fn))
+        owner, attr = STEPS[name]
+        setattr(owner, attr, wrap(name, fn))
 
     def restore() -> None:
         for name, fn in originals.items():
-            setattr(KoDB, name, fn)
+            owner, attr = STEPS[name]
+            setattr(owner, attr, fn)
 
     return totals, restore
 
@@ -105,9 +116,9 @@ def server_cpu_seconds(db: KoDB) -> float | None:
 
 def look_up(db: KoDB, batches: list[list[str]], words: bool) -> tuple[float, list[Any]]:
     """p50 ms of ``search_subjects_many`` over the batches, and the results."""
-    original = kodb_store.word_runs
+    original = kodb_search.word_runs
     if not words:  # no term has word runs: all go by pg_trgm, as before migration 9
-        kodb_store.word_runs = lambda _norm: ""
+        kodb_search.word_runs = lambda _norm: ""
     try:
         times, found = [], []
         for batch in batches:
@@ -116,7 +127,7 @@ def look_up(db: KoDB, batches: list[list[str]], words: bool) -> tuple[float, lis
             times.append((time.perf_counter() - t0) * 1e3)
         return statistics.median(times), found
     finally:
-        kodb_store.word_runs = original
+        kodb_search.word_runs = original
 
 
 def main() -> int:
@@ -166,7 +177,7 @@ def main() -> int:
         f"subjects of 20 titles by word: {by_word:.2f} ms p50 (again {again:.2f}); "
         f"by pg_trgm: {by_trgm:.2f} ms; {by_trgm / by_word:.1f}x; identical {identical}"
     )
-    steps = " ".join(f"{n.strip('_')}_s={totals[n]:.2f}" for n in STEPS)
+    steps = " ".join(f"{n}_s={totals[n]:.2f}" for n in STEPS)
     server = "na" if server_cpu is None else f"{server_cpu:.2f}"
     print(
         f"RESULT ingest_pg_notes_per_s={rate:.1f} {steps} client_cpu_s={client_cpu:.2f} "

@@ -50,7 +50,7 @@ from pipeline.fusion import RRF_K, rrf  # noqa: E402
 from pipeline.graph.local import LocalGraph  # noqa: E402
 from pipeline.ingest import ingest_vault  # noqa: E402
 from pipeline.kodb import KoDB, scratch_database  # noqa: E402
-from pipeline.kodb.store import PG_RANK_NORMALIZATION, TITLE_WEIGHT  # noqa: E402
+from pipeline.kodb.notes import PG_RANK_NORMALIZATION, TITLE_WEIGHT  # noqa: E402
 from pipeline.model import normalize_text  # noqa: E402
 from pipeline.query import Pipeline  # noqa: E402
 from pipeline.sync import sync_vault  # noqa: E402

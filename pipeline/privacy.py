@@ -133,7 +133,7 @@ class PublicKodb:
         """The store's summaries over public facts only: the subjects' private source files
         are left out in SQL (counts and sample alike); past the store's bound on left-out
         files, the summaries are computed from the public facts instead."""
-        from pipeline.kodb.store import MAX_EXCLUDED_FILES
+        from pipeline.kodb.facts import MAX_EXCLUDED_FILES
         from pipeline.model import summaries_from_facts
 
         wanted = set(subject_norms)

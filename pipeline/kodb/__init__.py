@@ -7,6 +7,7 @@ with).
 
 from __future__ import annotations
 
+from pipeline.kodb.engine import scratch_database
 from pipeline.kodb.match import (
     contains_pattern,
     escape_like,
@@ -14,8 +15,9 @@ from pipeline.kodb.match import (
     reference_search,
     word_boundary_match,
 )
-from pipeline.kodb.schema import SCHEMA_VERSION
-from pipeline.kodb.store import ImportResult, KoDB, scratch_database, subject_key
+from pipeline.kodb.schema import SCHEMA_VERSION, subject_key
+from pipeline.kodb.store import KoDB
+from pipeline.kodb.writes import ImportResult
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -1,11 +1,11 @@
 """A resident copy of KO-DB's facts: what answers read, held in memory as columns.
 
-A warm answer at 1.6M facts spent about 35 ms in KO-DB statements (the bridge's title
-look-ups and files' subjects, the candidates' counts, ~700 stored-list facts read by id,
-the question's own files), most of it page reads and row decoding. The service holds
-instead every fact the answers may see as integer columns over sorted string tables
-(``ResidentFacts``, about 100 bytes a fact: 162 MB at 1.6M facts), built by one scan in
-one read transaction (``build``), and answers the bridge and the summaries from it
+On a large vault a warm answer's KO-DB statements (the bridge's title look-ups and files'
+subjects, the candidates' counts, the stored-list facts read by id, the question's own
+files) are mostly page reads and row decoding. The service holds instead every fact the
+answers may see as integer columns over sorted string tables (``ResidentFacts``, about 100
+bytes a fact; figures in docs/benchmarks-history.md), built by one scan in one read
+transaction (``build``), and answers the bridge and the summaries from it
 (``ResidentKodb``):
 
 * facts are kept in *partition order*: by subject, then the partitions of the stored

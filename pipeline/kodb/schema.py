@@ -3,7 +3,8 @@
 The tables describe the current schema. A database is brought up to date by running, in
 order, every migration not yet recorded in ``kodb_migrations`` (one row per applied
 migration, in the style of sqlite-utils' migrations): each is a small function taking the
-connection and the dialect name, run in the same transaction as its record. A later schema
+connection and the database's dialect (``dialects/``, which holds the DDL that differs),
+run in the same transaction as its record. A later schema
 change is a new function appended to ``MIGRATIONS``; applied ones are never edited.
 
 Search support:
@@ -16,7 +17,7 @@ Search support:
 - SQLite (migration 8): ``subject_words``, an FTS5 table over ``subjects.words``: the
   subject's runs of Unicode word characters (``\\w``) joined by spaces, computed in Python
   (``match.word_runs``), so a term's runs as one phrase find every subject holding the term
-  at word boundaries, by word rather than by trigram (10x faster on 20,000-note titles).
+  at word boundaries, by word rather than by trigram (much faster on long titles).
   Terms without a word character keep the trigram (or LIKE) path.
 - PostgreSQL: ``pg_trgm`` and a GIN ``gin_trgm_ops`` index on ``subjects.subject_norm``, which
   the planner uses for ``LIKE '%…%'`` patterns.
@@ -32,13 +33,15 @@ import hashlib
 import json
 import time
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.engine import Connection
+
+if TYPE_CHECKING:
+    from pipeline.kodb.dialects import Dialect
 
 metadata = sa.MetaData()
 
@@ -46,17 +49,9 @@ metadata = sa.MetaData()
 FILE_INDEX = "ix_facts_source_file_subject"
 
 
-def one_of(column: sa.ColumnElement[Any], values: Sequence[Any], dialect: str) -> Any:
-    """``column IN (values)``; on PostgreSQL ``column = ANY(:values)``, one array parameter.
-
-    An IN list is one placeholder per value, so each chunk's statement is new text that
-    SQLAlchemy renders and psycopg splits again (the key look-up: 8.4 s of a 119 s ingest);
-    the ANY form is one statement text, whatever the count, and uses the same btree index.
-    """
-    if dialect == "postgresql":
-        array = sa.bindparam(None, list(values), type_=pg_dialect.ARRAY(column.type))
-        return column == sa.any_(array)
-    return column.in_(values)
+def subject_key(subject_norm: str) -> str:
+    """SHA-256 of a subject_norm: the fixed-size key indexed instead of unbounded text."""
+    return hashlib.sha256(subject_norm.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 migrations_table = sa.Table(
@@ -225,44 +220,19 @@ def from_row(cls: type[_Model], row: Any) -> _Model:
 # --- migrations -------------------------------------------------------------------------
 
 
-def _m001_core_tables(conn: Connection, dialect: str) -> None:
+def _m001_core_tables(conn: Connection, dialect: Dialect) -> None:
     """facts, notes, calibrations and the distinct-subjects table."""
     # notes_v1 and subjects_v1: later migrations add their newer columns themselves.
     for table in (facts, notes_v1, calibrations, subjects_v1):
         table.create(conn, checkfirst=True)
 
 
-def _m002_subject_trigram_index(conn: Connection, dialect: str) -> None:
+def _m002_subject_trigram_index(conn: Connection, dialect: Dialect) -> None:
     """Trigram acceleration of substring search over distinct subjects."""
-    if dialect == "sqlite":
-        # case_sensitive 1: subject_norm and terms are already case-folded in Python, so the
-        # index should compare code points as stored instead of folding again.
-        conn.exec_driver_sql(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS subjects_fts USING fts5("
-            "subject_norm, content='subjects', content_rowid='id', "
-            "tokenize='trigram case_sensitive 1')"
-        )
-        conn.exec_driver_sql(
-            "CREATE TRIGGER IF NOT EXISTS subjects_fts_ai AFTER INSERT ON subjects BEGIN "
-            "INSERT INTO subjects_fts(rowid, subject_norm) VALUES (new.id, new.subject_norm); "
-            "END"
-        )
-        conn.exec_driver_sql(
-            "CREATE TRIGGER IF NOT EXISTS subjects_fts_ad AFTER DELETE ON subjects BEGIN "
-            "INSERT INTO subjects_fts(subjects_fts, rowid, subject_norm) "
-            "VALUES ('delete', old.id, old.subject_norm); "
-            "END"
-        )
-        conn.exec_driver_sql("INSERT INTO subjects_fts(subjects_fts) VALUES ('rebuild')")
-    elif dialect == "postgresql":
-        conn.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS pg_trgm")
-        conn.exec_driver_sql(
-            "CREATE INDEX IF NOT EXISTS ix_subjects_norm_trgm "
-            "ON subjects USING gin (subject_norm gin_trgm_ops)"
-        )
+    dialect.m002_subject_trigram_index(conn)
 
 
-def _m003_note_subject(conn: Connection, dialect: str) -> None:
+def _m003_note_subject(conn: Connection, dialect: Dialect) -> None:
     """``notes.subject``: each note's own subject, so ingest can resolve links to it.
 
     Existing rows get NULL, which ingest reads as "registered before subjects were recorded"
@@ -275,7 +245,7 @@ def _m003_note_subject(conn: Connection, dialect: str) -> None:
         conn.exec_driver_sql("ALTER TABLE notes ADD COLUMN subject TEXT")
 
 
-def _m004_note_summary_and_extractor_version(conn: Connection, dialect: str) -> None:
+def _m004_note_summary_and_extractor_version(conn: Connection, dialect: Dialect) -> None:
     """``notes.summary`` and ``notes.extractor_version``.
 
     Existing rows get NULL for both: ingest reads a NULL version as "extracted under older
@@ -287,7 +257,7 @@ def _m004_note_summary_and_extractor_version(conn: Connection, dialect: str) -> 
             conn.exec_driver_sql(f"ALTER TABLE notes ADD COLUMN {name} {kind}")
 
 
-def _m005_note_full_text(conn: Connection, dialect: str) -> None:
+def _m005_note_full_text(conn: Connection, dialect: Dialect) -> None:
     """The full-text index of the notes (degraded mode and hybrid retrieval read it).
 
     SQLite: FTS5 over ``note_texts`` with the ``unicode61`` tokenizer (diacritics already
@@ -298,42 +268,10 @@ def _m005_note_full_text(conn: Connection, dialect: str) -> None:
     (the extractor version moved with this migration).
     """
     note_texts.create(conn, checkfirst=True)
-    if dialect == "sqlite":
-        conn.exec_driver_sql(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS note_texts_fts USING fts5("
-            "title, body, content='note_texts', content_rowid='id', "
-            "tokenize='unicode61 remove_diacritics 0')"
-        )
-        conn.exec_driver_sql(
-            "CREATE TRIGGER IF NOT EXISTS note_texts_ai AFTER INSERT ON note_texts BEGIN "
-            "INSERT INTO note_texts_fts(rowid, title, body) "
-            "VALUES (new.id, new.title, new.body); END"
-        )
-        conn.exec_driver_sql(
-            "CREATE TRIGGER IF NOT EXISTS note_texts_ad AFTER DELETE ON note_texts BEGIN "
-            "INSERT INTO note_texts_fts(note_texts_fts, rowid, title, body) "
-            "VALUES ('delete', old.id, old.title, old.body); END"
-        )
-        conn.exec_driver_sql(
-            "CREATE TRIGGER IF NOT EXISTS note_texts_au AFTER UPDATE ON note_texts BEGIN "
-            "INSERT INTO note_texts_fts(note_texts_fts, rowid, title, body) "
-            "VALUES ('delete', old.id, old.title, old.body); "
-            "INSERT INTO note_texts_fts(rowid, title, body) "
-            "VALUES (new.id, new.title, new.body); END"
-        )
-    elif dialect == "postgresql":
-        conn.exec_driver_sql(
-            f"ALTER TABLE note_texts ADD COLUMN IF NOT EXISTS {NOTE_TSV} tsvector "
-            "GENERATED ALWAYS AS ("
-            "setweight(to_tsvector('simple'::regconfig, title), 'A') || "
-            "setweight(to_tsvector('simple'::regconfig, body), 'B')) STORED"
-        )
-        conn.exec_driver_sql(
-            f"CREATE INDEX IF NOT EXISTS ix_note_texts_tsv ON note_texts USING gin ({NOTE_TSV})"
-        )
+    dialect.m005_note_full_text_index(conn)
 
 
-def _m006_fact_key_owner(conn: Connection, dialect: str) -> None:
+def _m006_fact_key_owner(conn: Connection, dialect: Dialect) -> None:
     """``facts.fact_key`` covers the extractor (``model.fact_key``): a fact is owned by the
     extractor that stated it, so an imported fact identical to one ingest extracted is a row
     of its own instead of being merged into ingest's (and deleted with it).
@@ -387,14 +325,14 @@ def _m006_fact_key_owner(conn: Connection, dialect: str) -> None:
         last = rows[-1].id
 
 
-def _m007_subject_stats(conn: Connection, dialect: str) -> None:
+def _m007_subject_stats(conn: Connection, dialect: Dialect) -> None:
     """``subject_stats``: per-subject summaries kept current by every fact write. It starts
     empty: answers compute a missing summary from the facts, and the next ingest or import
     (``KoDB.refresh_subject_stats``) stores every missing one."""
     subject_stats.create(conn, checkfirst=True)
 
 
-def _m008_subject_word_index(conn: Connection, dialect: str) -> None:
+def _m008_subject_word_index(conn: Connection, dialect: Dialect) -> None:
     """``subjects.words`` (both databases, filled for existing rows a page at a time) and,
     on SQLite, ``subject_words``: an FTS5 table over it, kept in sync by triggers.
 
@@ -423,50 +361,29 @@ def _m008_subject_word_index(conn: Connection, dialect: str) -> None:
             break
         conn.execute(update, [{"row_id": r.id, "w": word_runs(r.subject_norm)} for r in rows])
         last = rows[-1].id
-    if dialect != "sqlite":
-        return
-    conn.exec_driver_sql(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS subject_words USING fts5("
-        "words, content='subjects', content_rowid='id', "
-        "tokenize=\"unicode61 remove_diacritics 0 categories 'L* N*' tokenchars '_'\")"
-    )
-    conn.exec_driver_sql(
-        "CREATE TRIGGER IF NOT EXISTS subject_words_ai AFTER INSERT ON subjects BEGIN "
-        "INSERT INTO subject_words(rowid, words) VALUES (new.id, new.words); "
-        "END"
-    )
-    conn.exec_driver_sql(
-        "CREATE TRIGGER IF NOT EXISTS subject_words_ad AFTER DELETE ON subjects BEGIN "
-        "INSERT INTO subject_words(subject_words, rowid, words) "
-        "VALUES ('delete', old.id, old.words); "
-        "END"
-    )
-    conn.exec_driver_sql("INSERT INTO subject_words(subject_words) VALUES ('rebuild')")
+    dialect.m008_subject_word_index(conn)
 
 
 #: PostgreSQL's word index: ``subjects.words`` as an array of its runs (GIN).
 PG_WORDS_INDEX = "ix_subjects_words_gin"
 #: PostgreSQL's GIN indexes (trigrams, note full text, words): the store empties their
-#: pending lists after each write (``KoDB._flush_gin``).
+#: pending lists after each write (``Dialect.flush_indexes``).
 PG_GIN_INDEXES = ("ix_subjects_norm_trgm", "ix_note_texts_tsv", PG_WORDS_INDEX)
-#: The indexed expression; ``KoDB._word_select`` builds the same one (the plan test checks
+#: The indexed expression; ``Dialect.word_select`` builds the same one (the plan test checks
 #: that searches use the index).
 PG_WORDS_EXPR = "string_to_array(words, ' ')"
 
 
-def _m009_pg_subject_word_index(conn: Connection, dialect: str) -> None:
+def _m009_pg_subject_word_index(conn: Connection, dialect: Dialect) -> None:
     """PostgreSQL: a GIN index over ``subjects.words`` split into its runs, so a term with
     a word character is looked up by containment of its runs (as SQLite's ``subject_words``
     serves it) instead of a pg_trgm LIKE per term. The runs come from Python
     (``match.word_runs``), so no text-search parser's idea of a word is involved. SQLite:
     nothing to do (migration 8 built its index)."""
-    if dialect != "sqlite":
-        conn.exec_driver_sql(
-            f"CREATE INDEX IF NOT EXISTS {PG_WORDS_INDEX} ON subjects USING gin ({PG_WORDS_EXPR})"
-        )
+    dialect.m009_subject_word_index(conn)
 
 
-def _m010_fact_file_subject_index(conn: Connection, dialect: str) -> None:
+def _m010_fact_file_subject_index(conn: Connection, dialect: Dialect) -> None:
     """The facts' index by file becomes one by (file, subject key, extractor): an answer's
     evidence (its hit files' facts about its subjects) is then found in the index. With the
     old one, every fact of the hit files was read, some 1,600 rows per answer at 1.6M facts,
@@ -484,7 +401,7 @@ class Migration:
 
     version: int
     name: str
-    apply: Callable[[Connection, str], None]
+    apply: Callable[[Connection, Dialect], None]
 
 
 #: Ordered; append only. Versions are recorded in kodb_migrations.
@@ -511,7 +428,7 @@ def applied_versions(conn: Connection) -> set[int]:
     return set(conn.execute(sa.select(migrations_table.c.version)).scalars())
 
 
-def migrate(conn: Connection, dialect: str) -> list[int]:
+def migrate(conn: Connection, dialect: Dialect) -> list[int]:
     """Apply pending migrations in order inside the caller's transaction; return their versions.
 
     The caller holds the write lock (SQLite ``BEGIN IMMEDIATE``, a PostgreSQL advisory lock)

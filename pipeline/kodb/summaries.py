@@ -21,9 +21,9 @@ the needed ones are in it), so the ranked answer equals the one from all facts.
 
 Freshness: every write of a subject's facts deletes its row (``invalidate``) and stores the
 missing rows anew (``store``) in the same transaction, so facts and summaries commit
-together; a subject without a row (a KO-DB just upgraded) is computed from the facts. On
-PostgreSQL writers take one advisory lock, so a refresh never stores counts that a
-concurrent writer is changing.
+together; a subject without a row (a KO-DB just upgraded) is computed from the facts. Writers
+serialise with refreshes (``Dialect.lock_writers``), so a refresh never stores counts that
+a concurrent writer is changing.
 
 SQL only through SQLAlchemy Core; the store (store.py) owns the transactions.
 """
@@ -32,15 +32,16 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any, Final
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.engine import Connection
 
 from pipeline.kodb import schema
+from pipeline.kodb.chunking import chunks
+from pipeline.kodb.dialects import Dialect
 from pipeline.model import Fact, SubjectSummary
 
 #: Facts kept per partition in a stored sample: answers show up to ``facts_per_subject`` (3
@@ -50,17 +51,10 @@ SAMPLE_DEPTH: Final = 8
 REFRESH_CHUNK: Final = 500
 #: The predicate whose facts may only restate their subject's name (partitioned by object).
 TITLE_PREDICATE: Final = "title"
-#: PostgreSQL advisory lock key serialising fact writes with a refresh ("vkostat").
-PG_STATS_LOCK: Final = 0x766B6F73746174
 
 CodePoint = Callable[[Any], Any]
 
 _FACT_COLUMNS: Final = tuple(f.name for f in fields(Fact))
-
-
-def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
 
 
 def _from_row(row: Any, start: int = 0) -> Fact:
@@ -171,18 +165,11 @@ def sample(
 # --- stored --------------------------------------------------------------------------------
 
 
-def lock(conn: Connection, dialect: str) -> None:
-    """PostgreSQL: serialise this transaction with refreshes (until it ends). SQLite's
-    writers are serial already (BEGIN IMMEDIATE)."""
-    if dialect == "postgresql":
-        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(PG_STATS_LOCK)))
-
-
-def invalidate(conn: Connection, keys: Iterable[str], chunk: int) -> None:
+def invalidate(conn: Connection, dialect: Dialect, keys: Iterable[str], chunk: int) -> None:
     """Forget the stored summaries of these subject keys (their facts are being written)."""
     s = schema.subject_stats
-    for part in _chunks(sorted(set(keys)), chunk):
-        conn.execute(s.delete().where(schema.one_of(s.c.subject_key, part, conn.dialect.name)))
+    for part in chunks(sorted(set(keys)), chunk):
+        conn.execute(s.delete().where(dialect.one_of(s.c.subject_key, part)))
 
 
 def missing_keys(conn: Connection) -> list[str]:
@@ -192,7 +179,7 @@ def missing_keys(conn: Connection) -> list[str]:
     return sorted(conn.execute(stmt).scalars())
 
 
-def store(conn: Connection, keys: Sequence[str], code_point: CodePoint) -> int:
+def store(conn: Connection, dialect: Dialect, keys: Sequence[str]) -> int:
     """Compute and store the summaries of these subject keys; return how many were stored."""
     t, st = schema.facts, schema.subject_stats
     where = [t.c.subject_key.in_(keys)]
@@ -206,7 +193,7 @@ def store(conn: Connection, keys: Sequence[str], code_point: CodePoint) -> int:
     agg: dict[str, dict[str, Any]] = {}
     counts(conn, where, set(norms.values()), agg)
     part = [t.c.subject_norm, t.c.predicate, t.c.source_type, _title_object()]
-    rank = sa.func.row_number().over(partition_by=part, order_by=_order(code_point))
+    rank = sa.func.row_number().over(partition_by=part, order_by=_order(dialect.code_point))
     size = sa.func.count().over(partition_by=part)
     ranked = (
         sa.select(
@@ -244,15 +231,13 @@ def store(conn: Connection, keys: Sequence[str], code_point: CodePoint) -> int:
     return len(rows)
 
 
-def with_facts(conn: Connection, keys: Iterable[str], chunk: int) -> set[str]:
+def with_facts(conn: Connection, dialect: Dialect, keys: Iterable[str], chunk: int) -> set[str]:
     """Those of these subject keys that have stored facts (asked before an insert: the
     subjects whose facts will not all be the inserted ones)."""
     t = schema.facts
     found: set[str] = set()
-    for part in _chunks(sorted(set(keys)), chunk):
-        stmt = sa.select(t.c.subject_key).where(
-            schema.one_of(t.c.subject_key, part, conn.dialect.name)
-        )
+    for part in chunks(sorted(set(keys)), chunk):
+        stmt = sa.select(t.c.subject_key).where(dialect.one_of(t.c.subject_key, part))
         found.update(conn.execute(stmt.distinct()).scalars())
     return found
 
@@ -269,8 +254,8 @@ def store_whole(
     fact_key; ``older``: the subject keys that had facts before the insert, from
     ``with_facts``); return how many were stored. The rest are left to ``store``.
 
-    The same rows as ``store`` computes from the facts, without reading them back: a first
-    ingest of 20,000 notes spent 18 s of its 75 in ``store``'s GROUP BY and window query.
+    The same rows as ``store`` computes from the facts, without reading them back: on a
+    first ingest ``store``'s GROUP BY and window query would be a large share of the run.
     Asking which subjects had facts before the insert, rather than counting each one's
     facts after it, costs nothing on a first ingest (the index is empty).
     """
@@ -285,7 +270,7 @@ def store_whole(
         if len(norms) != 1:
             continue  # two names share a hash: ``store`` tells them apart
         out.append(_stored_row(key, norms.pop(), facts, ids))
-    for part in _chunks(out, chunk):
+    for part in chunks(out, chunk):
         conn.execute(schema.subject_stats.insert(), list(part))
     return len(out)
 
@@ -358,17 +343,11 @@ def evidence_where(files: Sequence[str], keys: Iterable[str]) -> list[Any]:
     return [t.c.source_file.in_(files), t.c.subject_key.in_(sorted(set(keys)))]
 
 
-def _facts_by_id(dialect: str) -> sa.Select[Any]:
+def _facts_by_id(dialect: Dialect) -> sa.Select[Any]:
     """The facts whose ids a JSON list (``:ids``) holds: one parameter however many ids (an
-    answer reads some 700; as IN lists their bind parameters cost more than the rows)."""
+    answer reads hundreds; as IN lists their bind parameters would cost more than the rows)."""
     t = schema.facts
-    ids_text = sa.bindparam("ids", type_=sa.Text)
-    if dialect == "sqlite":
-        ids = sa.select(sa.func.json_each(ids_text).table_valued("value").c.value)
-    else:
-        data = sa.cast(ids_text, pg_dialect.JSON)
-        values = sa.func.json_array_elements_text(data).table_valued("value")
-        ids = sa.select(sa.cast(values.c.value, sa.BigInteger))
+    ids = dialect.ids_select("ids")
     return sa.select(t.c.id, *(t.c[name] for name in _FACT_COLUMNS)).where(t.c.id.in_(ids))
 
 
@@ -408,7 +387,7 @@ def _stored_rows(
         cache = None
     todo = keys if cache is None else [k for k in keys if k not in cache.rows]
     rows: list[Any] = []
-    for part in _chunks(todo, chunk):
+    for part in chunks(todo, chunk):
         rows.extend(conn.execute(sa.select(*wanted_cols).where(st.c.subject_key.in_(part))))
     if cache is None:
         return rows
@@ -420,12 +399,12 @@ def _stored_rows(
 
 def read(
     conn: Connection,
+    dialect: Dialect,
     keys: Sequence[str],
     wanted: set[str],
     size: int,
     evidence: Sequence[str],
     chunk: int,
-    code_point: CodePoint,
     cache: ReadCache | None = None,
 ) -> dict[str, SubjectSummary]:
     """The stored summaries of these subject keys that can serve a sample of ``size`` with
@@ -448,7 +427,8 @@ def read(
             samples[r.subject_norm] = parsed[r.subject_key]
     facts: dict[int, Fact] = cache.facts if cache is not None else {}
     by_subject: dict[str, list[Fact]] = defaultdict(list)
-    by_id = _facts_by_id(conn.dialect.name)
+    by_id = _facts_by_id(dialect)
+    code_point = dialect.code_point
 
     def fetch(ids: Iterable[int]) -> None:
         # Sorted: the rows are then read in the table's order.
@@ -478,8 +458,8 @@ def read(
         # subjects found in the index by (file, subject key); the stored norm decides.
         names = sorted(samples)
         key_of = {r.subject_norm: r.subject_key for r in rows}
-        for files in _chunks(list(evidence), chunk):
-            for part in _chunks(names, chunk):
+        for files in chunks(list(evidence), chunk):
+            for part in chunks(names, chunk):
                 where = evidence_where(files, [key_of[n] for n in part])
                 for fact in sample(conn, where, size, files, code_point, part):
                     by_subject[fact.subject_norm].append(fact)
@@ -510,7 +490,7 @@ def read(
     if crowded:
         computed: dict[str, list[Fact]] = defaultdict(list)
         names = sorted(crowded)
-        for part in _chunks(names, chunk):
+        for part in chunks(names, chunk):
             where = [schema.facts.c.subject_key.in_([crowded[n].subject_key for n in part])]
             for fact in sample(conn, where, size, evidence, code_point):
                 computed[fact.subject_norm].append(fact)

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.kodb import KoDB
+from pipeline.kodb.dialects.sqlite import fts_phrase as _fts_phrase
 from pipeline.kodb.match import LIKE_ESCAPE, contains_pattern, reference_search
-from pipeline.kodb.store import _fts_phrase
 from pipeline.model import SOURCE_TYPES, Fact, normalize_text
 from pipeline.noisefloor import (
     MODERATE,

@@ -14,6 +14,7 @@ from pipeline import ingest as ingest_module
 from pipeline.config import load_settings
 from pipeline.ingest import ingest_vault
 from pipeline.kodb import KoDB
+from pipeline.kodb import notes as kodb_notes
 from pipeline.kodb import schema as kodb_schema
 from pipeline.model import Note, NoteText
 from tests.integration.kodb.test_kodb_store import as_code_before_migration_7
@@ -121,7 +122,7 @@ def test_ingest_keeps_the_index_and_an_old_kodb_gets_it_at_the_next_ingest(
     with monkeypatch.context() as patch:
         patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:4])
         patch.setattr(ingest_module, "EXTRACTOR_VERSION", 2)
-        patch.setattr(KoDB, "_replace_texts", lambda self, conn, texts, removed: None)
+        patch.setattr(kodb_notes, "replace_texts", lambda conn, dialect, texts, removed: None)
         as_code_before_migration_7(patch)
         with KoDB.open(kodb_url) as old:
             ingest_vault(settings_, old)

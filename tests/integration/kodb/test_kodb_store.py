@@ -18,6 +18,7 @@ from pipeline.kodb import SCHEMA_VERSION, ImportResult, KoDB, reference_search, 
 from pipeline.kodb import schema as kodb_schema
 from pipeline.kodb import summaries as kodb_summaries
 from pipeline.kodb import text as kodb_text
+from pipeline.kodb import writes as kodb_writes
 from pipeline.model import Calibration, Fact, Note, NoteText
 
 pytestmark = pytest.mark.integration
@@ -79,18 +80,18 @@ def test_sqlite_parent_directory_is_created(tmp_path: Path) -> None:
 def test_sqlite_ingest_writes_get_the_large_page_cache_and_others_the_default(
     tmp_path: Path,
 ) -> None:
-    from pipeline.kodb import store as kodb_store
+    from pipeline.kodb.dialects import sqlite as kodb_sqlite
 
     def cache(store: KoDB, write: bool, ingest: bool = False) -> int:
         with store._tx(write=write, ingest=ingest) as conn:
             return int(conn.exec_driver_sql("PRAGMA cache_size").scalar_one())
 
     with KoDB.open(f"sqlite:///{tmp_path / 'ko.db'}") as store:
-        assert cache(store, write=True, ingest=True) == -kodb_store.SQLITE_INGEST_CACHE_KIB
+        assert cache(store, write=True, ingest=True) == -kodb_sqlite.INGEST_CACHE_KIB
         # The same pooled connection, used next: back to the small cache.
-        assert cache(store, write=False) == -kodb_store.SQLITE_CACHE_KIB
-        assert cache(store, write=True, ingest=True) == -kodb_store.SQLITE_INGEST_CACHE_KIB
-        assert cache(store, write=True) == -kodb_store.SQLITE_CACHE_KIB
+        assert cache(store, write=False) == -kodb_sqlite.CACHE_KIB
+        assert cache(store, write=True, ingest=True) == -kodb_sqlite.INGEST_CACHE_KIB
+        assert cache(store, write=True) == -kodb_sqlite.CACHE_KIB
         store.apply_ingest([(note("wiki/a.md"), [fact("Redis")])], removed=[])
         store.import_facts([fact("Kafka")])
         assert store.count_facts() == 2
@@ -216,11 +217,17 @@ def test_one_of_matches_what_an_in_list_matches_with_one_statement_text(
             conn.execute(t.insert(), row | {"mtime": 1.0, "bytes": 1, "ingested_at": 1.0})
         picked = [*wanted, *stored[::3]]
         by_in = conn.execute(sa.select(t.c.path).where(t.c.path.in_(picked))).scalars()
-        by_any = conn.execute(sa.select(t.c.path).where(db._one_of(t.c.path, picked))).scalars()
+        by_any = conn.execute(
+            sa.select(t.c.path).where(db.sql_dialect.one_of(t.c.path, picked))
+        ).scalars()
         assert sorted(by_any) == sorted(by_in) == sorted(set(stored) & set(picked))
         if db.dialect == "postgresql":  # one text whatever the count: psycopg parses it once
             texts = {
-                str(sa.select(t.c.path).where(db._one_of(t.c.path, ["a"] * n)).compile(conn))
+                str(
+                    sa.select(t.c.path)
+                    .where(db.sql_dialect.one_of(t.c.path, ["a"] * n))
+                    .compile(conn)
+                )
                 for n in (1, 7, 500)
             }
             assert len(texts) == 1
@@ -321,16 +328,16 @@ def as_code_before_migration_7(patch: pytest.MonkeyPatch) -> None:
     """The code of a vault-ko before migration 7, which never wrote ``subject_stats`` nor
     ``subjects.words``."""
     patch.setattr(KoDB, "refresh_subject_stats", lambda self: 0)
-    patch.setattr(KoDB, "_refresh_stats", lambda self, conn: 0)
-    patch.setattr(kodb_summaries, "invalidate", lambda conn, keys, chunk: None)
+    patch.setattr(kodb_writes, "refresh_stats", lambda conn, dialect: 0)
+    patch.setattr(kodb_summaries, "invalidate", lambda conn, dialect, keys, chunk: None)
     patch.setattr(kodb_summaries, "store_whole", lambda conn, rows, ids, older, chunk: 0)
 
-    def add_subjects(self: KoDB, conn: Any, subjects: dict[str, str]) -> None:
+    def add_subjects(conn: Any, dialect: Any, subjects: dict[str, str]) -> None:
         s = kodb_schema.subjects_v1
         rows = [{"subject_key": k, "subject_norm": v} for k, v in sorted(subjects.items())]
-        self._insert_rows(conn, s, rows, s.c.subject_key)
+        dialect.insert_rows(conn, s, rows, s.c.subject_key)
 
-    patch.setattr(KoDB, "_add_subjects", add_subjects)
+    patch.setattr(kodb_writes, "add_subjects", add_subjects)
 
 
 def test_migration_3_upgrades_a_schema_2_database_keeping_its_rows(
@@ -607,7 +614,7 @@ def test_fact_owner_migration_rekeys_schema_3_rows_by_extractor_keeping_them_all
 ) -> None:
     import sqlalchemy as sa
 
-    from pipeline.kodb.store import subject_key
+    from pipeline.kodb.schema import subject_key
     from pipeline.model import normalize_text
 
     schema_3 = [m for m in kodb_schema.MIGRATIONS if m.version <= 3]

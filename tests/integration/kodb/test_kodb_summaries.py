@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from pipeline.batch.memo import CachedKodb
 from pipeline.kodb import KoDB, subject_key, summaries
+from pipeline.kodb import facts as kodb_facts
 from pipeline.kodb import schema as kodb_schema
-from pipeline.kodb import store as kodb_store
 from pipeline.kodb.resident import ResidentKodb
 from pipeline.model import SOURCE_TYPES, Candidate, Fact, Note
 from pipeline.privacy import PrivateNotes, PublicKodb
@@ -353,7 +353,7 @@ def test_private_files_beyond_the_bound_fall_back_to_public_facts(
     db.import_facts(facts)
     norms = sorted({f.subject_norm for f in facts})
     view = PublicKodb(db, PRIVATE)
-    monkeypatch.setattr(kodb_store, "MAX_EXCLUDED_FILES", 1)
+    monkeypatch.setattr(kodb_facts, "MAX_EXCLUDED_FILES", 1)
     for only in (False, True):
         old, new = _both(
             view, norms, n=3, cap=2, evidence={"wiki/a.md": 0.8}, only=only, crystal_only=False
@@ -456,14 +456,14 @@ def test_an_answers_evidence_is_looked_up_by_file_and_subject_in_the_facts_index
     db.analyze()
     evidence = files[1:3]
     where = summaries.evidence_where(evidence, [subject_key("hub"), subject_key("s1")])
-    stmt = summaries.sample_select(where, 3, evidence, db._code_point, ["hub", "s1"])
+    stmt = summaries.sample_select(where, 3, evidence, db.sql_dialect.code_point, ["hub", "s1"])
     compiled = stmt.compile(dialect=db._engine.dialect, compile_kwargs={"literal_binds": True})
     prefix = "EXPLAIN QUERY PLAN " if db.dialect == "sqlite" else "EXPLAIN "
     with db._tx() as conn:
         plan = "\n".join(
             " ".join(map(str, r)) for r in conn.exec_driver_sql(prefix + str(compiled))
         )
-        got = summaries.sample(conn, where, 3, evidence, db._code_point, ["hub", "s1"])
+        got = summaries.sample(conn, where, 3, evidence, db.sql_dialect.code_point, ["hub", "s1"])
     assert kodb_schema.FILE_INDEX in plan, plan
     assert sorted((f.subject, f.source_file) for f in got) == sorted(
         [("Hub", f) for f in evidence for _ in range(3)] + [("S1", "wiki/h1.md")]

@@ -1,4 +1,5 @@
-"""store._ahead: the next chunk's JSON written in a thread while the server inserts this one."""
+"""PostgreSQL dialect, ahead(): the next chunk's JSON is written in a thread
+while the server inserts this one."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from pipeline.kodb.store import _ahead
+from pipeline.kodb.dialects.postgresql import ahead
 
 
 def test_ahead_yields_every_result_in_item_order() -> None:
-    assert list(_ahead(lambda x: x * 10, range(7))) == [0, 10, 20, 30, 40, 50, 60]
+    assert list(ahead(lambda x: x * 10, range(7))) == [0, 10, 20, 30, 40, 50, 60]
 
 
 def test_ahead_computes_the_next_item_while_the_caller_holds_this_one() -> None:
@@ -24,7 +25,7 @@ def test_ahead_computes_the_next_item_while_the_caller_holds_this_one() -> None:
             second_started.set()
         return x
 
-    results = _ahead(work, [0, 1, 2])
+    results = ahead(work, [0, 1, 2])
     assert next(results) == 0
     assert second_started.wait(5), "item 1 was not started while item 0 was in use"
     assert list(results) == [1, 2]
@@ -38,7 +39,7 @@ def test_ahead_of_none_or_one_item_runs_in_the_callers_thread(items: list[int]) 
         threads.append(threading.current_thread().name)
         return x
 
-    assert list(_ahead(work, items)) == items
+    assert list(ahead(work, items)) == items
     assert threads == [threading.current_thread().name] * len(items)
 
 
@@ -48,7 +49,7 @@ def test_ahead_raises_a_failing_item_at_its_place_after_the_earlier_results() ->
             raise ValueError("Out of range float values are not JSON compliant")
         return x
 
-    results = _ahead(work, range(5))
+    results = ahead(work, range(5))
     assert [next(results), next(results)] == [0, 1]
     with pytest.raises(ValueError, match="JSON compliant"):
         next(results)
@@ -62,7 +63,7 @@ def test_ahead_left_early_stops_taking_items() -> None:
             taken.append(x)
             yield x
 
-    results = _ahead(lambda x: x, items())
+    results = ahead(lambda x: x, items())
     assert next(results) == 0
     results.close()
     assert len(taken) <= 3  # the one in use, the one in flight, at most one peeked

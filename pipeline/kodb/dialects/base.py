@@ -1,0 +1,133 @@
+"""What differs between the databases KO-DB runs on, behind one class per database.
+
+``sqlite.py`` and ``postgresql.py`` mirror each other: how an engine is made, how many rows
+are inserted at once, how a list travels as one parameter, the full-text and word indexes
+and how they are searched, locks, planner statistics, and the DDL of the migrations that
+differ. Everything else in KO-DB is written once, in SQLAlchemy Core, against this class:
+no module outside this package asks which database it is talking to.
+
+A dialect holds no state; one instance serves every store of its database.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+
+class Dialect(ABC):
+    """One database's side of KO-DB."""
+
+    #: SQLAlchemy's backend name: ``"sqlite"`` or ``"postgresql"``.
+    name: ClassVar[str]
+    #: What turns a statement into its query plan.
+    explain_prefix: ClassVar[str]
+
+    # --- engines and transactions -------------------------------------------------------
+
+    @abstractmethod
+    def create_engine(self, url: sa.URL, shown: str) -> Engine:
+        """An engine for ``url`` (``shown``: the URL with its password masked, for errors)."""
+
+    @abstractmethod
+    def lock_migrations(self, conn: Connection) -> None:
+        """Serialise schema migrations of concurrent openers (in the migrating transaction)."""
+
+    @abstractmethod
+    def lock_writers(self, conn: Connection) -> None:
+        """Serialise fact writes with summary refreshes until this transaction ends."""
+
+    # --- statements ---------------------------------------------------------------------
+
+    @abstractmethod
+    def insert(self, table: sa.Table) -> Any:
+        """An INSERT of ``table`` that supports ON CONFLICT."""
+
+    def one_of(self, column: sa.ColumnElement[Any], values: Sequence[Any]) -> Any:
+        """``column IN (values)``."""
+        return column.in_(values)
+
+    def code_point(self, column: Any) -> Any:
+        """``column`` ordered by code point, as Python orders str."""
+        return column
+
+    @abstractmethod
+    def ids_select(self, param: str) -> sa.Select[Any]:
+        """The integers of the JSON list bound to ``param``, as a one-column SELECT."""
+
+    @abstractmethod
+    def insert_rows(
+        self,
+        conn: Connection,
+        table: sa.Table,
+        rows: Sequence[dict[str, Any]],
+        key: sa.Column[Any] | None,
+        returning: Sequence[sa.Column[Any]] = (),
+    ) -> list[Any]:
+        """INSERT … ON CONFLICT (key) DO NOTHING for many rows (a plain INSERT without
+        ``key``); the ``returning`` columns of the rows really inserted, as tuples."""
+
+    # --- full text and subject search ---------------------------------------------------
+
+    @abstractmethod
+    def search_notes(
+        self,
+        conn: Connection,
+        words: Sequence[str],
+        limit: int,
+        title_weight: float,
+        pg_normalization: int,
+    ) -> list[tuple[str, float]]:
+        """Notes holding any of these folded words, best first: (path, score), larger is
+        better; ties in path order."""
+
+    @abstractmethod
+    def word_term(self, runs: str) -> str:
+        """A term's word runs as ``word_select`` takes them."""
+
+    @abstractmethod
+    def word_select(self) -> sa.Select[Any]:
+        """(position in the JSON list ``:phrases``, subject_norm) for each term's candidates
+        from the word index: a superset of its word-boundary matches."""
+
+    @abstractmethod
+    def candidate_select(self, term_norm: str, tag: int) -> sa.Select[Any]:
+        """(``tag``, subject_norm) candidates of a term without a word character: a
+        superset of its word-boundary matches."""
+
+    # --- maintenance --------------------------------------------------------------------
+
+    @abstractmethod
+    def analyze(self, conn: Connection) -> None:
+        """Refresh the planner's statistics."""
+
+    @abstractmethod
+    def before_bulk_refresh(self, conn: Connection, missing: int, step: int) -> None:
+        """Called in a write transaction before ``missing`` subject summaries are stored,
+        ``step`` at a time."""
+
+    @abstractmethod
+    def flush_indexes(self, conn: Connection) -> None:
+        """Bring deferred index work up to date at the end of a write transaction."""
+
+    # --- the DDL of migrations that differ per database (the rest is in schema.py) ------
+
+    @abstractmethod
+    def m002_subject_trigram_index(self, conn: Connection) -> None:
+        """Substring search over the distinct subjects."""
+
+    @abstractmethod
+    def m005_note_full_text_index(self, conn: Connection) -> None:
+        """The notes' full-text index over ``note_texts``."""
+
+    @abstractmethod
+    def m008_subject_word_index(self, conn: Connection) -> None:
+        """The word index over ``subjects.words``, where migration 8 builds it."""
+
+    @abstractmethod
+    def m009_subject_word_index(self, conn: Connection) -> None:
+        """The word index over ``subjects.words``, where migration 9 builds it."""

@@ -1,0 +1,117 @@
+"""The vault registry (one row per note) and the notes' full text, which degraded mode and
+hybrid retrieval search. Functions of one open connection; ``store.py`` owns transactions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from pipeline.kodb import schema, text
+from pipeline.kodb.chunking import chunks
+from pipeline.kodb.dialects import Dialect
+from pipeline.kodb.schema import from_row
+from pipeline.model import Note, NoteText
+
+#: How much more a word in a note's title (or alias) counts than one in its body: SQLite's
+#: bm25() column weights, and PostgreSQL's ts_rank_cd class A over class B (chosen on the
+#: eval collections: docs/degraded-mode.md).
+TITLE_WEIGHT = 3.0
+#: ts_rank_cd's normalisation flag (0: none; 1: divide by 1 + log(length); 32: r/(r+1)).
+PG_RANK_NORMALIZATION = 0
+
+
+def all_notes(conn: Connection) -> dict[str, Note]:
+    """The vault registry: path -> Note."""
+    rows = conn.execute(sa.select(schema.notes)).all()
+    return {r.path: from_row(Note, r) for r in rows}
+
+
+def count_notes(conn: Connection, source_type: str | None = None) -> int:
+    """Registered notes (of one source type when given)."""
+    t = schema.notes
+    stmt = sa.select(sa.func.count()).select_from(t)
+    if source_type is not None:
+        stmt = stmt.where(t.c.source_type == source_type)
+    return int(conn.execute(stmt).scalar_one())
+
+
+def notes_at(conn: Connection, paths: Iterable[str]) -> dict[str, Note]:
+    """Registry rows of these note paths (paths without a row are left out)."""
+    t = schema.notes
+    found: dict[str, Note] = {}
+    for chunk in chunks(sorted(set(paths))):
+        for row in conn.execute(sa.select(t).where(t.c.path.in_(chunk))):
+            found[row.path] = from_row(Note, row)
+    return found
+
+
+def upsert_notes(conn: Connection, dialect: Dialect, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert or replace these registry rows (by path)."""
+    if not rows:
+        return
+    stmt = dialect.insert(schema.notes)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[schema.notes.c.path],
+        set_={name: stmt.excluded[name] for name in rows[0] if name != "path"},
+    )
+    for chunk in chunks(rows):
+        conn.execute(stmt, list(chunk))
+
+
+def delete_notes(conn: Connection, dialect: Dialect, paths: Sequence[str]) -> None:
+    """Delete these notes' registry rows."""
+    t = schema.notes
+    for chunk in chunks(paths):
+        conn.execute(t.delete().where(dialect.one_of(t.c.path, chunk)))
+
+
+def replace_texts(
+    conn: Connection, dialect: Dialect, texts: Sequence[NoteText], removed: Sequence[str]
+) -> None:
+    """Delete the full text of changed and removed notes, insert the new text (SQLite's
+    triggers and PostgreSQL's generated column keep the indexes in step)."""
+    t = schema.note_texts
+    gone = list(dict.fromkeys([x.path for x in texts] + list(removed)))
+    for chunk in chunks(gone):
+        conn.execute(t.delete().where(dialect.one_of(t.c.path, chunk)))
+    rows = [
+        {"path": x.path, "title": text.index_text(x.title), "body": text.index_text(x.body)}
+        for x in {x.path: x for x in texts}.values()
+    ]
+    dialect.insert_rows(conn, t, rows, None)
+
+
+def search_notes(
+    conn: Connection,
+    dialect: Dialect,
+    terms: Sequence[str],
+    limit: int,
+    title_weight: float,
+    pg_normalization: int,
+) -> list[tuple[str, float]]:
+    """Notes matching any of these words, best first: (path, score), larger is better.
+
+    The words are folded like the index (kodb/text.py) and passed as one parameter, so no
+    question can be read as FTS or tsquery syntax; each database ranks by its own measure
+    (``Dialect.search_notes``)."""
+    wanted = text.query_words(terms)
+    if not wanted or limit <= 0:
+        return []
+    return dialect.search_notes(conn, wanted, limit, float(title_weight), pg_normalization)
+
+
+def note_texts(conn: Connection) -> dict[str, tuple[str, str]]:
+    """Every indexed note: path -> (title words, body words), folded and space-separated
+    as the index holds them (the eval's BM25 baseline ranks the same words)."""
+    t = schema.note_texts
+    rows = conn.execute(sa.select(t.c.path, t.c.title, t.c.body)).all()
+    return {path: (title, body) for path, title, body in rows}
+
+
+def note_text_count(conn: Connection) -> int:
+    """Notes in the full-text index."""
+    stmt = sa.select(sa.func.count()).select_from(schema.note_texts)
+    return int(conn.execute(stmt).scalar_one())
