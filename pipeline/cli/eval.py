@@ -3,11 +3,17 @@ collection or on a vault with judged questions."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from pipeline.cli._common import emit_json, err, json_option
+
+if TYPE_CHECKING:
+    from pipeline.evaluate.beir import Query
+    from pipeline.evaluate.harness import AppFactory, EvalReport
 
 _SPLITS = ("tune", "test", "all")
 
@@ -71,14 +77,7 @@ def eval_cmd(
     """
     # Imported here so `vault-ko --help` and other commands do not pay for the harness.
     from pipeline.app import App
-    from pipeline.evaluate import (
-        read_collection,
-        read_judged,
-        read_offtopic,
-        run_eval,
-        run_vault_eval,
-        to_markdown,
-    )
+    from pipeline.evaluate import read_offtopic
 
     first, extra = paths[0], paths[1:]
     if extra and not offtopic_dirs:
@@ -86,40 +85,84 @@ def eval_cmd(
             f"one collection at a time: put other folders after --offtopic ({extra[0]})"
         )
     offtopic = [read_offtopic(d) for d in (*offtopic_dirs, *extra)]
+    overrides = _overrides(model)
+    if judged is not None:
+        report = _run_judged(first, judged, split, offtopic, overrides, apps=App)
+    else:
+        report = _run_collection(first, split, offtopic, overrides, apps=App)
+    _emit(report, warn=judged is not None, out=out, as_json=as_json, per_query=per_query)
+
+
+def _overrides(model: str | None) -> dict[str, str]:
+    """The settings --model overrides."""
     overrides = {}
     if model:
         # A relative model folder means the caller's cwd, not the temporary vault.
         overrides["embed_model"] = str(Path(model).resolve()) if Path(model).exists() else model
+    return overrides
 
-    def say(msg: str) -> None:
-        err.print(f"eval: {msg}")
 
-    if judged is not None:
-        questions = read_judged(judged)
-        if split != "all":
-            questions = [q for q in questions if q.split == split]
-            if not questions:
-                raise click.UsageError(f"{judged} has no question of split {split!r}")
-        if not first.is_dir():
-            raise click.UsageError(f"vault folder {first} does not exist")
-        report = run_vault_eval(
-            first,
-            questions,
-            offtopic,
-            judged_file=judged.name,
-            apps=App,
-            overrides=overrides,
-            progress=say,
-        )
-    else:
-        if split != "all":
-            raise click.UsageError("--split needs --judged (BEIR queries carry no split)")
-        collection = read_collection(first)
-        for warning in collection.warnings:
-            err.print(f"warning: {warning}")
-        report = run_eval(collection, offtopic, apps=App, overrides=overrides, progress=say)
+def _say(msg: str) -> None:
+    err.print(f"eval: {msg}")
+
+
+def _run_judged(
+    vault: Path,
+    judged: Path,
+    split: str,
+    offtopic: Sequence[tuple[str, Sequence[Query]]],
+    overrides: Mapping[str, Any],
+    *,
+    apps: AppFactory,
+) -> EvalReport:
+    """Evaluate the vault folder on the judged questions of ``judged`` (of one split)."""
+    from pipeline.evaluate import read_judged, run_vault_eval
+
+    questions = read_judged(judged)
+    if split != "all":
+        questions = [q for q in questions if q.split == split]
+        if not questions:
+            raise click.UsageError(f"{judged} has no question of split {split!r}")
+    if not vault.is_dir():
+        raise click.UsageError(f"vault folder {vault} does not exist")
+    return run_vault_eval(
+        vault,
+        questions,
+        offtopic,
+        judged_file=judged.name,
+        apps=apps,
+        overrides=overrides,
+        progress=_say,
+    )
+
+
+def _run_collection(
+    folder: Path,
+    split: str,
+    offtopic: Sequence[tuple[str, Sequence[Query]]],
+    overrides: Mapping[str, Any],
+    *,
+    apps: AppFactory,
+) -> EvalReport:
+    """Evaluate the BEIR collection in ``folder``, printing its warnings first."""
+    from pipeline.evaluate import read_collection, run_eval
+
+    if split != "all":
+        raise click.UsageError("--split needs --judged (BEIR queries carry no split)")
+    collection = read_collection(folder)
+    for warning in collection.warnings:
+        err.print(f"warning: {warning}")
+    return run_eval(collection, offtopic, apps=apps, overrides=overrides, progress=_say)
+
+
+def _emit(
+    report: EvalReport, *, warn: bool, out: Path | None, as_json: bool, per_query: bool
+) -> None:
+    """Print the report's warnings (when ``warn``), write --out, print JSON or markdown."""
+    from pipeline.evaluate import to_markdown
+
     for warning in report.warnings:
-        if judged is not None:
+        if warn:
             err.print(f"warning: {warning}")
     markdown = to_markdown(report)
     if out is not None:
