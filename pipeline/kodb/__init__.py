@@ -7,7 +7,6 @@ with).
 
 from __future__ import annotations
 
-from pipeline.kodb.engine import scratch_database
 from pipeline.kodb.match import (
     contains_pattern,
     escape_like,
@@ -16,6 +15,7 @@ from pipeline.kodb.match import (
     word_boundary_match,
 )
 from pipeline.kodb.schema import SCHEMA_VERSION, subject_key
+from pipeline.kodb.scratch import scratch_database
 from pipeline.kodb.store import KoDB
 from pipeline.kodb.writes import ImportResult
 

@@ -6,7 +6,7 @@ instead of failing mid-transaction. ``_translate`` is the one place inside a tra
 where SQLAlchemy's exceptions become ``KodbError`` (``engine.refused`` is the other, outside).
 The work is done by one module per job, each a set of functions of an open connection:
 
-engine.py          URLs, engines, scratch databases
+engine.py          URLs and engines (scratch.py: throwaway PostgreSQL databases)
 notes.py           the vault registry and the notes' full text
 writes.py          ingest runs and facts imports (facts, subjects, summaries, texts together)
 facts.py           facts by subject or file, per-subject summaries for ranking

@@ -12,6 +12,8 @@ from pipeline.kodb.dialects.postgresql import PostgresDialect
 from pipeline.kodb.dialects.sqlite import SqliteDialect
 
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (SqliteDialect(), PostgresDialect())}
+#: Other names SQLAlchemy URLs use for these databases.
+_ALIASES = {"postgres": "postgresql"}
 
 __all__ = ["DIALECTS", "Dialect", "PostgresDialect", "SqliteDialect", "dialect_for"]
 
@@ -20,6 +22,6 @@ def dialect_for(backend: str, shown: str) -> Dialect:
     """The dialect of a SQLAlchemy backend name; KodbError naming the URL (``shown``)
     for a database KO-DB does not run on."""
     try:
-        return DIALECTS[backend]
+        return DIALECTS[_ALIASES.get(backend, backend)]
     except KeyError:
         raise KodbError(f"KO-DB URL {shown!r}: only sqlite and postgresql are supported") from None

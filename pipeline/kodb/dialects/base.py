@@ -29,6 +29,10 @@ class Dialect(ABC):
 
     # --- engines and transactions -------------------------------------------------------
 
+    def driver_url(self, url: sa.URL) -> sa.URL:
+        """``url`` with the driver KO-DB uses when it names none."""
+        return url
+
     @abstractmethod
     def create_engine(self, url: sa.URL, shown: str) -> Engine:
         """An engine for ``url`` (``shown``: the URL with its password masked, for errors)."""

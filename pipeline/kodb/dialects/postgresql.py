@@ -62,6 +62,12 @@ class PostgresDialect(Dialect):
 
     # --- engines and transactions -------------------------------------------------------
 
+    def driver_url(self, url: sa.URL) -> sa.URL:
+        """psycopg 3 for a bare ``postgresql://`` (or ``postgres://``)."""
+        if url.drivername in ("postgresql", "postgres"):
+            return url.set(drivername="postgresql+psycopg")
+        return url
+
     def create_engine(self, url: sa.URL, shown: str) -> Engine:
         return sa.create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 5})
 
