@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pipeline.embed import Embedder, LazyEmbedder
     from pipeline.graph import GraphClient, LocalGraph
     from pipeline.kodb import KoDB
+    from pipeline.kodb.reader import KodbReader
     from pipeline.query import Pipeline
     from pipeline.rank import OrderRule
 
@@ -133,9 +134,10 @@ class App:
         return LocalGraph(self.settings.state_dir, **kw)
 
     # -- what answers see ---------------------------------------------------------------
-    def kodb_for(self, private: PrivateNotes) -> Any:
+    def kodb_for(self, private: PrivateNotes) -> KodbReader:
         """KO-DB without the notes ``private`` names (KO-DB itself when it names none)."""
-        return self._view("kodb", private, lambda: PublicKodb(self.kodb, private))
+        view = self._view("kodb", private, lambda: PublicKodb(self.kodb, private))
+        return view  # type: ignore[no-any-return]
 
     def graph_for(self, private: PrivateNotes) -> Any:
         """The graph without the notes ``private`` names (the client when it names none)."""
@@ -166,10 +168,16 @@ class App:
                 )
             return self._pipelines[include_private]
 
-    def sharing(self, *, kodb: Any) -> App:
+    def sharing(self, *, kodb: KodbReader) -> App:
         """An App over another view of KO-DB (load-context's cache) that shares this one's
-        graph client and model; closing it is this App's job."""
-        return App(self.settings, kodb=kodb, graph=self.graph, embedder=self.embedder)
+        graph client and model; closing it is this App's job. It answers and never writes,
+        so the reader stands where the store would."""
+        return App(
+            self.settings,
+            kodb=kodb,  # type: ignore[arg-type]
+            graph=self.graph,
+            embedder=self.embedder,
+        )
 
     def refresh_calibration(self) -> bool:
         """Drop the cached calibration basis when the stored calibration changed since the

@@ -30,6 +30,8 @@ from pipeline.model import Answer, Fact, Note, SubjectSummary
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
+    from pipeline.kodb.reader import KodbReader
+    from pipeline.model import Calibration
 
 
 @dataclass(frozen=True)
@@ -59,59 +61,97 @@ class PrivateNotes:
 
 
 class PublicKodb:
-    """KO-DB as an answer may see it: private notes and their facts are not there."""
+    """KO-DB as an answer may see it: private notes and their facts are not there, nor a
+    subject only private notes state. Every ``KodbReader`` method is written here, so what
+    is filtered is visible: everything that returns notes, subjects or facts."""
 
-    def __init__(self, kodb: Any, private: PrivateNotes) -> None:
+    def __init__(self, kodb: KodbReader, private: PrivateNotes) -> None:
         self._kodb = kodb
         self._private = private
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._kodb, name)
-
     def _public_notes(self, notes: Mapping[str, Note]) -> dict[str, Note]:
         return {p: n for p, n in notes.items() if not self._private.is_private(p)}
+
+    def _public_paths(self, paths: Iterable[str]) -> list[str]:
+        return [p for p in paths if not self._private.is_private(p)]
+
+    def _public_subjects(self, subject_norms: Iterable[str]) -> set[str]:
+        """Those of these subjects with at least one public fact."""
+        return set(self.subject_summaries(subject_norms, sample_size=0))
+
+    # --- the registry and the notes' full text ------------------------------------------
 
     def notes(self) -> dict[str, Note]:
         return self._public_notes(self._kodb.notes())
 
     def notes_at(self, paths: Iterable[str]) -> dict[str, Note]:
-        return self._public_notes(
-            self._kodb.notes_at([p for p in paths if not self._private.is_private(p)])
-        )
+        return self._public_notes(self._kodb.notes_at(self._public_paths(paths)))
 
     def count_notes(self, source_type: str | None = None) -> int:
         if not self._private:
             return int(self._kodb.count_notes(source_type))
         return sum(1 for n in self.notes().values() if source_type in (None, n.source_type))
 
-    def search_notes(self, terms: Sequence[str], limit: int, **kw: Any) -> list[tuple[str, float]]:
+    def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
         """The ``limit`` best public notes of a full-text search (asked again for more while
         private notes crowd the public ones out)."""
         want = limit * _OVERFETCH_FACTOR
         while True:
-            found = self._kodb.search_notes(terms, want, **kw)
+            found = self._kodb.search_notes(terms, want)
             public = [(p, s) for p, s in found if not self._private.is_private(p)]
             if len(public) >= limit or len(found) < want:
                 return public[:limit]
             want *= _OVERFETCH_FACTOR
 
-    def search_subjects(self, term: str, limit: int | None = None) -> list[str]:
-        """The store's subject search, keeping subjects with at least one public fact (a
-        subject only private notes state is not there), asked again for more while private
-        ones crowd the public ones out."""
-        if not self._private:
-            return list(self._kodb.search_subjects(term, limit=limit))
-        want = None if limit is None else limit * _OVERFETCH_FACTOR
-        while True:
-            found = self._kodb.search_subjects(term, limit=want)
-            public = {f.subject_norm for f in self.facts_for_subjects(found)}
-            kept = [n for n in found if n in public]
-            if want is None or len(kept) >= (limit or 0) or len(found) < want:
-                return kept[:limit]
-            want *= _OVERFETCH_FACTOR
-
     def note_texts(self) -> dict[str, tuple[str, str]]:
         return {p: t for p, t in self._kodb.note_texts().items() if not self._private.is_private(p)}
+
+    # --- subjects -----------------------------------------------------------------------
+
+    def subject_norms(self) -> list[str]:
+        """Every subject with a public fact (the evaluation reads them; a scan of the
+        facts' counts, never on an answer's path)."""
+        names = self._kodb.subject_norms()
+        if not self._private:
+            return names
+        public = self._public_subjects(names)
+        return [n for n in names if n in public]
+
+    def search_subjects(self, term: str, limit: int | None = None) -> list[str]:
+        """The store's subject search, keeping subjects with at least one public fact."""
+        return self.search_subjects_many([term], limit=limit)[term]
+
+    def search_subjects_many(
+        self, terms: Sequence[str], limit: int | None = None
+    ) -> dict[str, list[str]]:
+        """The store's subject search for many terms, keeping subjects with at least one
+        public fact, asked again for more while private ones crowd the public ones out."""
+        if not self._private:
+            return self._kodb.search_subjects_many(terms, limit=limit)
+        out: dict[str, list[str]] = {}
+        want = None if limit is None else limit * _OVERFETCH_FACTOR
+        todo = list(dict.fromkeys(terms))
+        while todo:
+            found = self._kodb.search_subjects_many(todo, limit=want)
+            public = self._public_subjects({n for names in found.values() for n in names})
+            more = []
+            for term in todo:
+                kept = [n for n in found[term] if n in public]
+                if want is None or len(kept) >= (limit or 0) or len(found[term]) < want:
+                    out[term] = kept[:limit]
+                else:
+                    more.append(term)
+            todo = more
+            want = None if want is None else want * _OVERFETCH_FACTOR
+        return {term: list(out[term]) for term in terms}
+
+    def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
+        return self._kodb.subjects_by_source_file(self._public_paths(paths))
+
+    def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
+        return self._kodb.subjects_for_source_files(self._public_paths(paths))
+
+    # --- facts --------------------------------------------------------------------------
 
     def facts_for_subjects(self, subject_norms: Iterable[str]) -> list[Fact]:
         return [
@@ -119,6 +159,10 @@ class PublicKodb:
             for f in self._kodb.facts_for_subjects(subject_norms)
             if not self._private.is_private(f.source_file)
         ]
+
+    def subject_source_files(self, subject_norms: Iterable[str]) -> set[str]:
+        files = self._kodb.subject_source_files(subject_norms)
+        return {f for f in files if not self._private.is_private(f)}
 
     def subject_summaries(
         self,
@@ -151,7 +195,7 @@ class PublicKodb:
         more: dict[str, Any] = {"exclude_files": private} if private else {}
         if cache is not None:  # a memo's (batch/memo.py), passed on to the store
             more["cache"] = cache
-        return self._kodb.subject_summaries(  # type: ignore[no-any-return]
+        return self._kodb.subject_summaries(
             wanted,
             sample_size=sample_size,
             evidence_files=evidence_files,
@@ -159,15 +203,16 @@ class PublicKodb:
             **more,
         )
 
-    def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
-        return self._kodb.subjects_by_source_file(  # type: ignore[no-any-return]
-            [p for p in paths if not self._private.is_private(p)]
-        )
+    # --- calibration and lifecycle ------------------------------------------------------
 
-    def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
-        return self._kodb.subjects_for_source_files(  # type: ignore[no-any-return]
-            [p for p in paths if not self._private.is_private(p)]
-        )
+    def latest_calibration(
+        self, embedder: str | None = None, dims: int | None = None
+    ) -> Calibration | None:
+        """The store's: a calibration names no note."""
+        return self._kodb.latest_calibration(embedder, dims)
+
+    def close(self) -> None:
+        """The owner of the store closes it."""
 
 
 #: How many more notes the first over-fetch asks for when private notes are hidden; it

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from pipeline.app import App
     from pipeline.embed import Embedder, LazyEmbedder
     from pipeline.graph import GraphClient
-    from pipeline.kodb import KoDB
+    from pipeline.kodb.reader import KodbReader
 
 
 #: The most subjects, notes or facts per subject any surface may ask for: past it numbers
@@ -191,8 +191,8 @@ class Pipeline:
 
     # -- resources: the App's, as answers may see them -------------------------------------
     @property
-    def kodb(self) -> KoDB:
-        return self.app.kodb_for(self.private)  # type: ignore[no-any-return]
+    def kodb(self) -> KodbReader:
+        return self.app.kodb_for(self.private)
 
     @property
     def graph(self) -> GraphClient:

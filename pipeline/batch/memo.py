@@ -8,9 +8,12 @@ statement, so a batch costs a few set-based statements instead of several per pr
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from pipeline.model import Fact, Note, SubjectSummary
+from pipeline.model import Calibration, Fact, Note, SubjectSummary
+
+if TYPE_CHECKING:
+    from pipeline.kodb.reader import KodbReader
 
 #: KO-DB cache entries kept across chunks before the cache is emptied (memory stays flat).
 CACHE_MAX_ENTRIES: Final = 200_000
@@ -21,13 +24,14 @@ class CachedKodb:
     prompt ask for the same files, titles and subjects again and again.
 
     Results are identical to the store's (same sets, same lists, facts in the same order);
-    missing keys of a call are fetched in one statement. Everything else is delegated.
+    missing keys of a call are fetched in one statement. The rest of ``KodbReader`` is
+    passed on, method by method below.
     """
 
-    def __init__(self, kodb: Any, *, max_entries: int = CACHE_MAX_ENTRIES) -> None:
+    def __init__(self, kodb: KodbReader, *, max_entries: int = CACHE_MAX_ENTRIES) -> None:
         self._kodb = kodb
         self._max_entries = max_entries
-        self._by_file: dict[str, frozenset[str]] = {}
+        self._by_file: dict[str, frozenset[str] | None] = {}
         self._by_term: dict[str, tuple[str, ...]] = {}
         self._facts: dict[str, tuple[Fact, ...]] = {}
         self._counted: dict[str, SubjectSummary | None] = {}
@@ -42,9 +46,28 @@ class CachedKodb:
         self._stored = ReadCache()
         self.statements = 0
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._kodb, name)
+    # -- passed on: read once per batch at most, or never on an answer's path -------------
+    def note_texts(self) -> dict[str, tuple[str, str]]:
+        return self._kodb.note_texts()  # type: ignore[no-any-return]
 
+    def subject_norms(self) -> list[str]:
+        return self._kodb.subject_norms()  # type: ignore[no-any-return]
+
+    def search_subjects(self, term: str, limit: int | None = None) -> list[str]:
+        return self.search_subjects_many([term], limit=limit)[term]
+
+    def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
+        return set().union(*self.subjects_by_source_file(paths).values())
+
+    def subject_source_files(self, subject_norms: Iterable[str]) -> set[str]:
+        return self._kodb.subject_source_files(subject_norms)  # type: ignore[no-any-return]
+
+    def latest_calibration(
+        self, embedder: str | None = None, dims: int | None = None
+    ) -> Calibration | None:
+        return self._kodb.latest_calibration(embedder, dims)  # type: ignore[no-any-return]
+
+    # -- memoised ---------------------------------------------------------------------------
     def notes_at(self, paths: Iterable[str]) -> dict[str, Note]:
         """Registry rows of these paths; new paths are fetched in one call (none once the
         whole registry was read: the service's warm search reads it)."""
@@ -89,9 +112,11 @@ class CachedKodb:
         missing = [p for p in wanted if p not in self._by_file]
         if missing:
             self.statements += 1
-            for path, subjects in self._kodb.subjects_by_source_file(missing).items():
-                self._by_file[path] = frozenset(subjects)
-        return {p: set(self._by_file.get(p, ())) for p in wanted}
+            found = self._kodb.subjects_by_source_file(missing)
+            for path in missing:
+                self._by_file[path] = frozenset(found[path]) if path in found else None
+        # Only the paths the store answered for: a private view leaves its notes' out.
+        return {p: set(subjects) for p in wanted if (subjects := self._by_file[p]) is not None}
 
     def search_subjects_many(
         self, terms: Sequence[str], limit: int | None = None
@@ -130,11 +155,13 @@ class CachedKodb:
         evidence_files: Iterable[str] = (),
         only_files: Iterable[str] | None = None,
         exclude_files: Iterable[str] = (),
+        cache: Any = None,
     ) -> dict[str, SubjectSummary]:
         """Summaries of these subjects. Counts alone (``sample_size`` 0, what answers rank
         on) are the store's, each subject's fetched once per batch; with a sample, computed
         from the facts when all of theirs are cached (every fact the sample: the same
-        ranking as the store's summaries), else the store's."""
+        ranking as the store's summaries), else the store's (``cache``: the batch's own
+        read cache unless one is given)."""
         from pipeline.model import summaries_from_facts
 
         wanted = set(subject_norms)
@@ -155,7 +182,7 @@ class CachedKodb:
                 sample_size=sample_size,
                 evidence_files=evidence_files,
                 only_files=only_files,
-                cache=self._stored,
+                cache=self._stored if cache is None else cache,
                 **more,
             )
         keep = None if only_files is None else set(only_files)

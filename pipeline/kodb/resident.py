@@ -42,7 +42,7 @@ from sqlalchemy.engine import Connection
 from pipeline.kodb import schema
 from pipeline.kodb.match import normalize_term, word_boundary_match
 from pipeline.kodb.summaries import TITLE_PREDICATE, _summary
-from pipeline.model import SOURCE_TYPES, Fact, Note, SubjectSummary
+from pipeline.model import SOURCE_TYPES, Calibration, Fact, Note, SubjectSummary
 
 #: Rows fetched per step of the scan (the scan's memory is one step plus the columns).
 SCAN_CHUNK: Final = 20_000
@@ -339,8 +339,10 @@ def _assemble(
 
 
 class ResidentKodb:
-    """KO-DB as answers read it, from a ``ResidentFacts`` copy; every other call goes to
-    ``base`` (the store, or its memo), as do summaries restricted to some files.
+    """KO-DB as answers read it (``KodbReader``), from a ``ResidentFacts`` copy: the
+    registry, the bridge's look-ups and the summaries. What the copy does not hold (full
+    text, every fact of a subject, calibrations, summaries restricted to some files) is
+    read from ``base`` (the store, or its memo), method by method below.
 
     ``private`` names the notes left out of the copy: their paths are no keys of
     ``subjects_by_source_file``, as with ``privacy.PublicKodb``."""
@@ -368,11 +370,6 @@ class ResidentKodb:
         titles = [i for i, p in enumerate(data.predicates) if p == TITLE_PREDICATE]
         self._title_pred = titles[0] if titles else -1
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "_base":
-            raise AttributeError(name)
-        return getattr(self._base, name)
-
     def over(self, base: Any) -> ResidentKodb:
         """The same copy over another base (its look-up tables are shared)."""
         view = ResidentKodb.__new__(ResidentKodb)
@@ -398,7 +395,23 @@ class ResidentKodb:
         """Registered notes (of one source type when given)."""
         return self._note_counts.get(source_type, 0)
 
+    def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        """The base's full-text search (the copy holds no text)."""
+        return self._base.search_notes(terms, limit)  # type: ignore[no-any-return]
+
+    def note_texts(self) -> dict[str, tuple[str, str]]:
+        """The base's (the copy holds no text)."""
+        return self._base.note_texts()  # type: ignore[no-any-return]
+
     # -- the bridge -----------------------------------------------------------------------
+    def subject_norms(self) -> list[str]:
+        """The base's (the copy's names include subjects only private notes state)."""
+        return self._base.subject_norms()  # type: ignore[no-any-return]
+
+    def search_subjects(self, term: str, limit: int | None = None) -> list[str]:
+        """The base's single-term search (the facts search command's, not an answer's)."""
+        return self._base.search_subjects(term, limit=limit)  # type: ignore[no-any-return]
+
     def search_subjects_many(
         self, terms: Sequence[str], limit: int | None = None
     ) -> dict[str, list[str]]:
@@ -435,8 +448,13 @@ class ResidentKodb:
             codes = np.intersect1d(codes, more, assume_unique=True)
             if not codes.size:
                 return []
-        names = self._data.norms
-        return sorted(s for c in codes.tolist() if word_boundary_match(norm, s := names[c]))
+        names, starts = self._data.norms, self._data.subj_start
+        # A subject only private notes state has no facts in the copy: not there.
+        return sorted(
+            s
+            for c in codes.tolist()
+            if starts[c] < starts[c + 1] and word_boundary_match(norm, s := names[c])
+        )
 
     def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
         """Per file, the subject_norms of its visible facts."""
@@ -455,6 +473,21 @@ class ResidentKodb:
 
     def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
         return set().union(*self.subjects_by_source_file(paths).values())
+
+    # -- facts ----------------------------------------------------------------------------
+    def facts_for_subjects(self, subject_norms: Iterable[str]) -> list[Fact]:
+        """The base's (all of a subject's facts: the copy answers with samples)."""
+        return self._base.facts_for_subjects(subject_norms)  # type: ignore[no-any-return]
+
+    def subject_source_files(self, subject_norms: Iterable[str]) -> set[str]:
+        """The base's."""
+        return self._base.subject_source_files(subject_norms)  # type: ignore[no-any-return]
+
+    def latest_calibration(
+        self, embedder: str | None = None, dims: int | None = None
+    ) -> Calibration | None:
+        """The base's (a calibration changes without the facts changing)."""
+        return self._base.latest_calibration(embedder, dims)  # type: ignore[no-any-return]
 
     # -- the summaries --------------------------------------------------------------------
     def subject_summaries(

@@ -198,7 +198,7 @@ def test_a_partition_of_one_predicate_shows_its_second_and_third_facts(db: KoDB)
     assert {f.object for f in got["solo"].sample} >= {"o0", "o1", "o2"}
 
 
-def test_private_facts_stay_out_but_their_subjects_stay_searchable(db: KoDB) -> None:
+def test_private_facts_stay_out_and_a_subject_only_they_state_is_not_found(db: KoDB) -> None:
     db.import_facts(
         [
             _fact("Secret project", source_file="private/p.md"),
@@ -208,7 +208,8 @@ def test_private_facts_stay_out_but_their_subjects_stay_searchable(db: KoDB) -> 
     )
     public = PublicKodb(db, PRIVATE)
     resident = ResidentKodb(public, db.resident_copy(PRIVATE.is_private), PRIVATE.is_private)
-    assert resident.search_subjects_many(["secret"]) == {"secret": ["secret project"]}
+    assert resident.search_subjects_many(["secret", "redis"]) == {"secret": [], "redis": ["redis"]}
+    assert public.search_subjects_many(["secret", "redis"]) == {"secret": [], "redis": ["redis"]}
     assert resident.subject_summaries(["secret project"], sample_size=3) == {}
     got = resident.subject_summaries(["redis"], sample_size=3)
     assert got == public.subject_summaries(["redis"], sample_size=3)

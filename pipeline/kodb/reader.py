@@ -1,0 +1,116 @@
+"""What an answer reads from KO-DB: the one interface of the store and of every view of it.
+
+Four classes implement it, each explicitly (no attribute fall-through, so what a view
+changes and what it passes on is written in the view):
+
+- ``store.KoDB``: the database itself;
+- ``resident.ResidentKodb``: the service's in-memory copy of the facts and the registry;
+- ``privacy.PublicKodb``: the store without the notes the user marked private;
+- ``batch.memo.CachedKodb``: a memo of one batch of questions (load-context, the service).
+
+A method that returns notes, subjects or facts is one a private view must filter
+(``tests/unit/kodb/test_reader.py`` holds each view to it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from pipeline.model import Calibration, Fact, Note, SubjectSummary
+
+
+@runtime_checkable
+class KodbReader(Protocol):
+    """KO-DB as answers, the bridge and the evaluation read it."""
+
+    # --- the registry and the notes' full text ------------------------------------------
+
+    def notes(self) -> Mapping[str, Note]:
+        """The vault registry: path -> Note."""
+        ...
+
+    def notes_at(self, paths: Iterable[str]) -> dict[str, Note]:
+        """Registry rows of these note paths (paths without a row are left out)."""
+        ...
+
+    def count_notes(self, source_type: str | None = None) -> int:
+        """Registered notes (of one source type when given)."""
+        ...
+
+    def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        """The ``limit`` best notes of a full-text search: (path, score), best first."""
+        ...
+
+    def note_texts(self) -> dict[str, tuple[str, str]]:
+        """Every indexed note: path -> (title words, body words)."""
+        ...
+
+    # --- subjects -----------------------------------------------------------------------
+
+    def subject_norms(self) -> list[str]:
+        """Every subject, sorted by code point."""
+        ...
+
+    def search_subjects(self, term: str, limit: int | None = None) -> list[str]:
+        """Subjects holding ``term`` at word boundaries, sorted; at most ``limit``."""
+        ...
+
+    def search_subjects_many(
+        self, terms: Sequence[str], limit: int | None = None
+    ) -> dict[str, list[str]]:
+        """``search_subjects`` for many terms, keyed by the terms as given."""
+        ...
+
+    def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
+        """Per source file, the subjects of its facts."""
+        ...
+
+    def subjects_for_source_files(self, paths: Iterable[str]) -> set[str]:
+        """The subjects of these files' facts."""
+        ...
+
+    # --- facts --------------------------------------------------------------------------
+
+    def facts_for_subjects(self, subject_norms: Iterable[str]) -> list[Fact]:
+        """Every fact of these subjects, in the store's order."""
+        ...
+
+    def subject_source_files(self, subject_norms: Iterable[str]) -> set[str]:
+        """The source files of these subjects' facts."""
+        ...
+
+    def subject_summaries(
+        self,
+        subject_norms: Iterable[str],
+        *,
+        sample_size: int,
+        evidence_files: Iterable[str] = (),
+        only_files: Iterable[str] | None = None,
+        exclude_files: Iterable[str] = (),
+        cache: Any = None,
+    ) -> dict[str, SubjectSummary]:
+        """Per subject, its counts and a sample that ranks like all its facts."""
+        ...
+
+    # --- calibration and lifecycle ------------------------------------------------------
+
+    def latest_calibration(
+        self, embedder: str | None = None, dims: int | None = None
+    ) -> Calibration | None:
+        """The most recent noise-floor calibration (of one model and dimension if given)."""
+        ...
+
+    def close(self) -> None:
+        """Release what this reader owns (a view owns nothing: its store is closed by the
+        store's owner)."""
+        ...
+
+
+#: The methods of ``KodbReader`` (the test of every view walks them).
+READER_METHODS: tuple[str, ...] = tuple(
+    name
+    for name in vars(KodbReader)
+    if not name.startswith("_") and callable(getattr(KodbReader, name))
+)
