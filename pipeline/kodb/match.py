@@ -5,15 +5,17 @@ at some place where neither the character before nor the character after (when p
 Unicode word character (``\\w``). Every occurrence is checked, overlapping ones included, so
 "warm" matches "warmstart and warm cache" (the second occurrence) but not "warmstart".
 
-The SQL paths in ``store.py`` only pre-filter by substring; the word-boundary check below
-then runs on their candidates, so both databases return exactly what ``reference_search``
+Every search (the store's SQL in ``subject_search.py``, the resident copy's word index in
+``resident.py``) only finds candidates, a superset of the matches; ``TermSearch`` plans the
+terms and decides on the candidates, so each returns exactly what ``reference_search``
 returns over the same ``subject_norm`` values.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from pipeline.errors import InputError
 from pipeline.model import normalize_text
@@ -57,13 +59,18 @@ def is_word_char(ch: str) -> bool:
 _WORD_RUN = re.compile(r"\w+")
 
 
+def runs_of(text: str) -> list[str]:
+    """The runs of word characters of ``text``, in order (the word index's words)."""
+    return _WORD_RUN.findall(text)
+
+
 def word_runs(text: str) -> str:
     """The runs of word characters of ``text``, joined by one space: the form the SQLite
     word index holds. Where a term lies in a subject between boundaries, the term's runs are
     consecutive runs of the subject, so ``word_runs(term)`` is a phrase of
     ``word_runs(subject)``; the index finds a superset of the matches (empty for a term
     without a word character, which the index cannot look up)."""
-    return " ".join(_WORD_RUN.findall(text))
+    return " ".join(runs_of(text))
 
 
 def word_boundary_match(term_norm: str, subject_norm: str) -> bool:
@@ -98,3 +105,48 @@ def reference_search(
     term_norm = normalize_term(term)
     found = sorted({s for s in subject_norms if word_boundary_match(term_norm, s)})
     return found if limit is None else found[:limit]
+
+
+@dataclass(frozen=True)
+class TermSearch:
+    """One subject search over many terms, as every implementation runs it: the terms
+    normalised, those with a word character looked up by their runs in a word index, the
+    others by substring, and each candidate then checked at word boundaries (``results``).
+    A term holding a NUL matches nothing (neither database can take it as a parameter)."""
+
+    #: Each term as given -> its normalised form.
+    norms: Mapping[str, str]
+    #: Normalised terms with a word character -> their runs (all consecutive runs of any
+    #: subject holding the term at word boundaries).
+    worded: Mapping[str, tuple[str, ...]]
+    #: Normalised terms without a word character, found by substring.
+    others: tuple[str, ...]
+
+    @classmethod
+    def of(cls, terms: Sequence[str]) -> TermSearch:
+        """The plan for these terms (InputError for a term that is empty once normalised)."""
+        norms = {term: normalize_term(term) for term in terms}
+        worded: dict[str, tuple[str, ...]] = {}
+        others: list[str] = []
+        for norm in sorted(set(norms.values())):
+            if "\x00" in norm:
+                continue
+            runs = tuple(runs_of(norm))
+            if runs:
+                worded[norm] = runs
+            else:
+                others.append(norm)
+        return cls(norms, worded, tuple(others))
+
+    def results(
+        self, candidates: Mapping[str, Iterable[str]], limit: int | None
+    ) -> dict[str, list[str]]:
+        """Per term as given, its candidates that hold it at word boundaries, sorted and
+        cut to ``limit``."""
+        found = {
+            n: sorted({s for s in candidates.get(n, ()) if word_boundary_match(n, s)})
+            for n in set(self.norms.values())
+        }
+        return {
+            term: found[n] if limit is None else found[n][:limit] for term, n in self.norms.items()
+        }

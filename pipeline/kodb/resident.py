@@ -30,7 +30,6 @@ caller's transaction (store.py).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
@@ -40,7 +39,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from pipeline.kodb import schema
-from pipeline.kodb.match import normalize_term, word_boundary_match
+from pipeline.kodb.match import TermSearch, runs_of
 from pipeline.kodb.summaries import TITLE_PREDICATE, _summary
 from pipeline.model import SOURCE_TYPES, Calibration, Fact, Note, SubjectSummary
 
@@ -51,7 +50,6 @@ CACHE_ENTRIES: Final = 100_000
 #: A word-index candidate list this short is checked directly instead of intersected further.
 DIRECT_CHECK: Final = 64
 
-_WORD_RUN = re.compile(r"\w+")
 _TYPE_CODE: Final = {t: i for i, t in enumerate(SOURCE_TYPES)}
 
 
@@ -231,7 +229,7 @@ def _build_facts(
 def _word_index(norms: Sequence[str]) -> dict[str, np.ndarray]:
     postings: dict[str, list[int]] = {}
     for code, name in enumerate(norms):
-        for run in set(_WORD_RUN.findall(name)):
+        for run in set(runs_of(name)):
             postings.setdefault(run, []).append(code)
     return {run: np.asarray(codes, dtype=np.int32) for run, codes in postings.items()}
 
@@ -415,24 +413,17 @@ class ResidentKodb:
     def search_subjects_many(
         self, terms: Sequence[str], limit: int | None = None
     ) -> dict[str, list[str]]:
-        """The store's word-boundary subject search, from the word index; terms without a
-        word character go to the store."""
-        norms = {term: normalize_term(term) for term in terms}
-        found: dict[str, list[str]] = {}
-        others = []
-        for n in sorted(set(norms.values())):
-            runs = _WORD_RUN.findall(n)
-            if "\x00" in n:
-                found[n] = []
-            elif not runs:
-                others.append(n)
-            else:
-                found[n] = self._by_words(n, runs)
-        if others:
-            found.update(self._base.search_subjects_many(others))
-        return {term: found[n] if limit is None else found[n][:limit] for term, n in norms.items()}
+        """The store's word-boundary subject search (``match.TermSearch``), from the word
+        index; terms without a word character go to the base."""
+        plan = TermSearch.of(terms)
+        candidates = {n: self._by_words(runs) for n, runs in plan.worded.items()}
+        if plan.others:
+            candidates.update(self._base.search_subjects_many(list(plan.others)))
+        return plan.results(candidates, limit)
 
-    def _by_words(self, norm: str, runs: Sequence[str]) -> list[str]:
+    def _by_words(self, runs: Sequence[str]) -> list[str]:
+        """Names holding all these runs (a superset of the word-boundary matches), each a
+        subject with facts in the copy: a subject only private notes state is not there."""
         words = self._data.words
         postings = []
         for run in set(runs):
@@ -449,12 +440,7 @@ class ResidentKodb:
             if not codes.size:
                 return []
         names, starts = self._data.norms, self._data.subj_start
-        # A subject only private notes state has no facts in the copy: not there.
-        return sorted(
-            s
-            for c in codes.tolist()
-            if starts[c] < starts[c + 1] and word_boundary_match(norm, s := names[c])
-        )
+        return [names[c] for c in codes.tolist() if starts[c] < starts[c + 1]]
 
     def subjects_by_source_file(self, paths: Iterable[str]) -> dict[str, set[str]]:
         """Per file, the subject_norms of its visible facts."""

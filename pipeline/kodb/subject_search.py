@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 
 from pipeline.kodb.chunking import chunks
 from pipeline.kodb.dialects import Dialect
-from pipeline.kodb.match import normalize_term, word_boundary_match, word_runs
+from pipeline.kodb.match import TermSearch, normalize_term, word_runs
 
 #: Terms per UNION ALL statement of candidate selects (one round trip each).
 TERMS_PER_STATEMENT = 100
@@ -35,29 +35,22 @@ def search_subjects_many(
 ) -> dict[str, list[str]]:
     """For each term as given, the subject_norms holding it at word boundaries, sorted and
     cut to ``limit``."""
-    norms = {term: normalize_term(term) for term in terms}
-    distinct = sorted(set(norms.values()))
+    plan = TermSearch.of(terms)
     candidates: dict[str, set[str]] = defaultdict(set)
-    # A NUL can be stored by neither database's text type, and PostgreSQL rejects it as a
-    # parameter: such a term matches nothing.
-    searchable = [n for n in distinct if "\x00" not in n]
     # The terms with a word character go to the word index in one statement of fixed shape
     # (its compiled form is cached, where a UNION of selects is compiled anew each answer);
     # the others by trigram or LIKE.
-    runs = {n: word_runs(n) for n in searchable}
-    worded = [n for n in searchable if runs[n]]
-    others = [n for n in searchable if not runs[n]]
+    worded = list(plan.worded)
     for chunk in chunks(worded, WORD_TERMS_PER_STATEMENT):
-        phrases = json.dumps([dialect.word_term(runs[n]) for n in chunk])
+        phrases = json.dumps([dialect.word_term(" ".join(plan.worded[n])) for n in chunk])
         for tag, norm in conn.execute(dialect.word_select(), {"phrases": phrases}):
             candidates[chunk[int(tag)]].add(norm)
-    for chunk in chunks(others, TERMS_PER_STATEMENT):
+    for chunk in chunks(plan.others, TERMS_PER_STATEMENT):
         selects = [dialect.candidate_select(n, i) for i, n in enumerate(chunk)]
         stmt = selects[0] if len(selects) == 1 else sa.union_all(*selects)
         for tag, norm in conn.execute(stmt):
             candidates[chunk[tag]].add(norm)
-    found = {n: sorted(s for s in candidates[n] if word_boundary_match(n, s)) for n in distinct}
-    return {term: found[n] if limit is None else found[n][:limit] for term, n in norms.items()}
+    return plan.results(candidates, limit)
 
 
 def prefilter(dialect: Dialect, term: str) -> Any:
