@@ -11,10 +11,10 @@ import json
 import re
 import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal
+from typing import Any, Final, Literal
 
 SourceType = Literal["session", "wiki", "adr"]
 SOURCE_TYPES: tuple[SourceType, ...] = ("session", "wiki", "adr")
@@ -27,6 +27,33 @@ CalibrationSource = Literal["vault", "embedder-default", "none"]
 #: a hit's title names it (the seed's LIKE bridge), several of the best hits link to it,
 #: or (degraded mode) its name holds words of the question.
 Evidence = Literal["own", "title", "mentioned", "words"]
+
+#: The predicate of a note's title fact: its object may only restate the subject's name.
+TITLE_PREDICATE: Final = "title"
+#: The order ranking prefers a subject's facts in after the evidence that matched the
+#: question (``rank.representative_facts``): (Fact field, descending). KO-DB keeps each
+#: partition of a subject's facts in this order (SQL windows, the stored lists, the
+#: resident copy's columns), so the first ``n`` of each partition hold every fact the
+#: ranking can pick among them.
+POOL_ORDER: Final = (
+    ("confidence", True),
+    ("predicate", False),
+    ("source_type", False),
+    ("source_file", False),
+    ("object", False),
+    ("extractor", False),
+)
+#: What a sample partitions a subject's facts by; ``title_object`` is the object under
+#: ``TITLE_PREDICATE`` (a fact that may restate the name is never crowded out) and nothing
+#: otherwise. A question's sample also parts the facts of each of its evidence files.
+SAMPLE_PARTITION: Final = ("predicate", "source_type", "title_object")
+
+
+def pool_key(item: Any, get: Callable[[Any, str], Any] = getattr) -> tuple[Any, ...]:
+    """``POOL_ORDER`` as a sort key of a Fact (or, with ``get=operator.getitem``, of a
+    facts row)."""
+    return tuple(-get(item, name) if desc else get(item, name) for name, desc in POOL_ORDER)
+
 
 #: The extractor name of the facts ingest derives from notes. Ingest replaces and deletes
 #: the facts of this extractor only, so no other source may use it (facts import refuses it).

@@ -32,6 +32,7 @@ from typing import Any, Final, Literal
 
 from pipeline.model import (
     SOURCE_TYPES,
+    TITLE_PREDICATE,
     Band,
     Candidate,
     Fact,
@@ -39,6 +40,7 @@ from pipeline.model import (
     SubjectRank,
     SubjectSummary,
     normalize_text,
+    pool_key,
     summaries_from_facts,
     summarize,
 )
@@ -152,19 +154,9 @@ def representative_facts(
     files = evidence or {}
 
     def restates_name(f: Fact) -> bool:
-        return f.predicate == "title" and normalize_text(f.object) == f.subject_norm
+        return f.predicate == TITLE_PREDICATE and normalize_text(f.object) == f.subject_norm
 
-    pool = sorted(
-        facts,
-        key=lambda f: (
-            -files.get(f.source_file, -math.inf),
-            -f.confidence,
-            f.predicate,
-            f.source_type,
-            f.source_file,
-            f.object,
-        ),
-    )
+    pool = sorted(facts, key=lambda f: (-files.get(f.source_file, -math.inf), *pool_key(f)))
     # A fact from a hit beats the others; then an unseen type and predicate beat confidence;
     # pool order (better hit, then confidence) breaks the rest. Each pick is the first fact
     # in pool order with the smallest (restates, not from a hit, seen count): the scan

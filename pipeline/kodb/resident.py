@@ -40,8 +40,17 @@ from sqlalchemy.engine import Connection
 
 from pipeline.kodb import schema
 from pipeline.kodb.match import TermSearch, runs_of
-from pipeline.kodb.summaries import TITLE_PREDICATE, _summary
-from pipeline.model import SOURCE_TYPES, Calibration, Fact, Note, SubjectSummary
+from pipeline.kodb.summaries import _summary
+from pipeline.model import (
+    POOL_ORDER,
+    SAMPLE_PARTITION,
+    SOURCE_TYPES,
+    TITLE_PREDICATE,
+    Calibration,
+    Fact,
+    Note,
+    SubjectSummary,
+)
 
 #: Rows fetched per step of the scan (the scan's memory is one step plus the columns).
 SCAN_CHUNK: Final = 20_000
@@ -243,6 +252,18 @@ def _group_counts(keys: np.ndarray, per: int, subjects: int) -> tuple[np.ndarray
     return start, (uniq % per).astype(np.int32), counts.astype(np.int64)
 
 
+def _partition_order(columns: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The facts' order by subject, then ``model.SAMPLE_PARTITION``, then
+    ``model.POOL_ORDER`` (codes of sorted string tables order as the strings do)."""
+    keys = ["subject", *SAMPLE_PARTITION]
+    keys += [name for name, _ in POOL_ORDER if name not in keys]
+    descending = dict(POOL_ORDER)
+    # np.lexsort: the last key is the primary one.
+    return np.lexsort(
+        tuple(-columns[k] if descending.get(k) else columns[k] for k in reversed(keys))
+    )
+
+
 def _assemble(
     norms: list[str],
     spellings: list[str],
@@ -257,8 +278,18 @@ def _assemble(
     obj, file, extr = cols["obj"], cols["file"], cols["extr"]
     title = predicates.index(TITLE_PREDICATE) if TITLE_PREDICATE in predicates else -1
     title_obj = np.where(pred == title, obj, -1)
-    # np.lexsort: the last key is the primary one.
-    order = np.lexsort((extr, obj, file, -conf, title_obj, stype, pred, subj))
+    order = _partition_order(
+        {
+            "subject": subj,
+            "title_object": title_obj,
+            "predicate": pred,
+            "source_type": stype,
+            "source_file": file,
+            "object": obj,
+            "extractor": extr,
+            "confidence": conf,
+        }
+    )
     cols = {name: a[order] for name, a in cols.items()}
     subj, pred, stype, conf = cols["subj"], cols["pred"], cols["stype"], cols["conf"]
     obj, file, extr, spell = cols["obj"], cols["file"], cols["extr"], cols["spell"]

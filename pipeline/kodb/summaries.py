@@ -31,6 +31,7 @@ SQL only through SQLAlchemy Core; the store (store.py) owns the transactions.
 from __future__ import annotations
 
 import json
+import operator
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import fields
@@ -42,15 +43,20 @@ from sqlalchemy.engine import Connection
 from pipeline.kodb import schema
 from pipeline.kodb.chunking import chunks
 from pipeline.kodb.dialects import Dialect
-from pipeline.model import Fact, SubjectSummary
+from pipeline.model import (
+    POOL_ORDER,
+    SAMPLE_PARTITION,
+    TITLE_PREDICATE,
+    Fact,
+    SubjectSummary,
+    pool_key,
+)
 
 #: Facts kept per partition in a stored sample: answers show up to ``facts_per_subject`` (3
 #: by default) per subject; the margin leaves room for facts of the question's own files.
 SAMPLE_DEPTH: Final = 8
 #: Subjects per refresh step (one GROUP BY and one window query each).
 REFRESH_CHUNK: Final = 500
-#: The predicate whose facts may only restate their subject's name (partitioned by object).
-TITLE_PREDICATE: Final = "title"
 
 CodePoint = Callable[[Any], Any]
 
@@ -97,21 +103,21 @@ def counts(
 
 
 def _order(code_point: CodePoint) -> list[Any]:
-    """representative_facts' pool order after the evidence score, in SQL."""
+    """``model.POOL_ORDER`` in SQL, text compared by code point as Python compares it."""
     t = schema.facts
-    return [
-        t.c.confidence.desc(),
-        code_point(t.c.predicate),
-        code_point(t.c.source_type),
-        code_point(t.c.source_file),
-        code_point(t.c.object),
-        code_point(t.c.extractor),  # facts equal up to here show alike; this fixes the row
-    ]
+    return [t.c[name].desc() if desc else code_point(t.c[name]) for name, desc in POOL_ORDER]
 
 
 def _title_object() -> Any:
     t = schema.facts
     return sa.case((t.c.predicate == TITLE_PREDICATE, t.c.object), else_=sa.null())
+
+
+def _partition() -> list[Any]:
+    """``model.SAMPLE_PARTITION`` of each subject's facts, in SQL."""
+    t = schema.facts
+    column = {"title_object": _title_object()}
+    return [t.c.subject_norm, *(column.get(name, t.c.get(name)) for name in SAMPLE_PARTITION)]
 
 
 def sample_select(
@@ -130,13 +136,7 @@ def sample_select(
     rank = (
         sa.func.row_number()
         .over(
-            partition_by=[
-                t.c.subject_norm,
-                t.c.predicate,
-                t.c.source_type,
-                sa.case((is_evidence, t.c.source_file), else_=sa.null()),
-                _title_object(),
-            ],
+            partition_by=[*_partition(), sa.case((is_evidence, t.c.source_file), else_=sa.null())],
             order_by=_order(code_point),
         )
         .label("rank")
@@ -192,7 +192,7 @@ def store(conn: Connection, dialect: Dialect, keys: Sequence[str]) -> int:
     )
     agg: dict[str, dict[str, Any]] = {}
     counts(conn, where, set(norms.values()), agg)
-    part = [t.c.subject_norm, t.c.predicate, t.c.source_type, _title_object()]
+    part = _partition()
     rank = sa.func.row_number().over(partition_by=part, order_by=_order(dialect.code_point))
     size = sa.func.count().over(partition_by=part)
     ranked = (
@@ -293,15 +293,7 @@ def _stored_row(
         parts[(f["predicate"], f["source_type"], title)].append(f)
 
     def order(f: Mapping[str, Any]) -> tuple[Any, ...]:
-        return (
-            -f["confidence"],
-            f["predicate"],
-            f["source_type"],
-            f["source_file"],
-            f["object"],
-            f["extractor"],
-            ids[f["fact_key"]],
-        )
+        return (*pool_key(f, operator.getitem), ids[f["fact_key"]])
 
     sampled = [
         [len(part), [ids[f["fact_key"]] for f in sorted(part, key=order)[:SAMPLE_DEPTH]]]
