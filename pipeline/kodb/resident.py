@@ -274,61 +274,25 @@ def _assemble(
     words: dict[str, np.ndarray],
     **cols: np.ndarray,
 ) -> ResidentFacts:
-    subj, pred, stype, conf = cols["subj"], cols["pred"], cols["stype"], cols["conf"]
-    obj, file, extr = cols["obj"], cols["file"], cols["extr"]
+    """The copy from the facts' columns (codes into the sorted string tables): the facts
+    in partition order, where each subject and partition starts, the per-file index, the
+    counts, and the objects as one UTF-8 blob."""
     title = predicates.index(TITLE_PREDICATE) if TITLE_PREDICATE in predicates else -1
-    title_obj = np.where(pred == title, obj, -1)
+    title_obj = np.where(cols["pred"] == title, cols["obj"], -1)
     order = _partition_order(
         {
-            "subject": subj,
+            "subject": cols["subj"],
             "title_object": title_obj,
-            "predicate": pred,
-            "source_type": stype,
-            "source_file": file,
-            "object": obj,
-            "extractor": extr,
-            "confidence": conf,
+            "predicate": cols["pred"],
+            "source_type": cols["stype"],
+            "source_file": cols["file"],
+            "object": cols["obj"],
+            "extractor": cols["extr"],
+            "confidence": cols["conf"],
         }
     )
     cols = {name: a[order] for name, a in cols.items()}
-    subj, pred, stype, conf = cols["subj"], cols["pred"], cols["stype"], cols["conf"]
-    obj, file, extr, spell = cols["obj"], cols["file"], cols["extr"], cols["spell"]
-    title_obj = title_obj[order]
-    n, subjects = int(subj.size), len(norms)
-    changes = np.ones(n, dtype=bool)
-    if n:
-        changes[1:] = (
-            (subj[1:] != subj[:-1])
-            | (pred[1:] != pred[:-1])
-            | (stype[1:] != stype[:-1])
-            | (title_obj[1:] != title_obj[:-1])
-        )
-    part_start = np.append(np.flatnonzero(changes), n).astype(np.int64)
-    subj_start = np.searchsorted(subj, np.arange(subjects + 1)).astype(np.int64)
-    subj_parts = np.searchsorted(part_start[:-1], subj_start).astype(np.int64)
-    positions = np.arange(n, dtype=np.int64)
-    by_file = np.lexsort((positions, subj, file)).astype(np.int64)
-    file_key = file[by_file].astype(np.int64) * subjects + subj[by_file]
-
-    max_conf = np.full(subjects, -np.inf)
-    filled = subj_start[:-1] < subj_start[1:]
-    if n:
-        max_conf[filled] = np.maximum.reduceat(conf, subj_start[:-1][filled])
-    nf, nt = max(len(files), 1), len(SOURCE_TYPES)
-    pairs = np.unique(subj.astype(np.int64) * nf + file)
-    source_count = np.bincount(pairs // nf, minlength=subjects).astype(np.int64)
-    typed = np.unique((subj.astype(np.int64) * nt + stype) * nf + file)
-    per_type = np.bincount(typed // nf, minlength=subjects * nt).reshape(subjects, nt)
-    pred_start, pred_code, pred_count = _group_counts(
-        subj.astype(np.int64) * max(len(predicates), 1) + pred, max(len(predicates), 1), subjects
-    )
-    spell_start, spell_code, spell_count = _group_counts(
-        subj.astype(np.int64) * max(len(spellings), 1) + spell, max(len(spellings), 1), subjects
-    )
-    by_pair = np.unique(file.astype(np.int64) * max(subjects, 1) + subj)
-    file_subj_start = np.searchsorted(by_pair // max(subjects, 1), np.arange(len(files) + 1))
-    file_subjects = (by_pair % max(subjects, 1)).astype(np.int32)
-
+    sizes = (len(norms), len(files), len(predicates), len(spellings))
     encoded = [s.encode("utf-8", "surrogatepass") for s in objects]
     object_ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
     return ResidentFacts(
@@ -339,32 +303,75 @@ def _assemble(
         extractors=extractors,
         object_blob=b"".join(encoded),
         object_ends=object_ends,
-        subj=subj,
-        spell=spell,
-        pred=pred,
-        obj=obj,
-        conf=conf,
-        stype=stype,
-        file=file,
-        extr=extr,
-        part_start=part_start,
-        subj_parts=subj_parts,
-        subj_start=subj_start,
-        by_file=by_file,
-        file_key=file_key,
-        max_conf=max_conf,
-        source_count=source_count,
-        per_type=per_type,
-        pred_start=pred_start,
-        pred_code=pred_code,
-        pred_count=pred_count,
-        spell_start=spell_start,
-        spell_code=spell_code,
-        spell_count=spell_count,
-        file_subj_start=file_subj_start,
-        file_subjects=file_subjects,
         words=words,
+        **cols,
+        **_layout(cols, title_obj[order], len(norms)),
+        **_counts(cols, *sizes),
     )
+
+
+def _layout(cols: Mapping[str, np.ndarray], title_obj: np.ndarray, subjects: int) -> dict[str, Any]:
+    """Where each partition and subject starts in partition order, and the index of the
+    facts by (file, subject)."""
+    subj, pred, stype, file = cols["subj"], cols["pred"], cols["stype"], cols["file"]
+    n = int(subj.size)
+    changes = np.ones(n, dtype=bool)
+    if n:
+        changes[1:] = (
+            (subj[1:] != subj[:-1])
+            | (pred[1:] != pred[:-1])
+            | (stype[1:] != stype[:-1])
+            | (title_obj[1:] != title_obj[:-1])
+        )
+    part_start = np.append(np.flatnonzero(changes), n).astype(np.int64)
+    subj_start = np.searchsorted(subj, np.arange(subjects + 1)).astype(np.int64)
+    positions = np.arange(n, dtype=np.int64)
+    by_file = np.lexsort((positions, subj, file)).astype(np.int64)
+    return {
+        "part_start": part_start,
+        "subj_start": subj_start,
+        "subj_parts": np.searchsorted(part_start[:-1], subj_start).astype(np.int64),
+        "by_file": by_file,
+        "file_key": file[by_file].astype(np.int64) * subjects + subj[by_file],
+    }
+
+
+def _counts(
+    cols: Mapping[str, np.ndarray], subjects: int, files: int, predicates: int, spellings: int
+) -> dict[str, Any]:
+    """Every subject's counts (best confidence, source files in all and per type, facts per
+    predicate and per spelling) and each file's subjects, by sorting integer keys."""
+    subj, pred, stype, conf = cols["subj"], cols["pred"], cols["stype"], cols["conf"]
+    file, spell = cols["file"], cols["spell"]
+    subj_start = np.searchsorted(subj, np.arange(subjects + 1))
+    max_conf = np.full(subjects, -np.inf)
+    filled = subj_start[:-1] < subj_start[1:]
+    if subj.size:
+        max_conf[filled] = np.maximum.reduceat(conf, subj_start[:-1][filled])
+    nf, nt = max(files, 1), len(SOURCE_TYPES)
+    pairs = np.unique(subj.astype(np.int64) * nf + file)
+    typed = np.unique((subj.astype(np.int64) * nt + stype) * nf + file)
+    per_type = np.bincount(typed // nf, minlength=subjects * nt).reshape(subjects, nt)
+    pred_start, pred_code, pred_count = _group_counts(
+        subj.astype(np.int64) * max(predicates, 1) + pred, max(predicates, 1), subjects
+    )
+    spell_start, spell_code, spell_count = _group_counts(
+        subj.astype(np.int64) * max(spellings, 1) + spell, max(spellings, 1), subjects
+    )
+    by_pair = np.unique(file.astype(np.int64) * max(subjects, 1) + subj)
+    return {
+        "max_conf": max_conf,
+        "source_count": np.bincount(pairs // nf, minlength=subjects).astype(np.int64),
+        "per_type": per_type,
+        "pred_start": pred_start,
+        "pred_code": pred_code,
+        "pred_count": pred_count,
+        "spell_start": spell_start,
+        "spell_code": spell_code,
+        "spell_count": spell_count,
+        "file_subj_start": np.searchsorted(by_pair // max(subjects, 1), np.arange(files + 1)),
+        "file_subjects": (by_pair % max(subjects, 1)).astype(np.int32),
+    }
 
 
 class ResidentKodb:

@@ -410,85 +410,147 @@ def read(
     ]
     if not rows:
         return {}
-    samples: dict[str, list[list[Any]]] = {}
+    reading = _StoredRead(conn, dialect, size, evidence, chunk, cache)
+    samples = reading.samples(rows) if size > 0 else {}
+    own: dict[str, list[Fact]] = {}
     if size > 0:
-        parsed = cache.samples if cache is not None else {}
+        reading.fetch_lists(samples)
+        own = reading.evidence_facts(rows, samples)
+    found, crowded = reading.assemble(rows, samples, own)
+    found.update(reading.computed(crowded))
+    return found
+
+
+class _StoredRead:
+    """One ``read``: the facts of the stored lists it fetched by id (the cache's, when
+    given), and what it needs to judge whether a list serves the question."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        dialect: Dialect,
+        size: int,
+        evidence: Sequence[str],
+        chunk: int,
+        cache: ReadCache | None,
+    ) -> None:
+        self.conn, self.dialect, self.size, self.chunk = conn, dialect, size, chunk
+        self.evidence = evidence
+        self.cache = cache
+        self.facts: dict[int, Fact] = cache.facts if cache is not None else {}
+        self.is_evidence = set(evidence).__contains__
+        self.by_id = _facts_by_id(dialect)
+
+    def samples(self, rows: Sequence[Any]) -> dict[str, list[list[Any]]]:
+        """Each row's stored lists: [partition size, [fact ids]] per partition."""
+        parsed = self.cache.samples if self.cache is not None else {}
+        out: dict[str, list[list[Any]]] = {}
         for r in rows:
             if r.subject_key not in parsed:
                 parsed[r.subject_key] = json.loads(r.sample)
-            samples[r.subject_norm] = parsed[r.subject_key]
-    facts: dict[int, Fact] = cache.facts if cache is not None else {}
-    by_subject: dict[str, list[Fact]] = defaultdict(list)
-    by_id = _facts_by_id(dialect)
-    code_point = dialect.code_point
+            out[r.subject_norm] = parsed[r.subject_key]
+        return out
 
-    def fetch(ids: Iterable[int]) -> None:
-        # Sorted: the rows are then read in the table's order.
-        wanted_ids = sorted(set(ids) - facts.keys())
+    def fetch(self, ids: Iterable[int]) -> None:
+        """Read these facts by id (those not read yet), in the table's order."""
+        wanted_ids = sorted(set(ids) - self.facts.keys())
         if wanted_ids:
-            for r in conn.execute(by_id, {"ids": json.dumps(wanted_ids)}):
-                facts[int(r.id)] = _from_row(r, 1)
+            for r in self.conn.execute(self.by_id, {"ids": json.dumps(wanted_ids)}):
+                self.facts[int(r.id)] = _from_row(r, 1)
 
-    is_evidence = set(evidence).__contains__
-
-    def others_in_head(fids: Sequence[int]) -> int:
+    def others_in_head(self, fids: Sequence[int]) -> int:
         """Facts read from files other than the question's among a list's first ``size``."""
-        return sum(1 for f in fids[:size] if f in facts and not is_evidence(facts[f].source_file))
+        facts, size = self.facts, self.size
+        return sum(
+            1 for f in fids[:size] if f in facts and not self.is_evidence(facts[f].source_file)
+        )
 
-    if size > 0:
-        # First the best ``size`` of each list: all an answer needs unless the question's
-        # own files hold some of them; only those lists are then read further.
-        fetch(fid for parts in samples.values() for _, fids in parts for fid in fids[:size])
-        fetch(
+    def fetch_lists(self, samples: Mapping[str, list[list[Any]]]) -> None:
+        """First the best ``size`` of each list: all an answer needs unless the question's
+        own files hold some of them; only those lists are then read further."""
+        size = self.size
+        self.fetch(fid for parts in samples.values() for _, fids in parts for fid in fids[:size])
+        self.fetch(
             fid
             for parts in samples.values()
             for _, fids in parts
-            if others_in_head(fids) < size
+            if self.others_in_head(fids) < size
             for fid in fids[size:]
         )
-        # The question's files: their best ``size`` facts per partition, those about these
-        # subjects found in the index by (file, subject key); the stored norm decides.
+
+    def evidence_facts(
+        self, rows: Sequence[Any], samples: Mapping[str, Any]
+    ) -> dict[str, list[Fact]]:
+        """The question's files: their best ``size`` facts per partition, those about these
+        subjects found in the index by (file, subject key); the stored norm decides."""
+        by_subject: dict[str, list[Fact]] = defaultdict(list)
         names = sorted(samples)
         key_of = {r.subject_norm: r.subject_key for r in rows}
-        for files in chunks(list(evidence), chunk):
-            for part in chunks(names, chunk):
+        for files in chunks(list(self.evidence), self.chunk):
+            for part in chunks(names, self.chunk):
                 where = evidence_where(files, [key_of[n] for n in part])
-                for fact in sample(conn, where, size, files, code_point, part):
+                for fact in sample(
+                    self.conn, where, self.size, files, self.dialect.code_point, part
+                ):
                     by_subject[fact.subject_norm].append(fact)
-    found: dict[str, SubjectSummary] = {}
-    crowded: dict[str, Any] = {}
-    for r in rows:
-        norm = r.subject_norm
-        pool = list(by_subject.get(norm, ()))
-        complete = True
-        for n, fids in samples[norm] if size > 0 else ():
+        return by_subject
+
+    def assemble(
+        self,
+        rows: Sequence[Any],
+        samples: Mapping[str, list[list[Any]]],
+        own: Mapping[str, list[Fact]],
+    ) -> tuple[dict[str, SubjectSummary], dict[str, Any]]:
+        """The summaries the stored lists serve, and the rows whose lists the question's
+        files crowd (their samples are computed from the facts)."""
+        found: dict[str, SubjectSummary] = {}
+        crowded: dict[str, Any] = {}
+        for r in rows:
+            norm = r.subject_norm
+            pool = list(own.get(norm, ()))
+            served = self._pool(samples[norm] if self.size > 0 else (), pool)
+            if served is _CROWDED:
+                crowded[norm] = r
+            elif served:
+                found[norm] = _summary(norm, _stored_counts(r, self.cache), pool)
+        return found, crowded
+
+    def _pool(self, lists: Iterable[list[Any]], pool: list[Fact]) -> bool | object:
+        """Add each stored list's facts the answer may pick to ``pool``: True when every
+        list served, False when a fact vanished (the row is stale in this snapshot),
+        ``_CROWDED`` when the question's files crowd a list."""
+        facts, size = self.facts, self.size
+        for n, fids in lists:
             head = [facts[f] for f in fids[:size] if f in facts]
-            if len(head) == min(size, len(fids)) and others_in_head(fids) >= size:
+            if len(head) == min(size, len(fids)) and self.others_in_head(fids) >= size:
                 pool.extend(head)  # holds the list's first ``size`` facts from other files
                 continue
             kept = [facts[f] for f in fids if f in facts]
             if len(kept) != len(fids):
-                complete = False  # a fact vanished: the row is stale in this snapshot
-                break
-            others = sum(1 for f in kept if not is_evidence(f.source_file))
+                return False
+            others = sum(1 for f in kept if not self.is_evidence(f.source_file))
             if others < size and n > len(fids):
-                # The question's files crowd the stored list: the counts still hold, the
-                # sample is computed from the subject's facts (below).
-                crowded[norm] = r
-                break
+                # The counts still hold; the sample is computed from the subject's facts.
+                return _CROWDED
             pool.extend(kept)
-        if complete and norm not in crowded:
-            found[norm] = _summary(norm, _stored_counts(r, cache), pool)
-    if crowded:
+        return True
+
+    def computed(self, crowded: Mapping[str, Any]) -> dict[str, SubjectSummary]:
+        """The crowded subjects' summaries: stored counts, samples from their facts."""
         computed: dict[str, list[Fact]] = defaultdict(list)
         names = sorted(crowded)
-        for part in chunks(names, chunk):
+        for part in chunks(names, self.chunk):
             where = [schema.facts.c.subject_key.in_([crowded[n].subject_key for n in part])]
-            for fact in sample(conn, where, size, evidence, code_point):
+            for fact in sample(self.conn, where, self.size, self.evidence, self.dialect.code_point):
                 computed[fact.subject_norm].append(fact)
-        for norm in names:
-            found[norm] = _summary(norm, _stored_counts(crowded[norm], cache), computed[norm])
-    return found
+        return {
+            norm: _summary(norm, _stored_counts(crowded[norm], self.cache), computed[norm])
+            for norm in names
+        }
+
+
+#: ``_StoredRead._pool``'s "the question's files crowd a stored list".
+_CROWDED = object()
 
 
 def _stored_counts(row: Any, cache: ReadCache | None) -> dict[str, Any]:
