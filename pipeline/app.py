@@ -31,6 +31,7 @@ from pipeline.privacy import PrivateNotes, PublicGraph, PublicKodb
 if TYPE_CHECKING:
     from pipeline.embed import Embedder, LazyEmbedder
     from pipeline.graph import GraphClient, LocalGraph
+    from pipeline.graph.reader import GraphReader
     from pipeline.kodb import KoDB
     from pipeline.kodb.reader import KodbReader
     from pipeline.query import Pipeline
@@ -139,9 +140,10 @@ class App:
         view = self._view("kodb", private, lambda: PublicKodb(self.kodb, private))
         return view  # type: ignore[no-any-return]
 
-    def graph_for(self, private: PrivateNotes) -> Any:
+    def graph_for(self, private: PrivateNotes) -> GraphReader:
         """The graph without the notes ``private`` names (the client when it names none)."""
-        return self._view("graph", private, lambda: PublicGraph(self.graph, private))
+        view = self._view("graph", private, lambda: PublicGraph(self.graph, private))
+        return view  # type: ignore[no-any-return]
 
     def _view(self, kind: str, private: PrivateNotes, make: Callable[[], Any]) -> Any:
         if not private:

@@ -520,10 +520,13 @@ class LazyEmbedder:
     def token_lengths(self, texts: Sequence[str]) -> list[int] | None:
         return self.loaded.token_lengths(texts)
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):  # copy/pickle probes must not load a model
-            raise AttributeError(name)
-        return getattr(self.loaded, name)
+    def embed_one(self, text: str) -> np.ndarray:
+        return self.loaded.embed_one(text)
+
+    @property
+    def runtime(self) -> str:
+        """The loaded model's runtime ("onnx" or "torch")."""
+        return self.loaded.runtime
 
 
 def set_model_threads(threads: int) -> None:

@@ -30,6 +30,7 @@ from pipeline.model import Answer, Fact, Note, SubjectSummary
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
+    from pipeline.graph.reader import GraphReader
     from pipeline.kodb.reader import KodbReader
     from pipeline.model import Calibration
 
@@ -221,14 +222,22 @@ _OVERFETCH_FACTOR = 2
 
 
 class PublicGraph:
-    """The graph as an answer may see it: private notes are not there."""
+    """The graph as an answer may see it (``GraphReader``, every method written out):
+    private notes are not there."""
 
-    def __init__(self, graph: Any, private: PrivateNotes) -> None:
+    def __init__(self, graph: GraphReader, private: PrivateNotes) -> None:
         self._graph = graph
         self._private = private
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._graph, name)
+    def ping(self) -> float:
+        """The graph's: a round trip names no note."""
+        return self._graph.ping()
+
+    def note_vectors(self, paths: Sequence[str]) -> dict[str, tuple[float, ...]]:
+        return self._graph.note_vectors([p for p in paths if not self._private.is_private(p)])
+
+    def close(self) -> None:
+        """The owner of the client closes it."""
 
     def vector_search(self, vector: Any, k: int) -> list[Any]:
         """The ``k`` best public notes (the search is repeated with a larger ``k`` while

@@ -45,6 +45,13 @@ class Graph:
     def all_vectors(self) -> tuple[list[State], np.ndarray]:
         return [State(h.path) for h in self.hits], np.eye(len(self.hits), dtype=np.float32)
 
+    def note_states(self) -> dict[str, State]:
+        return {h.path: State(h.path) for h in self.hits}
+
+    def note_vectors(self, paths: list[str]) -> dict[str, tuple[float, ...]]:
+        known = {h.path for h in self.hits}
+        return {p: (1.0,) for p in paths if p in known}
+
     def close(self) -> None:
         pass
 
@@ -55,6 +62,27 @@ class Model:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return np.ones((len(texts), 4), dtype=np.float32) / 2
+
+
+def test_the_graph_view_writes_every_reader_method_and_none_returns_a_private_note() -> None:
+    from pipeline.graph.reader import READER_METHODS
+
+    assert "__getattr__" not in vars(PublicGraph)
+    assert [m for m in READER_METHODS if m not in vars(PublicGraph)] == []
+    hits = [Hit("private/a.md", "a", "wiki", 0.9), Hit("wiki/b.md", "b", "wiki", 0.8)]
+    view = PublicGraph(Graph(hits), PRIVATE)
+    calls = {
+        "ping": lambda: view.ping(),
+        "vector_search": lambda: view.vector_search(np.zeros(4), 5),
+        "note_vectors": lambda: view.note_vectors(["private/a.md", "wiki/b.md"]),
+        "all_vectors": lambda: view.all_vectors()[0],
+        "note_states": lambda: view.note_states(),
+        "close": lambda: view.close(),
+    }
+    assert set(calls) == set(READER_METHODS)
+    shown = {m: call() for m, call in calls.items()}
+    assert [m for m, value in shown.items() if "private/" in repr(value)] == []
+    assert shown["note_vectors"] == {"wiki/b.md": (1.0,)}
 
 
 def test_globs_match_folders_and_names() -> None:
