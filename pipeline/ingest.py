@@ -20,6 +20,14 @@ or retitled), unchanged notes whose ``links_to`` facts name an affected key, or 
 that key used to resolve to, are re-read and re-extracted in the same transaction
 (``relinked`` in the report), so an incremental run ends where a full one would.
 
+Private notes (``vault_private_globs``): a public note's link to a private note resolves to
+nothing, so its facts keep the target as the public note wrote it (its last path segment)
+and never carry what the private note says (its subject or title); the answers hide private
+notes' own facts, and this keeps their words out of public notes' facts. A private note's
+links resolve as any note's (its facts never reach an answer). Public notes extracted before
+the globs covered the note they link to are found by the private subjects their facts still
+name, and re-extracted (``relinked``).
+
 Registry rows written before notes had a ``subject`` column (``subject`` NULL) were
 extracted without link resolution, and rows of another ``extract.EXTRACTOR_VERSION`` (NULL:
 before versions were recorded) under other rules: their notes are re-extracted once, so an
@@ -41,8 +49,15 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pipeline.config import Settings
 from pipeline.errors import ConfigError, InputError, VaultKoError
-from pipeline.model import SOURCE_TYPES, Fact, Note, NoteText
-from pipeline.vault.extract import EXTRACTOR, EXTRACTOR_VERSION, extract_facts, link_key
+from pipeline.model import SOURCE_TYPES, Fact, Note, NoteText, normalize_text
+from pipeline.privacy import PrivateNotes
+from pipeline.vault.extract import (
+    EXTRACTOR,
+    EXTRACTOR_VERSION,
+    Resolver,
+    extract_facts,
+    link_key,
+)
 from pipeline.vault.parse import ParsedNote, content_hash, parse_note, read_note_bytes
 from pipeline.vault.scan import ScannedFile, scan_vault
 
@@ -116,47 +131,81 @@ class LinkResolver:
     key is ambiguous. Keys by precedence: a note's vault path without ``.md``, its file stem,
     its title; a key of a stronger kind hides the same key of a weaker kind. Within a kind, a
     key naming notes with different subjects is ambiguous.
+
+    ``private`` holds the keys that name a private note (one of the notes the winning kind
+    names is private). Called, the resolver resolves every key (a private note's links);
+    ``public`` resolves none of those (a public note's links): such a link keeps the target
+    as the public note wrote it, never the private note's subject or title.
     """
 
     keys: Mapping[str, str | None]
+    private: frozenset[str] = frozenset()
 
     @classmethod
-    def build(cls, notes: Iterable[Note]) -> LinkResolver:
-        """The resolver over these registry notes (``subject`` None: the title)."""
+    def build(
+        cls, notes: Iterable[Note], is_private: Callable[[str], bool] | None = None
+    ) -> LinkResolver:
+        """The resolver over these registry notes (``subject`` None: the title);
+        ``is_private`` names the private notes' paths (None: no note is private)."""
         kinds: tuple[dict[str, set[str]], ...] = ({}, {}, {})  # path, stem, title
+        hidden: tuple[set[str], ...] = (set(), set(), set())  # their keys naming a private note
         for note in notes:
             subject = note.subject or note.title
             path = link_key(note.path)
-            for kind, key in zip(
-                kinds, (path, PurePosixPath(path).name, link_key(note.title)), strict=True
+            private = is_private is not None and is_private(note.path)
+            for kind, secret, key in zip(
+                kinds, hidden, (path, PurePosixPath(path).name, link_key(note.title)), strict=True
             ):
                 if key:
                     kind.setdefault(key, set()).add(subject)
+                    if private:
+                        secret.add(key)
         keys: dict[str, str | None] = {}
-        for kind in kinds:
+        private_keys: set[str] = set()
+        for kind, secret in zip(kinds, hidden, strict=True):
             for key, subjects in kind.items():
                 if key not in keys:
                     keys[key] = next(iter(subjects)) if len(subjects) == 1 else None
-        return cls(keys)
+                    if key in secret:
+                        private_keys.add(key)
+        return cls(keys, frozenset(private_keys))
 
     @classmethod
-    def from_parsed(cls, notes: Iterable[ParsedNote]) -> LinkResolver:
+    def from_parsed(
+        cls, notes: Iterable[ParsedNote], is_private: Callable[[str], bool] | None = None
+    ) -> LinkResolver:
         """The resolver over these parsed notes (what a from-scratch ingest builds)."""
-        return cls.build(n.note for n in notes)
+        return cls.build((n.note for n in notes), is_private)
 
     def __call__(self, target: str) -> str | None:
         """The subject ``target`` (as written in a link) resolves to, or None."""
         return self.keys.get(link_key(target))
 
+    def public(self, target: str) -> str | None:
+        """What ``target`` resolves to in a public note: None when it names a private note."""
+        key = link_key(target)
+        return None if key in self.private else self.keys.get(key)
+
+    def for_note(self, path: str, private: PrivateNotes) -> Resolver:
+        """The resolver of the links of the note at ``path``."""
+        return self if private.is_private(path) else self.public
+
+    def private_subjects(self) -> set[str]:
+        """The normalised subjects the private keys resolve to (what a public note's facts
+        must not name through a link)."""
+        return {normalize_text(v) for k in self.private if (v := self.keys.get(k))}
+
     def affected_terms(self, new: LinkResolver) -> set[str]:
         """Normalised ``links_to`` objects that may resolve differently under ``new``.
 
-        The keys whose value changed (added, removed, different, turned ambiguous), their
-        last path segments (what an unresolved ``[[folder/x]]`` link stored) and the subjects
-        they resolved to here (what a resolved link stored).
+        The keys whose value changed (added, removed, different, turned ambiguous, turned
+        private or public), their last path segments (what an unresolved ``[[folder/x]]``
+        link stored) and the subjects they resolved to here (what a resolved link stored).
         """
         changed = {
-            k for k in self.keys.keys() | new.keys.keys() if self.keys.get(k) != new.keys.get(k)
+            k
+            for k in self.keys.keys() | new.keys.keys()
+            if (self.keys.get(k), k in self.private) != (new.keys.get(k), k in new.private)
         }
         terms = changed | {PurePosixPath(k).name for k in changed}
         terms |= {link_key(v) for k in changed if (v := self.keys.get(k))}
@@ -194,15 +243,20 @@ def ingest_vault(
     after = {p: n for p, n in registry.items() if p in on_disk} | {
         p: n.note for p, n in parsed.items()
     }
-    old_resolver = LinkResolver.build(registry.values())
-    resolver = LinkResolver.build(after.values())
+    private = PrivateNotes.from_settings(settings)
+    old_resolver = LinkResolver.build(registry.values(), private.is_private)
+    resolver = LinkResolver.build(after.values(), private.is_private)
     relinked, turned_bad = _relink(
         settings, kodb, on_disk, old_resolver.affected_terms(resolver), parsed, skipped
     )
+    settled = parsed.keys() | relinked.keys() | {s.path for s in [*skipped, *turned_bad]}
+    unleaked, unleak_bad = _unleak(settings, kodb, on_disk, after, resolver, private, settled)
+    relinked |= unleaked
+    turned_bad += unleak_bad
     skipped += turned_bad  # they turned bad since the scan: old facts kept
     counts["unchanged"] -= len(turned_bad)
 
-    facts_written = _write(kodb, [*parsed.values(), *relinked.values()], removed, resolver)
+    facts_written = _write(kodb, [*parsed.values(), *relinked.values()], removed, resolver, private)
     changes = _Changes(
         scanned=len(files),
         skipped=tuple(skipped),
@@ -288,13 +342,71 @@ def _relink(
     return relinked, turned_bad
 
 
+def _unleak(
+    settings: Settings,
+    kodb: KoDB,
+    on_disk: Mapping[str, ScannedFile],
+    notes: Mapping[str, Note],
+    resolver: LinkResolver,
+    private: PrivateNotes,
+    settled: Iterable[str],
+) -> tuple[dict[str, ParsedNote], list[SkippedNote]]:
+    """Re-read the unchanged public notes whose facts name a private note's subject that
+    their links, resolved now, no longer name (they were extracted before the private globs
+    covered the note they link to): (the notes parsed, those that could not be read).
+
+    A subject a public note of ``notes`` (the registry as this run leaves it) has too is no
+    secret; a public note whose own words name a secret one keeps its facts, unwritten.
+    """
+    unleaked: dict[str, ParsedNote] = {}
+    turned_bad: list[SkippedNote] = []
+    secret = resolver.private_subjects() - {
+        normalize_text(n.subject or n.title) for p, n in notes.items() if not private.is_private(p)
+    }
+    if not secret:
+        return unleaked, turned_bad
+    done = set(settled)
+    candidates = sorted(
+        path
+        for path in kodb.subject_source_files(secret)
+        if path in on_disk and path not in done and not private.is_private(path)
+    )
+    if not candidates:
+        return unleaked, turned_bad
+    stored: dict[str, set[tuple[str, str, str]]] = {path: set() for path in candidates}
+    for fact in kodb.facts_for_subjects(secret):
+        if fact.extractor == EXTRACTOR and fact.source_file in stored:
+            stored[fact.source_file].add((fact.subject, fact.predicate, fact.object))
+    for path in candidates:
+        outcome = _read(settings, on_disk[path])
+        if isinstance(outcome, SkippedNote):
+            turned_bad.append(outcome)
+        elif outcome is not None:
+            now = {
+                (f.subject, f.predicate, f.object)
+                for f in extract_facts(outcome, resolver.public)
+                if f.subject_norm in secret
+            }
+            if now != stored[path]:
+                unleaked[path] = outcome
+    return unleaked, turned_bad
+
+
 def _write(
-    kodb: KoDB, notes: Sequence[ParsedNote], removed: Sequence[str], resolver: LinkResolver
+    kodb: KoDB,
+    notes: Sequence[ParsedNote],
+    removed: Sequence[str],
+    resolver: LinkResolver,
+    private: PrivateNotes,
 ) -> int:
     """Extract the notes' facts and write them and the removals in one KO-DB transaction;
-    returns the number of facts written."""
+    returns the number of facts written. A public note's links never resolve to a private
+    note's subject (``LinkResolver.public``)."""
     upserts: list[tuple[Note, Sequence[Fact]]] = [
-        (replace(note.note, extractor_version=EXTRACTOR_VERSION), extract_facts(note, resolver))
+        (
+            replace(note.note, extractor_version=EXTRACTOR_VERSION),
+            extract_facts(note, resolver.for_note(note.path, private)),
+        )
         for note in notes
     ]
     texts = [note_text(note) for note in notes]

@@ -56,7 +56,9 @@ resolved link uses that subject as the subject of ``mentioned_in`` / ``context``
 ``decided_in`` and as the object of ``links_to`` / ``superseded_by`` and of a property whose
 value is a lone ``"[[X]]"`` (``superseded_by: "[[0014-…]]"``), so the facts about a
 note gather on the subject its own facts use. An unresolved link (or no resolver) keeps the
-target's last path segment. With a resolver, a link to the note's own path or file stem is a
+target's last path segment. Ingest gives a public note a resolver that resolves no link
+to a private note (``vault_private_globs``), so what a private note says never becomes a
+public note's fact. With a resolver, a link to the note's own path or file stem is a
 self-link as well; a self-link in a decision or "Superseded by" names the note's own subject.
 
 There is no generic ``has_value`` predicate: each fact keeps a meaningful predicate. Empty
@@ -91,7 +93,9 @@ EXTRACTOR = INGEST_EXTRACTOR
 #: Bump when the rules change: ingest then re-extracts notes extracted under another one.
 #: 2: title, summary, section, file-name date, references; markdown links to notes.
 #: 3: each note's full text goes to KO-DB's index too (KO-DB migration 5).
-EXTRACTOR_VERSION = 3
+#: 4: a public note's link to a private note keeps its target as written (ingest's
+#:    ``LinkResolver.public``), never the private note's subject (issue 35).
+EXTRACTOR_VERSION = 4
 
 #: resolve(link target as written) -> the subject of the note it names, or None.
 Resolver = Callable[[str], str | None]

@@ -519,6 +519,114 @@ def test_resolver_affected_terms_cover_changed_keys_their_segments_and_old_subje
     assert old.affected_terms(old) == set()
 
 
+def test_resolver_resolves_no_key_of_a_private_note_for_a_public_note() -> None:
+    notes = [
+        reg("private/plan-a.md", "Plan A draft", "Project Nightjarquux"),
+        reg("wiki/vendor-review.md", "Vendor review"),
+        reg("wiki/plan-b.md", "plan-a"),  # a public title equal to the private stem
+    ]
+    resolver = LinkResolver.build(notes, lambda p: p.startswith("private/"))
+    for target in ("plan-a", "private/plan-a", "PRIVATE/plan-a.md", "plan a draft"):
+        assert resolver(target) == "Project Nightjarquux", target  # a private note's link
+        assert resolver.public(target) is None, target  # a public note's: as written
+    # The stem outranks the public title "plan-a": the link names the private note.
+    assert resolver.public("vendor-review") == resolver("vendor-review") == "Vendor review"
+    assert resolver.private_subjects() == {"project nightjarquux"}
+    assert LinkResolver.build(notes).public("plan-a") == "Project Nightjarquux"  # no globs
+
+
+def test_resolver_affected_terms_cover_a_note_turned_private() -> None:
+    notes = [reg("plans/plan-a.md", "Plan A", "Nightjarquux"), reg("wiki/x.md", "X")]
+    public = LinkResolver.build(notes)
+    private = LinkResolver.build(notes, lambda p: p.startswith("plans/"))
+    terms = public.affected_terms(private)
+    assert {"plan-a", "plans/plan-a", "plan a", "nightjarquux"} <= terms
+    assert not terms & {"x", "wiki/x"}
+
+
+PUBLIC_LINKER = "wiki/vendor-review.md"
+PRIVATE_PLAN = "private/plan-a.md"
+PLAN_NOTE = (
+    "---\nsubject: Project Nightjarquux\naliases: [Nightjar alias]\n---\n"
+    "# Plan A draft\n\nThe nightjarquux budget. See [[vendor-review]] and [[plan-b]].\n"
+)
+LINKER_NOTE = (
+    "# Vendor review\n\nWe compared vendors; see [[plan-a]] for the plan "
+    "and [[private/plan-a|its budget]].\n"
+)
+
+
+def secret_facts(facts: set[tuple[str, str, str, str]], path: str) -> set[tuple[str, ...]]:
+    """The facts of ``path`` that carry anything the private plan says."""
+    words = ("nightjar", "plan a draft")
+    return {f for f in facts if f[0] == path and any(w in " ".join(f).casefold() for w in words)}
+
+
+@pytest.fixture
+def private_vault(tmp_path: Path) -> Path:
+    vault = tmp_path / "private-vault"
+    write(vault, PRIVATE_PLAN, PLAN_NOTE)
+    write(vault, "private/plan-b.md", "---\nsubject: Plan B secret\n---\n# Plan B\n\nx\n")
+    write(vault, PUBLIC_LINKER, LINKER_NOTE)
+    return vault
+
+
+PRIVATE = {"vault_private_globs": ("private/**",)}
+
+
+def test_a_public_link_to_a_private_note_keeps_the_target_as_written(
+    private_vault: Path, tmp_path: Path
+) -> None:
+    with KoDB.open(f"sqlite:///{tmp_path / 'ko.db'}") as db:
+        run(private_vault, db, **PRIVATE)
+        facts = stored(db)
+    assert secret_facts(facts, PUBLIC_LINKER) == set()
+    links = {o for p, _, pred, o in facts if p == PUBLIC_LINKER and pred == "links_to"}
+    assert links == {"plan-a"}  # both links, by stem and by path: the target as written
+    assert (PUBLIC_LINKER, "plan-a", "mentioned_in", "Vendor review") in facts
+    # The private note's own links resolve as before: to a public and to a private note.
+    assert (PRIVATE_PLAN, "Project Nightjarquux", "links_to", "Vendor review") in facts
+    assert (PRIVATE_PLAN, "Project Nightjarquux", "links_to", "Plan B secret") in facts
+
+
+def test_globs_covering_a_linked_note_later_re_extract_the_public_notes_linking_it(
+    private_vault: Path, tmp_path: Path
+) -> None:
+    # A public note that names the private subject in its own words keeps its facts.
+    write(private_vault, "wiki/own-words.md", "# Own words\n\nAbout [[Project Nightjarquux]].\n")
+    with KoDB.open(f"sqlite:///{tmp_path / 'ko.db'}") as db:
+        run(private_vault, db)  # no globs yet: the link resolves to the plan's subject
+        assert secret_facts(stored(db), PUBLIC_LINKER)
+        report = run(private_vault, db, **PRIVATE)
+        assert (report.updated, report.relinked) == (0, 1)
+        facts = stored(db)
+        assert secret_facts(facts, PUBLIC_LINKER) == set()
+        assert facts == from_scratch_with(private_vault, tmp_path, **PRIVATE)
+        assert run(private_vault, db, **PRIVATE).relinked == 0
+
+
+def test_moving_a_linked_note_under_a_private_glob_re_extracts_the_public_notes_linking_it(
+    private_vault: Path, tmp_path: Path
+) -> None:
+    (private_vault / PRIVATE_PLAN).rename(private_vault / "wiki/plan-a.md")
+    with KoDB.open(f"sqlite:///{tmp_path / 'ko.db'}") as db:
+        run(private_vault, db, **PRIVATE)
+        assert secret_facts(stored(db), PUBLIC_LINKER)  # the plan is public here
+        (private_vault / "wiki/plan-a.md").rename(private_vault / PRIVATE_PLAN)
+        report = run(private_vault, db, **PRIVATE)
+        assert (report.added, report.removed, report.relinked) == (1, 1, 1)
+        assert secret_facts(stored(db), PUBLIC_LINKER) == set()
+        assert stored(db) == from_scratch_with(private_vault, tmp_path, **PRIVATE)
+
+
+def from_scratch_with(vault: Path, tmp_path: Path, **overrides: object) -> set[tuple[str, ...]]:
+    """The facts a full ingest of the vault into a new KO-DB stores, with these settings."""
+    url = f"sqlite:///{tmp_path / f'scratch-{len(list(tmp_path.iterdir()))}.db'}"
+    with KoDB.open(url) as db:
+        run(vault, db, **overrides)
+        return stored(db)
+
+
 def test_parsing_in_worker_processes_ingests_exactly_what_one_process_does(
     vault: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
