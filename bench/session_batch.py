@@ -10,7 +10,9 @@ twice with the same warm model:
   ``--loop-prompts`` (200) of them: per-prompt times are compared.
 
 Prompts (``--prompts``, default 1000) are generated from the vault's note titles and KO-DB
-subjects with question templates, plus off-topic questions, shuffled with a fixed seed.
+subjects with question templates, plus off-topic questions, plus prompts of 2–9 words drawn
+at random from the titles' and subjects' words (what an agent's session notes look like to
+the bridge: many weak hits and many candidate subjects), shuffled with a fixed seed.
 identical = every pack of every batch run among the looped prompts, read back from
 packs.jsonl, equals ``answer_to_dict`` of the single answer, ``timings_ms`` ignored.
 
@@ -56,12 +58,17 @@ OFF_TOPIC = (
 
 
 def make_prompts(titles: list[str], subjects: list[str], n: int, seed: int) -> list[str]:
-    """``n`` prompts: about 3/4 about the vault, 1/4 off-topic, deterministic for a seed."""
+    """``n`` prompts: about 1/2 questions about the vault, 1/4 random words of it, 1/4
+    off-topic, deterministic for a seed."""
     rng = random.Random(seed)
     topics = sorted(set(titles) | set(subjects))
+    words = sorted({w for t in topics for w in t.lower().split() if len(w) >= 4 and w.isalpha()})
     prompts: list[str] = []
     while len(prompts) < n:
-        if rng.random() < 0.25:
+        draw = rng.random()
+        if draw < 0.25 and words:
+            prompts.append(" ".join(rng.choice(words) for _ in range(rng.randint(2, 9))))
+        elif draw < 0.5:
             base = rng.choice(OFF_TOPIC)
             prompts.append(base if rng.random() < 0.5 else f"{base} {rng.randint(1, 99)}")
         else:
@@ -142,6 +149,8 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
             ),
             load_context_speedup=speedup,
             load_context_identical=identical,
+            load_context_prompts_per_s=n / batch_s,
+            load_context_resident_facts=summary.resident_facts,
         )
 
 

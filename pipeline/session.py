@@ -44,6 +44,11 @@ AUTO_EXACT_MIN_PROMPTS: Final = 32
 #: ArcadeDB; figures in docs/benchmarks-history.md), so exact search needs
 #: prompts ≥ notes / this.
 AUTO_NOTES_PER_PROMPT: Final = 50
+#: A batch reads KO-DB's facts into memory (``kodb/resident.py``, as the service does) when
+#: it holds at most this many facts per prompt of its first chunk: reading a fact once
+#: costs far less than the statements a prompt's summaries take, so the copy pays for
+#: itself well within the chunk (docs/batch.md). ``service_resident_facts`` caps it.
+RESIDENT_FACTS_PER_PROMPT: Final = 1000
 
 SearchChoice = Literal["auto", "exact", "index"]
 
@@ -63,6 +68,7 @@ class SessionReport:
     embed_batches: int
     batch_invariant: bool
     kodb_statements: int
+    resident_facts: int  # KO-DB facts the batch held in memory (0: answered through SQL)
     chunks: int
     seconds: float
     out: str
@@ -83,6 +89,7 @@ class SessionReport:
             "embed_batches": self.embed_batches,
             "batch_invariant": self.batch_invariant,
             "kodb_statements": self.kodb_statements,
+            "resident_facts": self.resident_facts,
             "chunks": self.chunks,
             "seconds": round(self.seconds, 3),
             "prompts_per_second": round(self.written / self.seconds, 1) if self.seconds else None,
@@ -104,6 +111,7 @@ class _Stats:
     modes: Counter[str] = field(default_factory=Counter)
     searches: Counter[str] = field(default_factory=Counter)
     chunks: int = 0
+    embed_batches: int = 0
     reasons: dict[str, None] = field(default_factory=dict)
 
 
@@ -111,8 +119,9 @@ class SessionLoader:
     """Answers many prompts as one batch over an owner Pipeline's resources.
 
     The loader answers through a second Pipeline that shares the owner's settings, graph
-    client, (lazily) model and privacy, and sees KO-DB through a ``CachedKodb``. The owner
-    stays in charge of closing them.
+    client, (lazily) model and privacy, and sees KO-DB through a ``CachedKodb`` (and, for a
+    batch large enough against the facts, a resident copy of them over it). The owner stays
+    in charge of closing them.
     """
 
     def __init__(
@@ -132,9 +141,10 @@ class SessionLoader:
         self.search = search
         self.chunk_size = chunk_size
         self.kodb = CachedKodb(pipeline.kodb)
-        self.batch = pipeline.app.sharing(kodb=self.kodb).pipeline(  # graph and model shared
-            include_private=not pipeline.private, order=pipeline.order
-        )
+        self.batch = self._pipeline_over(self.kodb)
+        self.resident_facts = 0  # facts held in memory for this batch (0: none)
+        self._resident_decided = False
+        self._expected = 0  # prompts the run expects (its input's lines, when known)
         self._exact: ExactSearch | None = None
         self._path: str | None = None  # the search path once chosen: exact | index
         self._stats = _Stats()
@@ -147,12 +157,46 @@ class SessionLoader:
             self._stats = stats
         if not prompts:
             return []
+        self._hold_facts(len(prompts))
+        before = self.batch.embed_batches
         answers = self.batch.ask_many(prompts, self.options, search=self._search, prefetch=self)
+        self._stats.embed_batches += self.batch.embed_batches - before
         for answer in answers:
             if answer.degraded_reason:
                 self._stats.reasons.setdefault(answer.degraded_reason, None)
         self.kodb.trim()
         return answers
+
+    def _pipeline_over(self, kodb: Any) -> Pipeline:
+        """A pipeline over this view of KO-DB, sharing the owner's graph client, model,
+        privacy and order."""
+        owner = self.owner
+        return owner.app.sharing(kodb=kodb).pipeline(
+            include_private=not owner.private, order=owner.order
+        )
+
+    def _hold_facts(self, prompts: int) -> None:
+        """Once, at the first chunk: answer from a resident copy of KO-DB's facts when the
+        batch (the input's lines when known, else the chunk) is large enough against them
+        (``RESIDENT_FACTS_PER_PROMPT``). Answers are
+        the same either way (the copy's summaries rank as the store's)."""
+        if self._resident_decided:
+            return
+        self._resident_decided = True
+        owner = self.owner
+        prompts = max(prompts, self._expected)
+        limit = min(owner.settings.service_resident_facts, prompts * RESIDENT_FACTS_PER_PROMPT)
+        if limit <= 0:
+            return
+        from pipeline.kodb.resident import ResidentKodb
+
+        store = owner.app.kodb
+        if store.count_facts() > limit:
+            return
+        private = owner.private.is_private if owner.private else None
+        data = store.resident_copy(private)
+        self.batch = self._pipeline_over(ResidentKodb(self.kodb, data, private))
+        self.resident_facts = data.facts
 
     def _search(self, vectors: np.ndarray, k: int) -> Iterator[list[Hit]]:
         """The batch search ``ask_many`` calls: exact over every vector, or the index (one
@@ -203,7 +247,7 @@ class SessionLoader:
         Only a warm-up: answers do not depend on it (a miss is fetched when asked).
         """
         opts = self.options
-        if not (opts.subjects and opts.top_k) or opts.session_notes_only:
+        if not (opts.subjects and opts.top_k) or opts.session_notes_only or self.resident_facts:
             return
         shown = [list(hits)[: opts.hits] for hits in found]
         live: list[tuple[list[Hit], float | None]] = []
@@ -231,7 +275,7 @@ class SessionLoader:
         """Warm the cache for the chunk's degraded answers: every question word in one
         search (answers rank the word-named subjects only when their hits leave room, so
         their counts are fetched when asked)."""
-        if not (self.options.subjects and self.options.top_k):
+        if not (self.options.subjects and self.options.top_k) or self.resident_facts:
             return
         terms = sorted({t for text in questions for t in bridge.query_terms(text)})
         if not terms:
@@ -254,7 +298,7 @@ class SessionLoader:
         holds (--resume). Bad lines are passed to ``on_bad_line`` and listed in the report."""
         started = time.perf_counter()
         stats = self._stats = _Stats()
-        batches_before = self.batch.embed_batches
+        self._expected = total_lines or 0
         done = sink.done_ids()
         bad: list[BadLine] = []
         sessions = 0
@@ -303,9 +347,10 @@ class SessionLoader:
             modes=dict(sorted(stats.modes.items())),
             search_path=self._path if stats.searches else "none",
             searches=dict(sorted(stats.searches.items())),
-            embed_batches=self.batch.embed_batches - batches_before,
+            embed_batches=stats.embed_batches,
             batch_invariant=batch_invariant(),
             kodb_statements=self.kodb.statements,
+            resident_facts=self.resident_facts,
             chunks=stats.chunks,
             seconds=time.perf_counter() - started,
             out=out_label,

@@ -212,7 +212,9 @@ PROMPTS = [
 def make(tmp_path: Path, *, fail_after: int | None = None):
     vault = tmp_path / "vault"
     (vault / "sessions").mkdir(parents=True, exist_ok=True)
-    settings = load_settings(vault, env={})
+    # The fakes hold no SQL to copy facts from: batches answer through the memo here (the
+    # resident copy is tested on real stores in tests/integration/test_session.py).
+    settings = load_settings(vault, env={}).replace(service_resident_facts=0)
     graph, emb, kodb = FakeGraph(fail_after=fail_after), FakeEmbedder(), FakeKodb()
     p = App(settings, kodb=kodb, graph=graph, embedder=emb).pipeline()  # type: ignore[arg-type]
     return p, graph, emb, kodb
