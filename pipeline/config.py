@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -89,7 +88,16 @@ class Settings:
     # The service answers from an in-memory copy of KO-DB's facts (about 100 bytes a fact,
     # service/warm.py) when KO-DB is a SQLite file of at most this many facts; 0: never.
     service_resident_facts: int = 5_000_000
+    # The longest request body the service reads (bytes; longer: 413, before it is read).
+    # 4 MiB holds a question of the longest length however JSON escapes it (12 bytes a
+    # character at worst).
+    service_max_body_bytes: int = 4 * 1024 * 1024
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # However the settings were made (load_settings, a library caller, replace), the
+        # passwords they hold are hidden from every message from now on.
+        remember_secrets(self)
 
     @property
     def effective_kodb_url(self) -> str:
@@ -101,11 +109,13 @@ class Settings:
             return self.graph_password
         if self.graph_password_file:
             try:
-                return self.graph_password_file.read_text(encoding="utf-8").strip()
+                secret = self.graph_password_file.read_text(encoding="utf-8").strip()
             except OSError as exc:
                 raise ConfigError(
                     f"cannot read graph password file {self.graph_password_file}: {exc}"
                 ) from exc
+            remember_secret(secret)
+            return secret
         return None
 
     def replace(self, **changes: Any) -> Settings:
@@ -126,68 +136,192 @@ class Settings:
                 value = list(value)
             out[f.name] = value
         out["kodb_url"] = mask_url(self.effective_kodb_url)
-        if self.graph_url:
-            out["graph_url"] = mask_url(self.graph_url)
+        for name in ("graph_url", "graph_http_url"):
+            if out[name]:
+                out[name] = mask_url(out[name])
         return out
 
 
-# The password of a URL's userinfo: after "scheme://user:" up to the LAST "@" of the same
-# whitespace-delimited token, so raw "@" and ":" inside a password (which users do write,
-# though RFC 3986 wants them percent-encoded) are hidden too; a token holding a second URL
-# or an "@" in its path is masked a bit too far, never too little.
-_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/?#@:]*:)\S*(?=@)")
-# libpq and others also take the password as a query parameter.
-_QUERY_PASSWORD = re.compile(r"(?P<head>[?&;](?:password|passwd|pwd)=)[^&;#\s]*", re.IGNORECASE)
 MASK = "***"
 
+#: Query parameters that carry a password (libpq and others take one there too).
+_PASSWORD_KEYS = frozenset({"password", "passwd", "pwd"})
+#: The characters of a URL scheme (RFC 3986: a letter, then letters, digits, "+", "-", ".").
+_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.")
 
-#: The passwords of the URLs and settings this process loaded (``remember_secrets``),
-#: hidden wherever a text quotes them, whatever characters they hold.
+#: The passwords of the URLs and settings this process loaded (``remember_secrets``), in
+#: every form a message may quote them (as written, percent-decoded, re-encoded, escaped
+#: inside JSON or a repr), hidden wherever a text holds them, whatever characters they hold.
 _SECRETS: set[str] = set()
 #: Shorter secrets are not searched for in free text (they would mask ordinary words);
-#: the URL pattern below still hides them inside a URL.
+#: the URL parsing below still hides them inside a URL.
 _MIN_SECRET = 3
 
 
 def url_password(url: str) -> str | None:
-    """The password in ``url``'s user info, found by position: after ``scheme://`` and
-    the user's colon, up to the authority's last ``@`` (a password may hold spaces, ``@``,
-    ``/`` or ``#``, which no pattern over the whole URL can delimit). None for a URL with
-    no user info or a file path (``sqlite:////tmp/a:b@c.db``)."""
+    """The password in ``url``'s user info, as written: what follows the user's ``:`` up
+    to the authority's last ``@`` (urllib's rule, ``SplitResult.password``, with the
+    authority allowed to run past a raw ``/``, ``?`` or ``#``, which a password may hold
+    though RFC 3986 wants them percent-encoded). None for a URL with no user info or a
+    file path (``sqlite:////tmp/a:b@c.db``)."""
     _, sep, rest = url.partition("://")
     if not sep or rest.startswith("/"):
         return None
     userinfo, at, _ = rest.rpartition("@")
-    _user, colon, password = userinfo.partition(":")
-    return password if at and colon and password else None
+    user, colon, password = userinfo.partition(":")
+    if not (at and colon and password) or not _plain_user(user):
+        return None
+    return password
+
+
+def _plain_user(user: str) -> bool:
+    """A user name as it may stand in user info: no path, query, fragment or IPv6 host
+    (``http://h/a:b@c``'s "h/a" is a path, not a user)."""
+    return not any(c in user for c in "/?#[]")
+
+
+def _secret_forms(secret: str) -> set[str]:
+    """``secret`` in every form a message may quote it: as written, percent-decoded,
+    percent-encoded as urllib and SQLAlchemy write it, and escaped inside a JSON string or
+    a Python repr (a driver's error may quote its arguments)."""
+    import json
+    from urllib.parse import quote, quote_plus, unquote
+
+    plain = {secret, unquote(secret)}
+    encoded = {quote(p, safe=safe) for p in plain for safe in ("", " +", "@:")}
+    encoded |= {quote_plus(p) for p in plain}
+    forms = plain | encoded
+    for form in list(forms):
+        forms.add(json.dumps(form)[1:-1])
+        forms.add(json.dumps(form, ensure_ascii=False)[1:-1])
+        forms.add(repr(form)[1:-1])
+    return {f for f in forms if len(f) >= _MIN_SECRET}
+
+
+def remember_secret(secret: str | None) -> None:
+    """Hide ``secret`` (a password) in every text ``mask_url`` sees from now on."""
+    if secret:
+        _SECRETS.update(_secret_forms(secret))
 
 
 def remember_secrets(settings: Settings) -> None:
-    """Note the passwords of ``settings`` (graph and KO-DB URLs, the graph password), as
-    written and percent-decoded, so ``mask_url`` hides them in any text."""
-    from urllib.parse import unquote
-
-    found = [settings.graph_password]
-    for url in (settings.kodb_url, settings.graph_url):
+    """Note the passwords of ``settings`` (the graph password and the passwords of the
+    KO-DB, graph and graph HTTP URLs) so ``mask_url`` hides them in any text."""
+    remember_secret(settings.graph_password)
+    for url in (settings.kodb_url, settings.graph_url, settings.graph_http_url):
         if url:
-            found.append(url_password(url))
-    for secret in filter(None, found):
-        _SECRETS.update(s for s in (secret, unquote(secret)) if len(s) >= _MIN_SECRET)
+            remember_secret(url_password(url))
 
 
 def mask_url(text: str) -> str:
     """Hide the passwords of every URL in ``text``: a URL (``postgresql://user:pw@host/db``)
-    or a longer message that carries URLs (a driver's error text, a log line). Passwords
-    this process loaded are hidden wherever they appear (``remember_secrets``); any other
-    URL's password by its position.
+    or a longer message that carries URLs (a driver's error text, a log line).
 
     The one masking function: every message, JSON field and log line that may carry a URL
-    goes through it before it is shown.
+    goes through it before it is shown. First the passwords this process loaded are hidden
+    wherever they appear (``remember_secrets``: a space, quote or ``#`` in them cannot
+    delimit them), then each URL of the text is parsed: the password of its user info
+    (``url_password``) and its ``password=`` query parameters become ``***``.
     """
     for secret in sorted(_SECRETS, key=len, reverse=True):
         text = text.replace(secret, MASK)
-    masked = _URL_PASSWORD.sub(lambda m: m["head"] + MASK, text)
-    return _QUERY_PASSWORD.sub(lambda m: m["head"] + MASK, masked)
+    if "://" not in text:
+        return text
+    out: list[str] = []
+    done = 0
+    i = text.find("://")
+    while i != -1:
+        start = i
+        while start > done and text[start - 1] in _SCHEME_CHARS:
+            start -= 1
+        if start == i or not text[start].isalpha():
+            i = text.find("://", i + 3)
+            continue
+        end = _url_end(text, i + 3)
+        out.append(text[done:start])
+        masked, end = _mask_one_url(text, start, end)
+        out.append(masked)
+        done = end
+        i = text.find("://", end)
+    out.append(text[done:])
+    return "".join(out)
+
+
+def _url_end(text: str, at: int) -> int:
+    """Where the URL whose authority starts at ``at`` ends in free text: the first
+    whitespace (a URL cannot be delimited otherwise; quotes and brackets around it stay
+    inside and are harmless)."""
+    end = at
+    while end < len(text) and not text[end].isspace():
+        end += 1
+    return end
+
+
+def _mask_one_url(text: str, start: int, end: int) -> tuple[str, int]:
+    """``text[start:end]`` (one URL) with its password masked, and where it ended: a URL
+    whose user info has a password with a space in it ends only at the token holding the
+    authority's ``@``, on the same line."""
+    url = text[start:end]
+    head, _, rest = url.partition("://")
+    if not rest.startswith("/"):
+        password = url_password(url)
+        if password is not None:
+            user = rest.partition(":")[0]
+            rest = f"{user}:{MASK}@{rest.rpartition('@')[2]}"
+        else:
+            rest, end = _mask_spaced_password(text, rest, end)
+    return f"{head}://{_mask_query(rest)}", end
+
+
+def _mask_spaced_password(text: str, rest: str, end: int) -> tuple[str, int]:
+    """A URL token with ``user:`` and no ``@`` whose "port" is no number may be cut by a
+    space in its password (``bolt://root:Kp7 SecretQ@host``): its user info then runs on
+    to the next token of the line that holds an ``@`` (to that token's last ``@``), never
+    past another URL. Masks a little too far in a malformed URL, never too little."""
+    authority = rest.split("/", 1)[0]
+    user, colon, tail = authority.partition(":")
+    if not colon or not tail or tail.isdigit() or not _plain_user(user) or "@" in rest:
+        return rest, end
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end == -1 else line_end
+    pos = end
+    while pos < line_end:
+        while pos < line_end and text[pos].isspace():
+            pos += 1
+        token_end = _url_end(text, pos)
+        token = text[pos:token_end]
+        if "://" in token or not token:
+            break
+        if "@" in token:
+            after = token.rpartition("@")[2]
+            return f"{user}:{MASK}@{after}", min(token_end, line_end)
+        pos = token_end
+    return rest, end
+
+
+def _mask_query(rest: str) -> str:
+    """``rest`` (a URL after ``scheme://``) with the values of its password parameters
+    (``?password=…``, ``&pwd=…``) masked, up to the next ``&``, ``;`` or ``#``."""
+    before, q, query = rest.partition("?")
+    if not q:
+        return rest
+    parts: list[str] = []
+    piece = ""
+    for ch in query + "&":
+        if ch in "&;":
+            parts.append(_mask_param(piece) + ch)
+            piece = ""
+        else:
+            piece += ch
+    return f"{before}?{''.join(parts)[:-1]}"
+
+
+def _mask_param(piece: str) -> str:
+    key, eq, value = piece.partition("=")
+    if eq and key.lower() in _PASSWORD_KEYS:
+        _, hash_, fragment = value.partition("#")
+        return f"{key}={MASK}{hash_}{fragment}"
+    return piece
 
 
 _FIELDS = {f.name: f for f in fields(Settings) if f.name not in ("vault", "state_dir", "extra")}
@@ -213,45 +347,244 @@ def _existing_dir(path: Path, source: str) -> Path:
     return path.resolve()
 
 
-def _coerce(name: str, raw: Any, source: str) -> Any:
-    f = _FIELDS[name]
-    kind = str(f.type)
-    try:
-        if raw is None:
-            return None
-        if kind.startswith("tuple"):
-            if isinstance(raw, str):
-                return tuple(p.strip() for p in raw.split(",") if p.strip())
-            if isinstance(raw, list | tuple) and all(isinstance(p, str) for p in raw):
-                return tuple(raw)
-            raise ValueError("expected a list of strings")
-        if kind.startswith("int"):
-            if isinstance(raw, bool):
-                raise ValueError("expected an integer")
+# --- validation: every setting once, at load -----------------------------------------
+# A small explicit validator, not pydantic (installed with FastAPI): every process that
+# loads settings would pay its import and a model class of these ~40 fields, measured at
+# about 85 ms and 9 MB (import 63-70 ms, class 19 ms) against 0.3 ms for this one. The hook
+# loads settings on every prompt, and with the service up its p95 is 257 ms for a target of
+# 300 ms (BENCHMARKS.md); a cold query has 0.19 s left under its 1.0 s.
+#: The most subjects, notes or facts per subject a setting may ask for: the bound of the
+#: query flags (``pipeline.query.MAX_COUNT``; a test keeps the two equal).
+MAX_COUNT = 10_000
+GRAPH_DIALECTS = ("memgraph", "neo4j", "arcadedb")
+EMBED_RUNTIMES = ("auto", "onnx", "torch")
+#: ``pipeline.query.RETRIEVALS`` (a test keeps the two equal; query.py loads numpy).
+RETRIEVALS = ("dense", "hybrid")
+#: The neo4j driver's schemes for a Bolt server.
+BOLT_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
+HTTP_SCHEMES = ("http", "https")
+_PERCENT_HINT = " (a '/', '?', '#' or '@' in its password must be percent-encoded)"
+
+
+class _Invalid(ValueError):
+    """Why a value is refused, to follow the setting's name in the message."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one setting is read and checked: its kind, and its range or choices.
+
+    ``kind``: ``int``, ``float``, ``str``, ``globs`` (a list of strings), ``path`` or
+    ``url``. Numbers lie in [``low``, ``high``] (``above``: more than ``low``); a string is
+    one of ``choices`` when given, and not empty unless ``empty``; a URL has one of
+    ``schemes`` and, with ``port``, a numeric port as its driver parses it (urllib, as
+    neo4j does; KO-DB's port is SQLAlchemy's to parse, ``pipeline.kodb.engine``).
+    """
+
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    above: bool = False
+    choices: tuple[str, ...] = ()
+    empty: bool = False
+    schemes: tuple[str, ...] = ()
+    port: bool = False
+    secret: bool = False
+
+
+def _count(low: int, high: int | None = None) -> Rule:
+    return Rule("int", low=low, high=high)
+
+
+def _seconds(low: float = 0.0, *, above: bool = True) -> Rule:
+    return Rule("float", low=low, above=above)
+
+
+#: Every setting's rule; ``tests/unit/test_config_validation.py`` checks none is missing
+#: and every default passes. The bounds of a flag for the same setting are the same.
+RULES: dict[str, Rule] = {
+    "kodb_url": Rule("url", secret=True),
+    "graph_url": Rule("url", schemes=BOLT_SCHEMES, port=True, secret=True),
+    "graph_user": Rule("str", empty=True),
+    "graph_password": Rule("str", empty=True, secret=True),
+    "graph_password_file": Rule("path"),
+    "graph_database": Rule("str"),
+    "graph_dialect": Rule("str", choices=GRAPH_DIALECTS),
+    "graph_http_url": Rule("url", schemes=HTTP_SCHEMES, port=True, secret=True),
+    "graph_connect_timeout": _seconds(),
+    "graph_retry_deadline": _seconds(above=False),  # 0: no retry after the first attempt
+    "graph_retry_attempts": _count(1),
+    "graph_breaker_cooldown": _seconds(above=False),  # 0: retry the graph at once
+    "graph_call_timeout": _seconds(),
+    "graph_write_timeout": _seconds(),
+    "graph_candidates": _count(1),
+    "embed_model": Rule("str"),
+    "embed_batch_size": _count(1),  # as `embed --batch-size`
+    "embed_device": Rule("str"),
+    "embed_runtime": Rule("str", choices=EMBED_RUNTIMES),
+    "vault_session_globs": Rule("globs"),
+    "vault_adr_globs": Rule("globs"),
+    "vault_exclude_globs": Rule("globs"),
+    "vault_max_note_bytes": _count(1),
+    "vault_parse_workers": _count(0),  # 0: one per CPU
+    "vault_private_globs": Rule("globs"),
+    # As the query flags: --top-k and --facts-per-subject take 0 (notes only, no facts).
+    "query_top_k": _count(0, MAX_COUNT),
+    "query_hits": _count(1, MAX_COUNT),
+    "query_facts_per_subject": _count(0, MAX_COUNT),
+    "query_facts_per_predicate_cap": _count(1, MAX_COUNT),
+    "query_retrieval": Rule("str", choices=RETRIEVALS),
+    "calibration_max_drift": Rule("float", low=0.0),  # as freshness --calibration-max-drift
+    "calibration_max_age_days": Rule("float", low=0.0),
+    "calibration_max_pairs": _count(1),
+    "freshness_max_stale": _count(0),
+    "freshness_max_stale_ratio": Rule("float", low=0.0, high=1.0),
+    "hook_budget": _seconds(),  # 0 or less: the hook would never print anything
+    "hook_max_chars": _count(1),
+    "service_probe_timeout": _seconds(),
+    "service_resident_facts": _count(0),  # 0: never hold facts in memory
+    "service_max_body_bytes": _count(1),
+}
+
+_KIND_NAMES = {
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "globs": "a list of strings",
+    "path": "a path (a string)",
+    "url": "a URL (a string)",
+}
+
+
+def _shown(value: Any, rule: Rule) -> str:
+    """A refused value as a message may quote it: secrets never, URLs masked."""
+    if rule.secret and rule.kind != "url":
+        return f"a {type(value).__name__} (not shown)"
+    if isinstance(value, str):
+        return repr(mask_url(value))
+    if isinstance(value, float):
+        return f"{value:g}"
+    return repr(value) if not isinstance(value, int | bool) else str(value).lower()
+
+
+def _read(rule: Rule, raw: Any, source: str) -> Any:
+    """``raw`` as the setting's type. ``source`` is ``toml`` (TOML's own types must
+    match: ``top_k = "5"`` is refused), ``env`` (text, parsed) or ``flag`` (a flag's or a
+    library caller's value: the type, or text to parse)."""
+    text = isinstance(raw, str) and source != "toml"
+    wrong = _Invalid(f"must be {_KIND_NAMES[rule.kind]}, got {_shown(raw, rule)}")
+    if rule.kind == "int":
+        if isinstance(raw, bool):
+            raise wrong
+        if isinstance(raw, int):
+            return raw
+        if isinstance(raw, float) and source == "flag" and raw.is_integer():
             return int(raw)
-        if kind.startswith("float"):
+        if text:
+            try:
+                return int(raw.strip())
+            except ValueError:
+                raise wrong from None
+        raise wrong
+    if rule.kind == "float":
+        if isinstance(raw, bool):
+            raise wrong
+        if isinstance(raw, int | float):
             value = float(raw)
-            if value != value or value in (float("inf"), float("-inf")):
-                raise ValueError("expected a finite number")
-            return value
-        if kind.startswith("Path"):
-            return Path(str(raw)).expanduser()
-        if not isinstance(raw, str):
-            raise ValueError("expected a string")
-        return raw
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{source}: setting {name!r}: {exc}") from exc
+        elif text:
+            try:
+                value = float(raw.strip())
+            except ValueError:
+                raise wrong from None
+        else:
+            raise wrong
+        if value != value or value in (float("inf"), float("-inf")):
+            raise _Invalid(f"must be a finite number, got {_shown(raw, rule)}")
+        return value
+    if rule.kind == "globs":
+        if isinstance(raw, str) and source != "toml":
+            return tuple(p.strip() for p in raw.split(",") if p.strip())
+        if isinstance(raw, list | tuple) and all(isinstance(p, str) for p in raw):
+            if any(not p.strip() for p in raw):
+                raise _Invalid("must not hold an empty pattern")
+            return tuple(raw)
+        raise wrong
+    if rule.kind == "path":
+        if isinstance(raw, os.PathLike) and source == "flag":
+            raw = os.fspath(raw)
+        if not isinstance(raw, str) or not raw.strip():
+            raise _Invalid(f"must be a path, got {_shown(raw, rule)}")
+        return Path(raw).expanduser()
+    if not isinstance(raw, str):
+        raise wrong
+    return raw
 
 
-def _flatten_toml(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
-    flat: dict[str, Any] = {}
+def _check(rule: Rule, value: Any) -> None:
+    """Refuse a value outside the setting's range or choices (``_Invalid``)."""
+    got = _shown(value, rule)
+    if rule.kind in ("int", "float"):
+        low, high = rule.low, rule.high
+        if low is not None and high is not None and not low <= value <= high:
+            raise _Invalid(f"must be from {low:g} to {high:g}, got {got}")
+        if low is not None and rule.above and value <= low:
+            raise _Invalid(f"must be more than {low:g}, got {got}")
+        if low is not None and value < low:
+            raise _Invalid(f"must be at least {low:g}, got {got}")
+        return
+    if rule.kind == "str":
+        if rule.choices and value not in rule.choices:
+            raise _Invalid(f"must be one of {', '.join(rule.choices)}; got {got}")
+        if not rule.empty and not value.strip():
+            raise _Invalid("must not be empty")
+    elif rule.kind == "url":
+        _check_url(rule, value)
+
+
+def _check_url(rule: Rule, value: str) -> None:
+    scheme, sep, _ = value.partition("://")
+    got = _shown(value, rule)
+    if not sep or not scheme:
+        raise _Invalid(f"must be a URL (scheme://…), got {got}")
+    if rule.schemes and scheme.lower() not in rule.schemes:
+        raise _Invalid(f"must be a {' / '.join(rule.schemes)} URL, got {got}")
+    if rule.port:
+        from urllib.parse import urlsplit
+
+        try:
+            urlsplit(value).port  # noqa: B018 - parsing it is the check
+        except ValueError as exc:
+            reason = "a port from 0 to 65535" if "range" in str(exc) else "a numeric port"
+            raise _Invalid(f"must have {reason}, got {got}{_PERCENT_HINT}") from None
+
+
+def _setting(name: str, raw: Any, source: str, where: str) -> Any:
+    """``raw`` read and checked as the setting ``name``; ConfigError naming ``where`` (the
+    file and key, the variable or the flag) and the reason when it is refused."""
+    rule = RULES[name]
+    if rule.secret and isinstance(raw, str):
+        # Hidden before anything may quote it, this error included.
+        remember_secret(url_password(raw) if rule.kind == "url" else raw)
+    try:
+        value = _read(rule, raw, source)
+        _check(rule, value)
+    except _Invalid as exc:
+        raise ConfigError(f"{where} {exc}") from None
+    return value
+
+
+def _flatten_toml(data: Mapping[str, Any], path: Path) -> dict[str, tuple[Any, str]]:
+    """The file's settings: name -> (value, where: the file and its ``[section] key``)."""
+    flat: dict[str, tuple[Any, str]] = {}
     for key, value in data.items():
         if isinstance(value, dict):
             for sub, subvalue in value.items():
-                flat[f"{key}_{sub}"] = subvalue
+                flat[f"{key}_{sub}"] = (subvalue, f"{path}: [{key}] {sub}")
         else:
-            flat[key] = value
-    unknown = sorted(set(flat) - set(_FIELDS))
+            flat[key] = (value, f"{path}: {key}")
+    unknown = sorted(
+        where.split(": ", 1)[1] for name, (_, where) in flat.items() if name not in _FIELDS
+    )
     if unknown:
         raise ConfigError(f"{path}: unknown setting(s): {', '.join(unknown)}")
     return flat
@@ -274,20 +607,21 @@ def load_settings(
             data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{toml_path}: {exc}") from exc
-        for name, raw in _flatten_toml(data, toml_path).items():
-            values[name] = _coerce(name, raw, str(toml_path))
+        for name, (raw, where) in _flatten_toml(data, toml_path).items():
+            values[name] = _setting(name, raw, "toml", where)
 
     for name in _FIELDS:
         env_name = ENV_PREFIX + name.upper()
         if env_name in env and env[env_name] != "":
-            values[name] = _coerce(name, env[env_name], env_name)
+            values[name] = _setting(name, env[env_name], "env", env_name)
 
     for name, raw in (overrides or {}).items():
         if raw is None:
             continue
         if name not in _FIELDS:
             raise ConfigError(f"unknown setting {name!r}")
-        values[name] = _coerce(name, raw, f"--{name.replace('_', '-')}")
+        # A flag checked its own range already; a library caller knows the setting's name.
+        values[name] = _setting(name, raw, "flag", name)
 
     state_dir = Path(env.get(ENV_PREFIX + "STATE_DIR") or root / STATE_DIR)
     settings = Settings(vault=root, state_dir=state_dir, **values)

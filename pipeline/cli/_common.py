@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -15,6 +17,7 @@ import click
 from rich.console import Console
 
 from pipeline.config import Settings, load_settings
+from pipeline.errors import VaultKoError
 from pipeline.lock import Holder, vault_lock
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -141,10 +144,35 @@ def no_wait_option(func: F) -> F:
     )(func)
 
 
+def require_writable_state_dir(settings: Settings, command: str) -> None:
+    """Refuse ``command`` in one line (exit 2) when it could not write to the vault's state
+    dir (a read-only file system, no permission, a file in its way), before it opens a
+    store or loads the model: found later, it would be a traceback after the slow part.
+    Writing is tried (a probe file made and removed), since the permission bits do not
+    tell for root or a read-only mount; KO-DB's SQLite file there must be writable too."""
+    state = settings.state_dir
+    db = state / "ko.db"
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=state)
+        os.close(fd)
+        os.unlink(probe)
+        if settings.kodb_url is None and db.exists() and not os.access(db, os.W_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(db))
+    except OSError as exc:
+        what = db if exc.filename == str(db) else state
+        raise VaultKoError(
+            f"{command} cannot write to {what}: {exc.strerror or exc}; make it writable, "
+            "or set VAULT_KO_STATE_DIR to a writable folder"
+        ) from None
+
+
 @contextmanager
 def writer_lock(settings: Settings, command: str, *, no_wait: bool) -> Iterator[None]:
     """The vault's writer lock for a command that writes (see ``pipeline.lock``); while
-    another run holds it, say so on stderr and wait, or with ``--no-wait`` fail (exit 2)."""
+    another run holds it, say so on stderr and wait, or with ``--no-wait`` fail (exit 2).
+    A state dir it cannot write to is refused first (``require_writable_state_dir``)."""
+    require_writable_state_dir(settings, command)
 
     def waiting(holder: Holder) -> None:
         err.print(

@@ -7,7 +7,15 @@ import time
 import click
 from rich.table import Table
 
-from pipeline.cli._common import AppContext, emit_json, err, json_option, out, pass_app
+from pipeline.cli._common import (
+    AppContext,
+    emit_json,
+    err,
+    json_option,
+    out,
+    pass_app,
+    require_writable_state_dir,
+)
 from pipeline.config import mask_url
 from pipeline.errors import EXIT_UNAVAILABLE
 from pipeline.graph.breaker import CLOSED
@@ -50,6 +58,7 @@ def graph_up(app: AppContext, dims: int | None, timeout: float, heap: str, as_js
     from pipeline.app import App
 
     settings = app.settings()
+    require_writable_state_dir(settings, "vault-ko graph up")  # its data and record live there
     local = App(settings).local_graph(heap=heap)
     result = local.up(dims=dims, timeout=timeout, settings=settings)
     record = result.record

@@ -12,7 +12,7 @@ import click
 from rich.text import Text
 
 from pipeline import __version__
-from pipeline.cli._common import AppContext, err
+from pipeline.cli._common import AppContext, err, exit_promptly
 from pipeline.config import mask_url
 from pipeline.errors import VaultKoError
 
@@ -111,6 +111,10 @@ def run(command: click.Command, args: list[str] | None = None) -> None:
     except VaultKoError as exc:
         # The errors' own messages are masked where they are made; this is the last guard.
         err.print(Text.assemble(("error: ", "bold red"), mask_url(str(exc))), soft_wrap=True)
+        # The line is all there is to say: end without the interpreter's teardown, which
+        # aborts ("terminate called…", exit 134) when the error came while a thread was
+        # still reading the model (a query preloads it while KO-DB opens).
+        exit_promptly()
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -7,7 +7,13 @@ import sys
 
 import click
 
-from pipeline.cli._common import AppContext, err, json_option, pass_app
+from pipeline.cli._common import (
+    AppContext,
+    err,
+    json_option,
+    pass_app,
+    require_writable_state_dir,
+)
 
 
 @click.command("serve")
@@ -50,7 +56,8 @@ def serve_cmd(
     find it. Reloads the calibration when `vault-ko calibrate` stores a new one; answers in
     fallback when the graph is down, exactly as the CLI. --json prints one line
     {"url", "pid", "vault", "record"} on stdout once it accepts connections. Exit 3 for a
-    non-loopback --host without a token, 2 when KO-DB is unreachable or the port is taken.
+    non-loopback --host without a token or a bad setting, 2 when the state dir cannot be
+    written, KO-DB is unreachable or the port is taken.
     """
     from pipeline.service.server import Started, check_bind, new_token, serve
 
@@ -60,6 +67,8 @@ def serve_cmd(
         token = new_token()
     settings = app.settings()
     check_bind(host, token)  # before anything is opened: a refusal is the only output
+    # It records itself in service.json there, and writes the breaker and fallback logs.
+    require_writable_state_dir(settings, "vault-ko serve")
 
     def started(info: Started) -> None:
         if info.warning:

@@ -11,18 +11,25 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from pipeline.config import mask_url
-from pipeline.errors import KodbError
+from pipeline.errors import ConfigError, KodbError
 from pipeline.kodb.dialects import Dialect, dialect_for
 
 
 def parse_url(url: str) -> tuple[sa.URL, Dialect]:
     """Parse a URL, with its database's driver settled (``Dialect.driver_url``), and its
-    dialect; KodbError when it is no URL or names a database KO-DB does not run on."""
+    dialect; KodbError when it is no URL or names a database KO-DB does not run on,
+    ConfigError (exit 3) when its port is no number."""
     shown = mask_url(url)
     try:
         parsed = sa.make_url(url)
     except sa.exc.ArgumentError as exc:
         raise KodbError(f"KO-DB URL {shown!r} is not a valid SQLAlchemy URL") from exc
+    except ValueError:
+        # SQLAlchemy's int() of the port; its text may hold a raw "@" password's tail.
+        raise ConfigError(
+            f"KO-DB URL {shown!r} has a port that is not a number (an '@' in its "
+            "password must be written %40)"
+        ) from None
     dialect = dialect_for(parsed.get_backend_name(), shown)
     return dialect.driver_url(parsed), dialect
 

@@ -14,12 +14,15 @@ right ones for a while, which would fail the other graph tests.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import sqlalchemy as sa
@@ -118,4 +121,130 @@ def test_no_command_prints_or_stores_a_password(graph: str, pg_url: str, tmp_pat
         if path.is_file() and not path.name.startswith("ko.db"):
             data = path.read_bytes().decode("utf-8", "replace")
             for leak in LEAKS:
+                assert leak not in data, f"{path} holds {leak!r}"
+
+
+# --- issue 35, item 5: every character class a password may hold, on every surface -----
+#: Each password holds its class between two markers that must never be printed: a
+#: printed fragment of it would hold one of them.
+CLASSES = {
+    "space": " ",
+    "at": "@",
+    "colon": ":",
+    "slash": "/",
+    "percent": "%",
+    "hash": "#",
+    "question": "?",
+    "non-ascii": "ü密",
+    "quotes": "'\"",
+    "backslash": "\\",
+}
+HEAD, TAIL = "Zq7", "Wx9"
+
+
+def _graph_url(password: str, host: str, *, encode: bool) -> str:
+    """A Bolt URL with the password raw where the driver's parser (urllib) takes it, else
+    percent-encoded ("/", "?", "#" end urllib's authority; "%" must start an escape)."""
+    raw = not encode and not any(c in password for c in "/?#%")
+    return f"bolt://root:{password if raw else quote(password, safe='')}@{host}"
+
+
+def _kodb_url(password: str, port: int, *, encode: bool) -> str:
+    """A PostgreSQL URL with the password raw where SQLAlchemy's parser takes it, else
+    percent-encoded (its first "@" ends the password; "%" must start an escape)."""
+    raw = not encode and not any(c in password for c in "@%")
+    written = password if raw else quote(password, safe="")
+    return f"postgresql+psycopg://postgres:{written}@127.0.0.1:{port}/rt"
+
+
+@pytest.fixture(scope="module")
+def ingested_vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample vault ingested into its SQLite KO-DB (no graph)."""
+    vault = tmp_path_factory.mktemp("masked") / "vault"
+    shutil.copytree(EXAMPLES / "vault", vault, ignore=shutil.ignore_patterns(".vault-ko"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VAULT_KO_")}
+    done = subprocess.run(
+        [str(BIN / "vault-ko"), "--vault", str(vault), "ingest"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return vault
+
+
+@pytest.mark.parametrize("encode", [False, True], ids=["raw", "percent-encoded"])
+@pytest.mark.parametrize("chars", CLASSES.values(), ids=CLASSES.keys())
+def test_a_password_of_any_characters_is_masked_on_every_surface(
+    chars: str, encode: bool, ingested_vault: Path, tmp_path: Path
+) -> None:
+    """Query errors, config show, freshness --json, serve -vv, an answer's degraded_reason
+    (CLI and service), graph status and fallback.log, with the KO-DB URL's password (a
+    PostgreSQL nobody listens on) and the graph URL's (a closed port)."""
+    password = f"{HEAD}{chars}{TAIL}"
+    vault = tmp_path / "vault"
+    shutil.copytree(ingested_vault, vault)
+    graph = _graph_url(password, f"127.0.0.1:{closed_port()}", encode=encode)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("VAULT_KO_")}
+    base |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VAULT_KO_GRAPH_URL": graph}
+    base["COLUMNS"] = "400"  # nothing folded across lines by rich
+    with_pg = base | {"VAULT_KO_KODB_URL": _kodb_url(password, closed_port(), encode=encode)}
+    vk = [str(BIN / "vault-ko"), "-vv", "--vault", str(vault)]
+
+    printed: list[tuple[str, str]] = []
+
+    def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([*vk, *args], capture_output=True, text=True, env=env, timeout=300)
+        assert "Traceback" not in done.stderr, f"{args}:\n{done.stderr}"
+        printed.append((" ".join(args), done.stdout + done.stderr))
+        return done
+
+    run(["config", "show"], with_pg)
+    run(["config", "show", "--json"], with_pg)
+    run(["freshness", "--json"], with_pg)
+    run(["graph", "status"], with_pg)
+    run(["freshness", "--json"], base)
+    run(["freshness"], base)
+    run(["graph", "status", "--json"], base)
+    refused = run(["query", "warm cache", "--no-service"], with_pg)
+    assert refused.returncode == 2 and "KO-DB" in refused.stderr
+    degraded = run(["query", "warm cache", "--no-service", "--json"], base)
+    reason = json.loads(degraded.stdout)["degraded_reason"]
+    assert "graph" in reason and "***" in reason, reason
+    run(["serve"], with_pg)  # KO-DB refused at start, logged at -vv
+    if encode:  # the service's own run (it loads the model) once per class is enough
+        _assert_no_leak(printed, vault)
+        return
+
+    serve = subprocess.Popen(
+        [*vk, "serve", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=base,
+    )
+    try:
+        assert serve.stdout is not None
+        line = serve.stdout.readline()
+        assert line, serve.stderr.read() if serve.stderr else ""
+        served = run(["query", "warm cache", "--json"], base)
+        assert json.loads(served.stdout)["degraded_reason"], served.stdout
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        out, errors = serve.communicate(timeout=60)
+    printed.append(("serve -vv", line + out + errors))
+    _assert_no_leak(printed, vault)
+
+
+def _assert_no_leak(printed: list[tuple[str, str]], vault: Path) -> None:
+    for shown, text in printed:
+        for leak in (HEAD, TAIL):
+            assert leak not in text, f"{shown} printed {leak!r}:\n{text}"
+    log = vault / ".vault-ko" / "fallback.log"
+    assert log.is_file() and "***" in log.read_text(encoding="utf-8")
+    for path in (vault / ".vault-ko").rglob("*"):
+        if path.is_file() and not path.name.startswith("ko.db"):
+            data = path.read_bytes().decode("utf-8", "replace")
+            for leak in (HEAD, TAIL):
                 assert leak not in data, f"{path} holds {leak!r}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner
@@ -47,7 +48,7 @@ def test_state_dir_and_default_kodb_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("toml", "message"),
     [
-        ("[query]\ntop_k = 'many'\n", "query_top_k"),
+        ("[query]\ntop_k = 'many'\n", r"vault-ko.toml: \[query\] top_k must be an integer"),
         ("[graph]\nretry_deadline = nan\n", "finite"),
         ("[graph]\nnot_a_setting = 1\n", "unknown setting"),
         ("[query\n", "vault-ko.toml"),
@@ -208,7 +209,7 @@ def test_a_configured_password_is_masked_whatever_its_characters(
     every message that quotes one (an error, a degraded reason, a log line) hides it."""
     env = {
         "VAULT_KO_KODB_URL": f"postgresql+psycopg://postgres:{password}@127.0.0.1:5499/rt",
-        "VAULT_KO_GRAPH_URL": f"bolt://root:{password}@127.0.0.1:1",
+        "VAULT_KO_GRAPH_URL": f"bolt://root:{quote(password, safe=' @:')}@127.0.0.1:1",
     }
     settings = load_settings(tmp_path, env=env)
     for url in (settings.kodb_url, settings.graph_url):
