@@ -10,19 +10,36 @@ relevant" — no_match — from "degraded" — mode fallback):
 Answers come from the vault's service when one runs (found as `vault-ko query` finds it),
 else from this process's own App (the model loads on the first question). stdout carries
 the protocol: everything else goes to stderr. Private notes never appear.
+
+Every call is checked first against the service's limits (a question of at most 200,000
+characters, counts of at most 10,000, at most 10,000 sessions), with messages naming the
+tool's parameters. A service that refuses a request (4xx) has answered: only a service that
+cannot be reached, or fails (5xx), makes this process answer itself. No log line quotes more
+than the first 40 characters of a question.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import BeforeValidator, Field, StrictBool, StrictInt, StrictStr
 
 from pipeline.app import App
 from pipeline.config import Settings
 from pipeline.errors import InputError, ServiceError, VaultKoError
-from pipeline.query import QueryOptions
+from pipeline.query import MAX_COUNT, PRESETS, QueryOptions
 from pipeline.render import answer_to_dict
-from pipeline.service.client import QUERY_TIMEOUT, ServiceClient, find_service, query_body
+from pipeline.service.client import (
+    MAX_QUESTION_CHARS,
+    MAX_SESSION_ID_CHARS,
+    MAX_SESSIONS,
+    QUERY_TIMEOUT,
+    ServiceClient,
+    find_service,
+    query_body,
+    whole_number,
+)
 
 if TYPE_CHECKING:
     from mcp.server.fastmcp import FastMCP
@@ -36,6 +53,45 @@ INSTRUCTIONS = (
     "do not guess from it; weak means loosely related; mode fallback means degraded (found "
     "by word search, not meaning), with degraded_reason saying why."
 )
+#: The most of a question (or of a service's error) a log line quotes.
+LOGGED_CHARS = 40
+#: The least each count may be (the service's schema and the CLI's ranges say the same).
+COUNT_MINIMUM = {"top_k": 0, "hits": 1, "facts_per_subject": 0}
+
+
+def _short(text: str, limit: int = LOGGED_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
+
+
+def check_text(name: str, text: Any) -> None:
+    """A question or prompt as the service takes it: a string with something besides white
+    space, of at most MAX_QUESTION_CHARS characters."""
+    if not isinstance(text, str):
+        raise InputError(f"{name} must be a string")
+    if len(text) > MAX_QUESTION_CHARS:
+        raise InputError(
+            f"{name} must be at most {MAX_QUESTION_CHARS} characters (it has {len(text)})"
+        )
+    if not text.strip():
+        raise InputError(f"{name} must not be empty")
+
+
+def check_counts(**counts: Any) -> None:
+    """top_k, hits and facts_per_subject as the service takes them (None: the default)."""
+    for name, value in counts.items():
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InputError(f"{name} must be an integer")
+        if value < COUNT_MINIMUM[name]:
+            raise InputError(f"{name} must be at least {COUNT_MINIMUM[name]}")
+        if value > MAX_COUNT:
+            raise InputError(f"{name} must be at most {MAX_COUNT}")
+
+
+def check_preset(preset: Any) -> None:
+    if preset is not None and preset not in PRESETS:
+        raise InputError(f"preset must be one of {', '.join(sorted(PRESETS))}")
 
 
 class VaultTools:
@@ -48,17 +104,30 @@ class VaultTools:
     def _service(self) -> ServiceClient | None:
         return find_service(self.settings, probe_timeout=self.settings.service_probe_timeout)
 
-    def ask(self, question: str, **options: Any) -> dict[str, Any]:
-        opts = QueryOptions.from_settings(self.settings, **options)
+    def _ask_service(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The service's answer; None when no service runs or it cannot answer (down,
+        unreachable, failing: 5xx). A request it refuses (4xx) is an error here too."""
         service = self._service()
-        if service is not None:
-            try:
-                data = service.call(
-                    "POST", "/query", query_body(question, opts), timeout=QUERY_TIMEOUT
-                )
-                return data  # type: ignore[no-any-return]
-            except ServiceError as exc:
-                log.warning("the service failed, answering here: %s", exc)
+        if service is None:
+            return None
+        try:
+            return service.call("POST", path, body, timeout=QUERY_TIMEOUT)  # type: ignore[no-any-return]
+        except ServiceError as exc:
+            if exc.status is not None and 400 <= exc.status < 500:
+                reason = _short(exc.detail or f"HTTP {exc.status}", 300)
+                raise InputError(f"the service refused the request: {reason}") from exc
+            log.warning("the service failed, answering here: %s", _short(str(exc), 300))
+            return None
+
+    def ask(self, question: str, **options: Any) -> dict[str, Any]:
+        check_text("question", question)
+        check_counts(**{k: options.get(k) for k in COUNT_MINIMUM})
+        check_preset(options.get("preset"))
+        opts = QueryOptions.from_settings(self.settings, **options)
+        data = self._ask_service("/query", query_body(question, opts))
+        if data is not None:
+            return data
+        log.info("answering here: %s", _short(question))
         self.app.refresh_calibration()
         return answer_to_dict(self.app.pipeline().ask(question, opts))
 
@@ -71,26 +140,31 @@ class VaultTools:
         from pipeline.batch.packs import pack_to_dict
         from pipeline.session import session_packs
 
+        check_counts(top_k=top_k, facts_per_subject=facts_per_subject)
+        if not isinstance(sessions, list):
+            raise InputError("sessions must be a list of {id, prompt}")
+        if len(sessions) > MAX_SESSIONS:
+            raise InputError(f"sessions must hold at most {MAX_SESSIONS} sessions")
         pairs = []
         for i, s in enumerate(sessions):
-            sid, prompt = s.get("id"), s.get("prompt")
-            if not isinstance(sid, str) or not isinstance(prompt, str) or not prompt.strip():
-                raise InputError("each session needs a string id and a prompt", line=i + 1)
+            sid = s.get("id") if isinstance(s, dict) else None
+            prompt = s.get("prompt") if isinstance(s, dict) else None
+            if not isinstance(sid, str) or not 1 <= len(sid) <= MAX_SESSION_ID_CHARS:
+                raise InputError(
+                    f"sessions[{i}].id must be a string of 1 to {MAX_SESSION_ID_CHARS} characters"
+                )
+            check_text(f"sessions[{i}].prompt", prompt)
             pairs.append((sid, prompt))
         if len({sid for sid, _ in pairs}) != len(pairs):
-            raise InputError("duplicate session ids", field="sessions")
-        service = self._service()
+            raise InputError("sessions must not repeat an id")
         body = {
             "sessions": [{"id": sid, "prompt": p} for sid, p in pairs],
             "top_k": top_k,
             "facts_per_subject": facts_per_subject,
         }
-        if service is not None:
-            try:
-                data = service.call("POST", "/session-context", body, timeout=QUERY_TIMEOUT)
-                return data  # type: ignore[no-any-return]
-            except ServiceError as exc:
-                log.warning("the service failed, answering here: %s", exc)
+        data = self._ask_service("/session-context", body)
+        if data is not None:
+            return data
         opts = QueryOptions.from_settings(
             self.settings, top_k=top_k, facts_per_subject=facts_per_subject
         )
@@ -107,6 +181,17 @@ class VaultTools:
         return redact_freshness(report, self.app.private)
 
 
+# The tools' parameters: types are checked by the SDK without coercion ("5" is not a number),
+# the bounds are stated in the schema an agent reads and checked by VaultTools, whose messages
+# name the parameter ("top_k must be at most 10000") and never quote a long value.
+Question = Annotated[
+    StrictStr, Field(json_schema_extra={"minLength": 1, "maxLength": MAX_QUESTION_CHARS})
+]
+Whole = Annotated[StrictInt, BeforeValidator(whole_number)]  # 5.0 is 5, as for the service
+Count = Annotated[Whole | None, Field(json_schema_extra={"minimum": 0, "maximum": MAX_COUNT})]
+Hits = Annotated[Whole | None, Field(json_schema_extra={"minimum": 1, "maximum": MAX_COUNT})]
+
+
 def build_server(tools: VaultTools) -> FastMCP:
     """The FastMCP server exposing ``tools``."""
     from mcp.server.fastmcp import FastMCP
@@ -121,12 +206,12 @@ def build_server(tools: VaultTools) -> FastMCP:
 
     @server.tool()
     def ask(
-        question: str,
-        top_k: int | None = None,
-        hits: int | None = None,
-        facts_per_subject: int | None = None,
-        semantic: bool = True,
-        preset: str | None = None,
+        question: Question,
+        top_k: Count = None,
+        hits: Hits = None,
+        facts_per_subject: Count = None,
+        semantic: StrictBool = True,
+        preset: StrictStr | None = None,
     ) -> dict[str, Any]:
         """Ask the notes vault a question. Returns the answer JSON: relevance.label
         (strong/moderate/weak/no_match, or unscored in fallback), mode (semantic or
@@ -134,7 +219,8 @@ def build_server(tools: VaultTools) -> FastMCP:
         files and source types corroborate them, with their facts. no_match: the vault has
         nothing relevant. Options: top_k subjects (20), hits notes (20), facts_per_subject
         (3), semantic (false: word search only), preset (session, wiki-gap, crystallize,
-        routing, episodic)."""
+        routing, episodic). A question has at most 200,000 characters; counts are at most
+        10,000."""
         return guarded(
             tools.ask,
             question,
@@ -147,12 +233,13 @@ def build_server(tools: VaultTools) -> FastMCP:
 
     @server.tool()
     def session_context(
-        sessions: list[dict[str, str]],
-        top_k: int | None = None,
-        facts_per_subject: int | None = None,
+        sessions: list[dict[str, StrictStr]],
+        top_k: Count = None,
+        facts_per_subject: Count = None,
     ) -> dict[str, Any]:
-        """Context packs for many sessions at once: sessions is a list of {"id", "prompt"};
-        returns {"packs": [...]}, each pack the answer JSON plus id and prompt."""
+        """Context packs for many sessions at once: sessions is a list of {"id", "prompt"}
+        (at most 10,000, each id once, each prompt at most 200,000 characters); returns
+        {"packs": [...]}, each pack the answer JSON plus id and prompt."""
         return guarded(
             tools.session_context, sessions, top_k=top_k, facts_per_subject=facts_per_subject
         )
@@ -168,6 +255,11 @@ def build_server(tools: VaultTools) -> FastMCP:
 
 def run(settings: Settings) -> None:
     """Serve over stdio until the client closes the stream."""
+    # The SDK's debug lines quote every message whole (a question of any length): they stay
+    # off even with -vv.
+    sdk = logging.getLogger("mcp")
+    if sdk.getEffectiveLevel() < logging.INFO:
+        sdk.setLevel(logging.INFO)
     tools = VaultTools(settings)
     try:
         build_server(tools).run("stdio")

@@ -92,10 +92,12 @@ class QueryOptions:
             base = replace(base, preset=preset, **PRESETS[preset])
         explicit = {k: v for k, v in overrides.items() if v is not None and k != "preset"}
         for name, value in explicit.items():
+            # Named as QueryOptions, the API and the MCP tools name them (the CLI's own
+            # ranges answer for its flags before this).
             if name in ("top_k", "hits", "facts_per_subject") and value < 0:
-                raise ConfigError(f"--{name.replace('_', '-')} must not be negative")
+                raise ConfigError(f"{name} must be at least 0")
             if name in ("top_k", "hits", "facts_per_subject") and value > MAX_COUNT:
-                raise ConfigError(f"--{name.replace('_', '-')} must be at most {MAX_COUNT}")
+                raise ConfigError(f"{name} must be at most {MAX_COUNT}")
         chosen = replace(base, **explicit)
         if chosen.retrieval not in RETRIEVALS:
             raise ConfigError(

@@ -15,6 +15,10 @@ from a warm copy of the vault when that is safe (``service/warm.py``); the App's
 are shared (the embedder's model calls are serialised by ``embed.MODEL_LOCK``, the Bolt
 driver and the SQLAlchemy engine are thread-safe). With a token, every request needs
 ``Authorization: Bearer <token>``. Answers never include private notes.
+
+Limits: a body longer than ``service_max_body_bytes`` is refused (413) before it is read; a
+request that breaks the schema is a 422 naming the field and the rule, never quoting the
+input; every status an operation can answer is declared in the OpenAPI schema.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ import json
 import logging
 import os
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from starlette.exceptions import HTTPException
 
 from pipeline import __version__
 from pipeline.app import App
@@ -36,32 +42,42 @@ from pipeline.errors import ConfigError, InputError, VaultKoError
 from pipeline.privacy import redact_freshness
 from pipeline.query import MAX_COUNT, PRESETS, QueryOptions
 from pipeline.render import answer_to_dict
+from pipeline.service.client import (
+    MAX_QUESTION_CHARS,
+    MAX_SESSION_ID_CHARS,
+    MAX_SESSIONS,
+    whole_number,
+)
 from pipeline.service.metrics import CONTENT_TYPE, ServiceMetrics
 from pipeline.service.warm import WarmAnswers
 
 log = logging.getLogger(__name__)
 
 Preset = Literal[tuple(sorted(PRESETS))]  # type: ignore[valid-type]
-#: Longest question accepted (characters): the CLI takes any, agents paste whole files.
-MAX_QUESTION_CHARS = 200_000
-#: Most sessions in one /session-context request (load-context takes any number).
-MAX_SESSIONS = 10_000
+#: A question or prompt holds something besides white space (what ``str.strip`` strips:
+#: Python's ``\S``, so the schema's pattern is checked with Python's engine).
+NOT_BLANK = r"\S"
+#: A 422 lists at most this many problems, each message cut to MAX_MESSAGE_CHARS: a
+#: 10,000-session body with every prompt wrong is not answered with 10,000 entries.
+MAX_PROBLEMS = 20
+MAX_MESSAGE_CHARS = 200
+
+#: A count: an integer, 5.0 included (JSON Schema's integer), "5" and false not; hits
+#: at least 1, the others at least 0 (as the CLI's ranges).
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT), BeforeValidator(whole_number)]
+Hits = Annotated[int, Field(ge=1, le=MAX_COUNT), BeforeValidator(whole_number)]
 
 
 class QueryRequest(BaseModel):
     """One question and the options `vault-ko query` has."""
 
     # No coercion: "5" is not a number and false is not 0 (the schema says what it takes).
-    model_config = ConfigDict(strict=True)
+    model_config = ConfigDict(strict=True, regex_engine="python-re")
 
-    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
-    top_k: int | None = Field(
-        default=None, ge=0, le=MAX_COUNT, description="Subjects to return [20]."
-    )
-    hits: int | None = Field(default=None, ge=1, le=MAX_COUNT, description="Notes to fetch [20].")
-    facts_per_subject: int | None = Field(
-        default=None, ge=0, le=MAX_COUNT, description="Facts per subject."
-    )
+    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=NOT_BLANK)
+    top_k: Count | None = Field(default=None, description="Subjects to return [20].")
+    hits: Hits | None = Field(default=None, description="Notes to fetch [20].")
+    facts_per_subject: Count | None = Field(default=None, description="Facts per subject [3].")
     semantic: bool = Field(default=True, description="False: word search on KO-DB only.")
     preset: Preset | None = None  # type: ignore[valid-type]
     retrieval: Literal["dense", "hybrid"] | None = Field(
@@ -73,18 +89,54 @@ class QueryRequest(BaseModel):
 
 
 class SessionPrompt(BaseModel):
-    model_config = ConfigDict(strict=True)
+    model_config = ConfigDict(strict=True, regex_engine="python-re")
 
-    id: str = Field(min_length=1, max_length=1000)
-    prompt: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
+    id: str = Field(min_length=1, max_length=MAX_SESSION_ID_CHARS)
+    prompt: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=NOT_BLANK)
 
 
 class SessionContextRequest(BaseModel):
     model_config = ConfigDict(strict=True)
 
-    sessions: list[SessionPrompt] = Field(max_length=MAX_SESSIONS)
-    top_k: int | None = Field(default=None, ge=0, le=MAX_COUNT)
-    facts_per_subject: int | None = Field(default=None, ge=0, le=MAX_COUNT)
+    sessions: list[SessionPrompt] = Field(
+        max_length=MAX_SESSIONS, description="Each id once (a repeated id is a 422)."
+    )
+    top_k: Count | None = Field(default=None, description="Subjects per pack [20].")
+    facts_per_subject: Count | None = Field(default=None, description="Facts per subject [3].")
+
+
+class Problem(BaseModel):
+    """One reason a request was refused: where, why, and the rule's name (never the value)."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: a short sentence, and what kind of error it is; a 422 of the
+    schema also lists its problems (at most 20)."""
+
+    error: str
+    kind: str
+    detail: list[Problem] | None = None
+
+
+def _declared(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The error answers an operation can give, for its OpenAPI entry."""
+    return {status: {"model": ErrorBody, "description": ERRORS[status]} for status in statuses}
+
+
+ERRORS = {
+    400: "The body is not JSON text (not UTF-8).",
+    401: "The service has a token and the request does not bear it.",
+    413: "The body is longer than the service's setting service_max_body_bytes.",
+    422: "The request breaks the schema, or a rule the schema cannot state (a blank "
+    "question, a repeated session id, a setting the options do not allow).",
+    503: "A store failed (KO-DB unreachable); the graph down is not an error (fallback).",
+}
+#: Every operation may be refused for its token or its size; the rest depend on it.
+ALWAYS = (401, 413)
 
 
 def _json(data: Any) -> Response:
@@ -94,30 +146,55 @@ def _json(data: Any) -> Response:
     return Response(body, media_type="application/json")
 
 
-class _GuardAndMeasure:
-    """ASGI middleware: the bearer token (when set) on every request, then the request's
-    count and latency by endpoint, and by the answer's mode and label (set by /query)."""
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
-    def __init__(self, app: Any, *, metrics: ServiceMetrics, expected: bytes | None) -> None:
+
+class _GuardAndMeasure:
+    """ASGI middleware: the bearer token (when set) on every request, the body's size (a
+    declared Content-Length over the limit is refused before a byte is read; a chunked body
+    is read up to the limit), then the request's count and latency by endpoint, and by the
+    answer's mode and label (set by /query)."""
+
+    def __init__(
+        self, app: Any, *, metrics: ServiceMetrics, expected: bytes | None, max_body: int
+    ) -> None:
         self.app = app
         self.metrics = metrics
         self.expected = expected
+        self.max_body = max_body
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
+        headers = dict(scope.get("headers") or [])
         if self.expected is not None:
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            given = headers.get(b"authorization", b"")
             if not hmac.compare_digest(_bearer_token(given), self.expected):
                 response = JSONResponse(
-                    {"error": "missing or wrong bearer token"},
+                    {"error": "missing or wrong bearer token", "kind": "Unauthorized"},
                     status_code=401,
                     headers={"WWW-Authenticate": "Bearer"},
                 )
                 await response(scope, receive, send)
                 return
+        bounded = await _bounded_body(headers, receive, self.max_body)
+        if bounded is None:
+            response = JSONResponse(
+                {
+                    "error": f"the request body is longer than {self.max_body} bytes "
+                    "(the service's setting service_max_body_bytes)",
+                    "kind": "PayloadTooLarge",
+                },
+                status_code=413,
+                # The body is left unread: the connection cannot carry another request.
+                headers={"Connection": "close"},
+            )
+            await response(scope, receive, send)
+            return
+        receive = bounded
         status = 500
 
         async def send_status(message: Any) -> None:
@@ -143,6 +220,68 @@ class _GuardAndMeasure:
                 )
 
 
+async def _bounded_body(headers: dict[bytes, bytes], receive: Any, limit: int) -> Any | None:
+    """The ``receive`` to hand on, or None when the body is longer than ``limit`` bytes. A
+    declared Content-Length is judged before anything is read (the server holds the body to
+    it); a body without one (chunked) is read here up to the limit and handed on whole."""
+    length = headers.get(b"content-length")
+    if length is not None and length.strip().isdigit():
+        return receive if int(length) <= limit else None
+    if b"transfer-encoding" not in headers:
+        return receive  # no body
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away: say so to the app
+            first = message
+            break
+        body = message.get("body", b"")
+        size += len(body)
+        if size > limit:
+            return None
+        chunks.append(body)
+        if not message.get("more_body", False):
+            first = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            break
+    pending = [first]
+
+    async def replay() -> Any:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
+def _problems(errors: Any) -> list[dict[str, Any]]:
+    """pydantic's errors without the input or its context: where, why, the rule's name
+    (the first MAX_PROBLEMS, messages cut to MAX_MESSAGE_CHARS)."""
+    out = []
+    for e in list(errors)[:MAX_PROBLEMS]:
+        loc = [p if isinstance(p, int) else _cut(str(p), 100) for p in e.get("loc", ())]
+        msg = str(e.get("msg", ""))
+        if (
+            e["type"] == "string_pattern_mismatch"
+            and (e.get("ctx") or {}).get("pattern") == NOT_BLANK
+        ):
+            msg = "String should not be empty or white space only"
+        elif e["type"] == "json_invalid":
+            msg = f"the body is not JSON ({(e.get('ctx') or {}).get('error', 'decode error')})"
+        out.append({"loc": loc, "msg": _cut(msg, MAX_MESSAGE_CHARS), "type": e["type"]})
+    return out
+
+
+def _summary(problems: list[dict[str, Any]], total: int) -> str:
+    """One sentence for a 422: each problem as ``field: message`` (the body's place left out)."""
+    parts = []
+    for p in problems[:3]:
+        where = ".".join(str(x) for x in p["loc"][1:]) if p["loc"][:1] == ["body"] else ""
+        if p["type"] == "json_invalid" or not where:
+            where = ".".join(str(x) for x in p["loc"][:1]) or "body"
+        parts.append(f"{where}: {p['msg']}")
+    more = f" (and {total - 3} more)" if total > 3 else ""
+    return "invalid request: " + "; ".join(parts) + more
+
+
 def _bearer_token(header: bytes) -> bytes:
     """The token of an ``Authorization: Bearer <token>`` header (the scheme compared without
     case, RFC 7235; spaces between scheme and token allowed), else b"" (never a token)."""
@@ -162,17 +301,50 @@ def create_api(app: App, metrics: ServiceMetrics, *, token: str | None = None) -
         description="What does this markdown vault know about a question (and when nothing).",
     )
     expected = token.encode() if token else None
+    max_body = app.settings.service_max_body_bytes
+    if max_body < 1:
+        raise ConfigError(f"setting service_max_body_bytes must be at least 1 (it is {max_body})")
     warm = WarmAnswers(app)
 
-    api.add_middleware(_GuardAndMeasure, metrics=metrics, expected=expected)
+    api.add_middleware(_GuardAndMeasure, metrics=metrics, expected=expected, max_body=max_body)
 
     @api.exception_handler(VaultKoError)
     async def vault_ko_error(request: Request, exc: VaultKoError) -> JSONResponse:
         return JSONResponse(
-            {"error": str(exc), "kind": type(exc).__name__}, status_code=_status_of(exc)
+            {"error": _cut(str(exc), 500), "kind": type(exc).__name__},
+            status_code=_status_of(exc),
         )
 
-    @api.post("/query", response_model=None)
+    @api.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own answer quotes the whole input (a 20 MB body came back as 20.6 MB).
+        errors = exc.errors()
+        problems = _problems(errors)
+        return JSONResponse(
+            {
+                "error": _summary(problems, len(errors)),
+                "kind": "ValidationError",
+                "detail": problems,
+            },
+            status_code=422,
+        )
+
+    @api.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        # 400 (a body that is not UTF-8), 404, 405: the same JSON as every other error.
+        kind = {400: "BadRequest", 404: "NotFound", 405: "MethodNotAllowed"}
+        message = str(exc.detail)
+        if exc.status_code == 400:  # FastAPI's words for a body that does not decode
+            message = "the body could not be read: JSON must be UTF-8 text"
+        return JSONResponse(
+            {"error": _cut(message, 500), "kind": kind.get(exc.status_code, "HTTPError")},
+            status_code=exc.status_code,
+            headers=exc.headers,
+        )
+
+    asked = _declared(*ALWAYS, 400, 422, 503)
+
+    @api.post("/query", response_model=None, responses=asked)
     def query(body: QueryRequest, request: Request) -> Response:
         """Ask the vault one question; the answer JSON (label, mode, hits, subjects)."""
         opts = QueryOptions.from_settings(
@@ -189,7 +361,7 @@ def create_api(app: App, metrics: ServiceMetrics, *, token: str | None = None) -
         metrics.answered([answer.mode])
         return _json(answer_to_dict(answer, digits=None if body.full_precision else 4))
 
-    @api.post("/session-context", response_model=None)
+    @api.post("/session-context", response_model=None, responses=asked)
     def session_context(body: SessionContextRequest) -> Response:
         """Context packs for many session prompts at once (as `vault-ko load-context`)."""
         from pipeline.batch.packs import pack_to_dict
@@ -206,7 +378,7 @@ def create_api(app: App, metrics: ServiceMetrics, *, token: str | None = None) -
         metrics.answered([p.answer.mode for p in packs])
         return _json({"packs": [pack_to_dict(p) for p in packs]})
 
-    @api.get("/freshness")
+    @api.get("/freshness", responses=_declared(*ALWAYS, 422, 503))
     def freshness() -> dict[str, Any]:
         """The freshness report (does not move the fallback mark of `vault-ko freshness`)."""
         from pipeline.freshness import FreshnessOptions, check_freshness
@@ -215,7 +387,7 @@ def create_api(app: App, metrics: ServiceMetrics, *, token: str | None = None) -
         report = check_freshness(app.settings, options, app=app).to_dict()
         return redact_freshness(report, app.private)
 
-    @api.get("/healthz")
+    @api.get("/healthz", responses=_declared(*ALWAYS))
     def healthz() -> dict[str, Any]:
         """Liveness, without touching a store: the CLI asks it before using the service."""
         return {
@@ -228,7 +400,7 @@ def create_api(app: App, metrics: ServiceMetrics, *, token: str | None = None) -
             "warm_facts": warm.warm_facts,
         }
 
-    @api.get("/metrics", response_class=Response)
+    @api.get("/metrics", response_class=Response, responses=_declared(*ALWAYS))
     def prometheus() -> Response:
         """Prometheus text: requests and latency per endpoint, mode and label; graph up."""
         return Response(metrics.exposition(), media_type=CONTENT_TYPE)

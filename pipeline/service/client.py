@@ -10,6 +10,7 @@ and HTTP error becomes ``ServiceError`` here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -18,6 +19,23 @@ from urllib.parse import urlsplit
 
 from pipeline.errors import ServiceError
 from pipeline.service.record import ServiceRecord, live_record, settings_digest
+
+# What the service accepts (its API schema is built from these, service/api.py), here so the
+# clients that must not import FastAPI (the MCP server) can apply the same limits first.
+#: Longest question or session prompt (characters): the CLI takes any, agents paste files.
+MAX_QUESTION_CHARS = 200_000
+#: Most sessions in one /session-context request (load-context takes any number).
+MAX_SESSIONS = 10_000
+#: Longest session id (characters).
+MAX_SESSION_ID_CHARS = 1000
+
+
+def whole_number(value: Any) -> Any:
+    """A count as JSON Schema's ``integer`` has it: 5.0 is 5 (a JSON number without a
+    fraction); anything else is left for the strict check ("5", true and 5.5 are refused)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 class ServiceClient:
@@ -47,18 +65,22 @@ class ServiceClient:
             head.append(f"Authorization: Bearer {self.record.token}")
         request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data
         deadline = time.monotonic() + max(timeout, 0.01)
+        chunks: list[bytes] = []
         try:
             with socket.create_connection(
                 (self._host, self._port), timeout=max(timeout, 0.01)
             ) as sock:
-                sock.sendall(request)
-                chunks = []
-                while True:
-                    sock.settimeout(max(deadline - time.monotonic(), 0.001))
-                    chunk = sock.recv(65536)
-                    if not chunk:
-                        break
-                    chunks.append(chunk)
+                try:
+                    sock.sendall(request)
+                except OSError as exc:
+                    # The service may answer before the body is all sent (413: too long)
+                    # and close: the answer it sent, if any, is the answer.
+                    with contextlib.suppress(OSError):
+                        _read_to_end(sock, deadline, chunks)
+                    if not chunks:
+                        raise exc
+                else:
+                    _read_to_end(sock, deadline, chunks)
         except OSError as exc:
             reason = str(exc) or type(exc).__name__
             raise ServiceError(f"the service at {self.record.url} failed: {reason}") from exc
@@ -88,6 +110,17 @@ class ServiceClient:
         except ServiceError:
             return False
         return isinstance(data, dict) and data.get("status") == "ok"
+
+
+def _read_to_end(sock: socket.socket, deadline: float, chunks: list[bytes]) -> None:
+    """Append what ``sock`` sends to ``chunks`` until it closes (OSError past the deadline
+    or on a reset, with what came kept in ``chunks``)."""
+    while True:
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        chunk = sock.recv(65536)
+        if not chunk:
+            return
+        chunks.append(chunk)
 
 
 def _parse_response(raw: bytes, url: str) -> tuple[int, bytes]:

@@ -154,6 +154,31 @@ def test_openapi_is_served(http: httpx.Client) -> None:
     assert {"/query", "/session-context", "/freshness", "/healthz", "/metrics"} <= set(paths)
 
 
+def test_large_and_broken_bodies_get_short_declared_answers(served: Any) -> None:
+    """Issue 35, items 12 and 14, on the real uvicorn: a 20 MB body is a 413 before it is
+    read (a socket client that sends it all still gets it), a question past the limit a 422
+    that does not quote it, a body that is not UTF-8 a 400; the service answers on."""
+    from pipeline.errors import ServiceError
+    from pipeline.service.client import ServiceClient
+
+    with httpx.Client(base_url=served.url, timeout=60) as c:
+        r = c.post("/query", json={"question": "q" * 20_000_000})
+        assert r.status_code == 413 and len(r.content) < 300
+        assert r.json()["kind"] == "PayloadTooLarge"
+        r = c.post("/query", json={"question": "q" * 1_000_000})
+        assert r.status_code == 422 and len(r.content) < 1000
+        assert r.json()["detail"][0]["type"] == "string_too_long"
+        headers = {"content-type": "application/json"}
+        r = c.post("/query", content=b'{"question": "\xff"}', headers=headers)
+        assert r.status_code == 400 and r.json()["kind"] == "BadRequest"
+        assert c.post("/query", json={"question": REDIS}).status_code == 200
+    record = read_record(served.settings.state_dir)
+    assert record is not None
+    with pytest.raises(ServiceError) as refused:
+        ServiceClient(record).call("POST", "/query", {"question": "q" * 20_000_000}, timeout=60)
+    assert refused.value.status == 413 and "service_max_body_bytes" in str(refused.value)
+
+
 PRIVATE_QUESTION = "zanzibar salary review and the redis warm cache"
 
 

@@ -4,6 +4,7 @@ touches no store, errors are JSON with a status, OpenAPI lists the endpoints."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -110,5 +111,146 @@ def test_numbers_are_bounded_and_never_coerced(tmp_path: Path) -> None:
             schema = (await c.get("/openapi.json")).json()["components"]["schemas"]
             top_k = schema["QueryRequest"]["properties"]["top_k"]["anyOf"][0]
             assert top_k["maximum"] == MAX_COUNT
+
+    anyio.run(go)
+
+
+def _api(tmp_path: Path, **env: str) -> Any:
+    settings = load_settings(tmp_path, env=env)
+    return create_api(App(settings), ServiceMetrics(lambda: False, lambda: False))
+
+
+def test_a_body_past_the_limit_is_413_before_it_is_read(tmp_path: Path) -> None:
+    """Issue 35, item 12: no body limit; now service_max_body_bytes, judged on the declared
+    Content-Length (nothing read) or, for a chunked body, on what has been read."""
+    import anyio
+
+    read: list[int] = []
+
+    async def go() -> None:
+        api = _api(tmp_path, VAULT_KO_SERVICE_MAX_BODY_BYTES="1000")
+        transport = httpx.ASGITransport(app=api)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            r = await c.post("/query", json={"question": "x" * 2000})
+            assert r.status_code == 413
+            assert r.json() == {
+                "error": "the request body is longer than 1000 bytes (the service's setting "
+                "service_max_body_bytes)",
+                "kind": "PayloadTooLarge",
+            }
+
+            async def chunks() -> Any:
+                for _ in range(100):
+                    read.append(1)
+                    yield b"x" * 100
+
+            r = await c.post("/query", content=chunks())
+            assert r.status_code == 413
+            # A chunked body within the limit is handed on whole.
+            small = b'{"question": "   "}'
+
+            async def one() -> Any:
+                yield small[:5]
+                yield small[5:]
+
+            r = await c.post("/query", content=one(), headers={"content-type": "application/json"})
+            assert r.status_code == 422 and "question" in r.json()["error"]
+
+    anyio.run(go)
+    assert len(read) < 100  # the chunked body was not read to its end
+
+
+def test_a_limit_below_one_byte_is_refused(tmp_path: Path) -> None:
+    import pytest
+
+    from pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="SERVICE_MAX_BODY_BYTES must be at least 1"):
+        load_settings(tmp_path, env={"VAULT_KO_SERVICE_MAX_BODY_BYTES": "0"})
+    settings = load_settings(tmp_path, env={}).replace(service_max_body_bytes=0)
+    metrics = ServiceMetrics(lambda: False, lambda: False)
+    with pytest.raises(ConfigError, match="service_max_body_bytes must be at least 1"):
+        create_api(App(settings), metrics)
+
+
+def test_a_422_never_echoes_the_input(tmp_path: Path) -> None:
+    """Issue 35, item 12: a 20 MB body came back in a 20.6 MB 422. Now each problem is
+    where, why and the rule's name, at most 20 of them, each message short."""
+    import anyio
+
+    async def go() -> None:
+        api = _api(tmp_path, VAULT_KO_SERVICE_MAX_BODY_BYTES=str(64 * 1024 * 1024))
+        transport = httpx.ASGITransport(app=api)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            huge = "q" * 20_000_000
+            r = await c.post("/query", json={"question": huge})
+            assert r.status_code == 422 and len(r.content) < 1000
+            (problem,) = r.json()["detail"]
+            assert problem == {
+                "loc": ["body", "question"],
+                "msg": "String should have at most 200000 characters",
+                "type": "string_too_long",
+            }
+            assert r.json()["error"].startswith("invalid request: question: String should")
+            sessions = [{"id": str(i), "prompt": " " + "p" * 1000} for i in range(1000)]
+            sessions += [{"id": "x", "prompt": "\t"}] * 1000
+            r = await c.post("/session-context", json={"sessions": sessions, "top_k": "5"})
+            assert r.status_code == 422 and len(r.content) < 5000
+            body = r.json()
+            assert len(body["detail"]) == 20 and "ppppp" not in r.text
+            assert {"loc", "msg", "type"} == set(body["detail"][0])
+            r = await c.post("/query", json={"question": "\t \n"})
+            assert "question: String should not be empty or white space only" in r.text
+
+    anyio.run(go)
+
+
+def test_a_body_that_is_not_utf8_is_a_declared_400(tmp_path: Path) -> None:
+    """Issue 35, item 14: an undocumented 400 on invalid UTF-8 bodies."""
+    import anyio
+
+    async def go() -> None:
+        api = _api(tmp_path)
+        transport = httpx.ASGITransport(app=api)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            headers = {"content-type": "application/json"}
+            r = await c.post("/query", content=b'{"question": "\xff\xfe"}', headers=headers)
+            assert r.status_code == 400
+            assert r.json() == {
+                "error": "the body could not be read: JSON must be UTF-8 text",
+                "kind": "BadRequest",
+            }
+            r = await c.post("/query", content=b'{"question": ', headers=headers)
+            assert r.status_code == 422 and r.json()["detail"][0]["type"] == "json_invalid"
+
+    anyio.run(go)
+
+
+def test_every_status_an_operation_answers_is_declared(tmp_path: Path) -> None:
+    import anyio
+
+    async def go() -> None:
+        api = _api(tmp_path)
+        transport = httpx.ASGITransport(app=api)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            schema = (await c.get("/openapi.json")).json()
+        declared = {
+            (method.upper(), path): set(op["responses"])
+            for path, ops in schema["paths"].items()
+            for method, op in ops.items()
+        }
+        asked = {"200", "400", "401", "413", "422", "503"}
+        assert declared == {
+            ("POST", "/query"): asked,
+            ("POST", "/session-context"): asked,
+            ("GET", "/freshness"): {"200", "401", "413", "422", "503"},
+            ("GET", "/healthz"): {"200", "401", "413"},
+            ("GET", "/metrics"): {"200", "401", "413"},
+        }
+        error = schema["components"]["schemas"]["ErrorBody"]
+        assert set(error["required"]) == {"error", "kind"}
+        assert "HTTPValidationError" not in schema["components"]["schemas"]
+        question = schema["components"]["schemas"]["QueryRequest"]["properties"]["question"]
+        assert (question["maxLength"], question["pattern"]) == (200_000, r"\S")
 
     anyio.run(go)

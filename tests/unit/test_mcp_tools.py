@@ -1,0 +1,150 @@
+"""The MCP tools' own rules, without a service, graph or model (issue 35, item 13): the
+service's limits are checked before anything is asked or loaded, in the tools' words; a
+service that refuses a request (4xx) has answered, and only one that is down or failing
+lets this process answer; no log line quotes more than the start of a question."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline import mcp_server
+from pipeline.config import load_settings
+from pipeline.errors import InputError, ServiceError
+from pipeline.mcp_server import VaultTools
+from pipeline.query import MAX_COUNT
+from pipeline.service.client import MAX_QUESTION_CHARS, MAX_SESSIONS
+
+
+class LocalApp:
+    """The in-process answerer; records each question it is asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.private = None
+
+    def refresh_calibration(self) -> None:
+        pass
+
+    def pipeline(self) -> Any:
+        app = self
+
+        class Pipe:
+            def ask(self, question: str, opts: Any) -> dict[str, Any]:
+                app.asked.append(question)
+                return {"answered": "here"}
+
+        return Pipe()
+
+
+class Service:
+    """A service client whose every call gives ``outcome`` (a dict, or an error to raise)."""
+
+    def __init__(self, outcome: Any) -> None:
+        self.outcome = outcome
+        self.bodies: list[Any] = []
+
+    def call(self, method: str, path: str, body: Any = None, *, timeout: float) -> Any:
+        self.bodies.append(body)
+        if isinstance(self.outcome, Exception):
+            raise self.outcome
+        return self.outcome
+
+
+@pytest.fixture
+def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> VaultTools:
+    monkeypatch.setattr(mcp_server, "answer_to_dict", lambda answer: answer)
+    t = VaultTools(load_settings(tmp_path, env={}), app=LocalApp())  # type: ignore[arg-type]
+    t._service = lambda: pytest.fail("a refused call must not look for the service")  # type: ignore[method-assign]
+    return t
+
+
+@pytest.mark.parametrize(
+    ("question", "options", "message"),
+    [
+        ("x" * (MAX_QUESTION_CHARS + 1), {}, f"question must be at most {MAX_QUESTION_CHARS}"),
+        ("   \n", {}, "question must not be empty"),
+        (b"bytes", {}, "question must be a string"),
+        ("x", {"top_k": -1}, "top_k must be at least 0"),
+        ("x", {"top_k": MAX_COUNT + 1}, f"top_k must be at most {MAX_COUNT}"),
+        ("x", {"hits": 0}, "hits must be at least 1"),
+        ("x", {"facts_per_subject": 2**63}, f"facts_per_subject must be at most {MAX_COUNT}"),
+        ("x", {"top_k": "5"}, "top_k must be an integer"),
+        ("x", {"facts_per_subject": False}, "facts_per_subject must be an integer"),
+        ("x", {"preset": "p" * 100_000}, "preset must be one of"),
+    ],
+)
+def test_ask_checks_the_limits_before_anything(
+    tools: VaultTools, question: Any, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InputError) as caught:
+        tools.ask(question, **options)
+    text = str(caught.value)
+    assert message in text
+    assert "--" not in text and len(text) < 200  # no CLI flag, no quoted value
+    assert tools.app.asked == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("sessions", "options", "message"),
+    [
+        ([{"id": "a", "prompt": "x"}] * (MAX_SESSIONS + 1), {}, "at most 10000 sessions"),
+        ([{"id": "a", "prompt": "x" * (MAX_QUESTION_CHARS + 1)}], {}, "sessions[0].prompt"),
+        ([{"id": "a", "prompt": "x"}, {"id": "b", "prompt": " "}], {}, "sessions[1].prompt"),
+        ([{"id": "", "prompt": "x"}], {}, "sessions[0].id must be a string"),
+        ([{"id": "i" * 1001, "prompt": "x"}], {}, "sessions[0].id"),
+        ([{"id": "a", "prompt": "x"}, {"id": "a", "prompt": "y"}], {}, "must not repeat"),
+        ([{"id": "a", "prompt": "x"}], {"top_k": -1}, "top_k must be at least 0"),
+        ([{"id": "a", "prompt": "x"}], {"facts_per_subject": MAX_COUNT + 1}, "at most"),
+    ],
+)
+def test_session_context_checks_the_limits_before_anything(
+    tools: VaultTools, sessions: Any, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        tools.session_context(sessions, **options)
+
+
+def test_a_refusal_of_the_service_is_the_answer(tools: VaultTools) -> None:
+    """A 4xx is not a reason to load a model and answer here: it is the error."""
+    refused = ServiceError(
+        "the service at http://x answered 413: the request body is longer than 10 bytes",
+        status=413,
+        detail="the request body is longer than 10 bytes",
+    )
+    tools._service = lambda: Service(refused)  # type: ignore[method-assign, assignment, return-value]
+    with pytest.raises(InputError, match="the service refused the request: the request body"):
+        tools.ask("what about redis?")
+    with pytest.raises(InputError, match="refused"):
+        tools.session_context([{"id": "a", "prompt": "redis"}])
+    assert tools.app.asked == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        ServiceError("the service at http://x failed: Connection refused"),
+        ServiceError("the service at http://x answered 503: KO-DB is down", status=503),
+    ],
+)
+def test_a_service_down_or_failing_lets_this_process_answer(
+    tools: VaultTools, failure: ServiceError, caplog: pytest.LogCaptureFixture
+) -> None:
+    tools._service = lambda: Service(failure)  # type: ignore[method-assign, assignment, return-value]
+    question = "why redis? " + "and more words " * 10_000
+    with caplog.at_level(logging.DEBUG, logger="pipeline.mcp_server"):
+        assert tools.ask(question) == {"answered": "here"}
+    assert tools.app.asked == [question]  # type: ignore[attr-defined]
+    assert "the service failed" in caplog.text
+    assert "and more words and more words and more words" not in caplog.text
+
+
+def test_a_service_answer_is_returned_as_it_came(tools: VaultTools) -> None:
+    service = Service({"mode": "semantic"})
+    tools._service = lambda: service  # type: ignore[method-assign, assignment, return-value]
+    assert tools.ask("why redis?", top_k=3) == {"mode": "semantic"}
+    assert service.bodies[0]["top_k"] == 3 and service.bodies[0]["question"] == "why redis?"
+    assert tools.app.asked == []  # type: ignore[attr-defined]
