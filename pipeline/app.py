@@ -54,8 +54,10 @@ class App:
         on_model_load: Callable[[], None] | None = None,
         on_slow_load: Callable[[str], None] | None = None,
         torch_allowed: bool = True,
+        creates_kodb: bool = True,
     ) -> None:
         self.settings = settings
+        self._creates_kodb = creates_kodb
         self.private = PrivateNotes.from_settings(settings)
         self._kodb = kodb
         self._graph = graph
@@ -71,13 +73,21 @@ class App:
     # -- the stores ----------------------------------------------------------------------
     @property
     def kodb(self) -> KoDB:
-        """KO-DB (opened, and its schema migrated, on first use)."""
+        """KO-DB (opened, and its schema migrated, on first use). An App of a command that
+        only reads (``creates_kodb=False``: query, serve, hook, MCP, load-context, …) never
+        makes one: a KO-DB that does not exist is a KodbError saying how to make it."""
         if self._kodb is None:
             with self._lock:
                 if self._kodb is None:
                     from pipeline.kodb import KoDB
 
-                    self._kodb = KoDB.open(self.settings.effective_kodb_url)
+                    s = self.settings
+                    self._kodb = KoDB.open(
+                        s.effective_kodb_url,
+                        create=self._creates_kodb,
+                        base_dir=s.vault,
+                        confine_to=s.state_dir,
+                    )
         return self._kodb
 
     @property

@@ -99,7 +99,7 @@ class VaultTools:
 
     def __init__(self, settings: Settings, app: App | None = None) -> None:
         self.settings = settings
-        self.app = app or App(settings)
+        self.app = app or App(settings, creates_kodb=False)
 
     def _service(self) -> ServiceClient | None:
         return find_service(self.settings, probe_timeout=self.settings.service_probe_timeout)

@@ -53,7 +53,10 @@ def embed_command(
     from pipeline.embed_sync import sync_embeddings
 
     settings = app.settings(vault, embed_model=model, embed_batch_size=batch_size)
-    with writer_lock(settings, "vault-ko embed", no_wait=no_wait), App(settings) as stores:
+    with (
+        writer_lock(settings, "vault-ko embed", no_wait=no_wait),
+        App(settings, creates_kodb=False) as stores,
+    ):
         # Reach the graph before opening KO-DB, so a dead graph fails within the retry
         # deadline; the model loads only if a note needs embedding.
         stores.graph.ping()

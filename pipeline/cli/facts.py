@@ -153,7 +153,7 @@ def facts_search(
     from pipeline.app import App
     from pipeline.privacy import PrivateNotes
 
-    with App(app.settings()) as stores:
+    with App(app.settings(), creates_kodb=False) as stores:
         kodb = stores.kodb_for(PrivateNotes() if include_private else stores.private)
         norms = kodb.search_subjects(term, limit=limit)
         facts = kodb.facts_for_subjects(norms)

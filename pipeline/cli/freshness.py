@@ -100,7 +100,7 @@ def run_freshness(app: AppContext, vault: str | None, **kw: Any) -> int:
             max_stale_ratio=kw["max_stale_ratio"],
             check_calibration=False if kw["no_calibration_check"] else None,
         )
-        with App(settings) as stores:
+        with App(settings, creates_kodb=False) as stores:
             report = check_freshness(settings, options, app=stores)
     except VaultKoError as exc:
         report = FreshnessReport.failed(str(exc), vault=str(vault or app.vault or "."))

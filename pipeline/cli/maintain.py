@@ -28,10 +28,10 @@ if TYPE_CHECKING:
     from pipeline.config import Settings
 
 
-def _open(settings: Settings) -> App:
+def _open(settings: Settings, *, writer: bool) -> App:
     from pipeline.app import App
 
-    return App(settings)
+    return App(settings, creates_kodb=writer)
 
 
 def _print_calibration(data: dict) -> None:
@@ -69,7 +69,10 @@ def calibrate_cmd(app: AppContext, no_wait: bool, as_json: bool) -> None:
     from pipeline.calibrate import calibrate_vault, choose_basis
 
     settings = app.settings()
-    with writer_lock(settings, "vault-ko calibrate", no_wait=no_wait), _open(settings) as p:
+    with (
+        writer_lock(settings, "vault-ko calibrate", no_wait=no_wait),
+        _open(settings, writer=False) as p,
+    ):
         p.graph.ping()  # a dead graph fails here, before KO-DB and the model
         cal = calibrate_vault(
             p.kodb, p.graph, p.embedder, max_pairs=p.settings.calibration_max_pairs
@@ -103,7 +106,7 @@ def sync_cmd(
     settings = app.settings(vault)
     with (
         writer_lock(settings, "vault-ko sync", no_wait=no_wait),
-        _open(settings) as p,
+        _open(settings, writer=True) as p,
         progress_bar("embedding notes", enabled=not as_json) as progress,
     ):
         p.graph.ping()  # a dead graph fails here, before KO-DB and the model

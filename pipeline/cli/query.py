@@ -99,7 +99,7 @@ def run_query(app: AppContext, vault: str | None, text: tuple[str, ...], **kw: A
         def slow(message: str) -> None:
             err.print(f"{message} {SLOW_LOAD_HINT}", markup=False)
 
-        with App(settings, on_slow_load=slow) as app:
+        with App(settings, on_slow_load=slow, creates_kodb=False) as app:
             answer = app.pipeline(include_private=kw["include_private"]).ask(question, opts)
         exit_promptly()  # answered here, stores closed: no teardown needed
     fmt = "json" if kw["as_json"] else kw["fmt"]

@@ -115,7 +115,7 @@ def load_context_cmd(
     )
     with (
         _input(input_path) as (stream, total),
-        App(settings) as stores,
+        App(settings, creates_kodb=False) as stores,
         progress_bar("loading contexts", enabled=not as_json, total=total) as progress,
     ):
         report = load_context(

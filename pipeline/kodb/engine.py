@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -34,12 +35,21 @@ def parse_url(url: str) -> tuple[sa.URL, Dialect]:
     return dialect.driver_url(parsed), dialect
 
 
-def open_engine(url: str) -> tuple[Engine, Dialect]:
-    """An engine for ``url`` and its database's dialect (KodbError when refused)."""
+def open_engine(
+    url: str,
+    *,
+    create: bool = True,
+    base_dir: Path | None = None,
+    confine_to: Path | None = None,
+) -> tuple[Engine, Dialect, Path | None]:
+    """An engine for ``url``, its database's dialect, and the database's file if it is one
+    (KodbError when refused; a KO-DB that does not exist is made only when ``create``:
+    ``Dialect.locate``)."""
     shown = mask_url(url)
     parsed, dialect = parse_url(url)
+    parsed = dialect.locate(parsed, shown, create=create, base_dir=base_dir, confine_to=confine_to)
     with refused(f"KO-DB at {shown}"):
-        return dialect.create_engine(parsed, shown), dialect
+        return dialect.create_engine(parsed, shown), dialect, dialect.file_of(parsed)
 
 
 def short(exc: BaseException) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
@@ -40,18 +41,34 @@ if TYPE_CHECKING:
 class KoDB:
     """The KO-DB store. Open with ``KoDB.open(url)``; usable as a context manager."""
 
-    def __init__(self, engine: Engine, url: str, dialect: Dialect) -> None:
+    def __init__(
+        self, engine: Engine, url: str, dialect: Dialect, file: Path | None = None
+    ) -> None:
         self._engine = engine
         self._url = url
         self._sql = dialect
+        self._file = file
+        self._identity = _identity(file) if file is not None else None
 
     # --- lifecycle ----------------------------------------------------------------------
 
     @classmethod
-    def open(cls, url: str) -> KoDB:
-        """Connect to ``url``, creating or migrating the schema (and a SQLite file's folder)."""
-        engine, dialect = open_engine(url)
-        db = cls(engine, mask_url(url), dialect)
+    def open(
+        cls,
+        url: str,
+        *,
+        create: bool = True,
+        base_dir: Path | None = None,
+        confine_to: Path | None = None,
+    ) -> KoDB:
+        """Connect to ``url``, migrating the schema. A SQLite file that does not exist is
+        made only when ``create`` (writers: ingest, import, sync), with its missing folders
+        only inside ``confine_to`` (the state dir); a relative path is read from
+        ``base_dir`` (the vault). KodbError for a reader of a missing KO-DB."""
+        engine, dialect, file = open_engine(
+            url, create=create, base_dir=base_dir, confine_to=confine_to
+        )
+        db = cls(engine, mask_url(url), dialect, file)
         try:
             db._migrate()
         except BaseException:
@@ -78,6 +95,24 @@ class KoDB:
     def sql_dialect(self) -> Dialect:
         """The database's side of KO-DB (``dialects/``)."""
         return self._sql
+
+    def check_file(self) -> None:
+        """KodbError when the database file this store opened was deleted or replaced since
+        (a long-lived reader, the service, asks before each answer: its pooled connections
+        would otherwise answer from a deleted file); nothing for a server's database."""
+        if self._file is None or self._identity is None:
+            return
+        now = _identity(self._file)
+        if now is None:
+            raise KodbError(
+                f"KO-DB at {self._file} was deleted while open; nothing is answered from it "
+                "(`vault-ko sync` makes it again; then restart)"
+            )
+        if now != self._identity:
+            raise KodbError(
+                f"KO-DB at {self._file} was replaced by another file while open; restart to "
+                "answer from the new one"
+            )
 
     @property
     def url(self) -> str:
@@ -344,3 +379,12 @@ class KoDB:
         """The most recent calibration, optionally for one embedder and/or dimension."""
         with self._tx() as conn:
             return stats.latest_calibration(conn, embedder, dims)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a file; None when it is gone."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino

@@ -370,6 +370,7 @@ def create_api(app: App, metrics: ServiceMetrics, *, token: str | None = None) -
         ids = [s.id for s in body.sessions]
         if len(set(ids)) != len(ids):
             raise InputError("duplicate session ids", field="sessions")
+        app.kodb.check_file()
         app.refresh_calibration()
         opts = QueryOptions.from_settings(
             app.settings, top_k=body.top_k, facts_per_subject=body.facts_per_subject
@@ -389,9 +390,16 @@ def create_api(app: App, metrics: ServiceMetrics, *, token: str | None = None) -
 
     @api.get("/healthz", responses=_declared(*ALWAYS))
     def healthz() -> dict[str, Any]:
-        """Liveness, without touching a store: the CLI asks it before using the service."""
+        """Liveness, without reading a store (KO-DB's file is only looked up: deleted or
+        replaced, it is named in ``kodb``); the CLI asks it before using the service."""
+        try:
+            app.kodb.check_file()
+            kodb = "ok"
+        except VaultKoError as exc:
+            kodb = str(exc)
         return {
             "status": "ok",
+            "kodb": kodb,
             "vault": str(app.settings.vault),
             "pid": os.getpid(),
             "version": __version__,

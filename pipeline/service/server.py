@@ -179,7 +179,7 @@ def serve(
     # The model's threads are set before anything loads it: warm-up, or a question's
     # preload when the graph was down at start (setting them never imports torch).
     service_threads()
-    app = app or App(settings)
+    app = app or App(settings, creates_kodb=False)
     pid = os.getpid()
     try:
         warning = warm_up(app)

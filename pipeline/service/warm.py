@@ -99,6 +99,9 @@ class WarmAnswers:
         self.resident_loads = 0
 
     def ask(self, question: str, opts: QueryOptions) -> Answer:
+        # A KO-DB deleted or replaced under the service fails the question (503, saying
+        # so) instead of being answered from the old file or an empty new one.
+        self.app.kodb.check_file()
         copy = self._current()
         if copy is None:  # KO-DB on PostgreSQL: its reads are not memoised
             self.app.refresh_calibration()
@@ -394,7 +397,7 @@ def _read_facts(send: Any, url: str, private_globs: tuple[str, ...], max_facts: 
 
     private = PrivateNotes(private_globs)
     try:
-        with KoDB.open(url) as kodb:
+        with KoDB.open(url, create=False) as kodb:
             count = kodb.count_facts()
             if count > max_facts:
                 send.send(("too many", count))

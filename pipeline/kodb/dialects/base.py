@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
@@ -32,6 +33,26 @@ class Dialect(ABC):
     def driver_url(self, url: sa.URL) -> sa.URL:
         """``url`` with the driver KO-DB uses when it names none."""
         return url
+
+    @abstractmethod
+    def locate(
+        self,
+        url: sa.URL,
+        shown: str,
+        *,
+        create: bool,
+        base_dir: Path | None,
+        confine_to: Path | None,
+    ) -> sa.URL:
+        """``url`` as the engine should open it, checked first: a KO-DB that does not exist
+        is made only when ``create`` (a writer), its missing folders only inside
+        ``confine_to`` (the state dir; anywhere when None); a relative file path is read
+        from ``base_dir`` (the vault) when given. KodbError otherwise."""
+
+    @abstractmethod
+    def file_of(self, url: sa.URL) -> Path | None:
+        """The database's file, for a database that is one (its identity is checked while
+        open: ``KoDB.check_file``); None for a server's."""
 
     @abstractmethod
     def create_engine(self, url: sa.URL, shown: str) -> Engine:

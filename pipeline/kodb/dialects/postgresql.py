@@ -8,6 +8,7 @@ import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
@@ -67,6 +68,23 @@ class PostgresDialect(Dialect):
         if url.drivername in ("postgresql", "postgres"):
             return url.set(drivername="postgresql+psycopg")
         return url
+
+    def locate(
+        self,
+        url: sa.URL,
+        shown: str,
+        *,
+        create: bool,
+        base_dir: Path | None,
+        confine_to: Path | None,
+    ) -> sa.URL:
+        """The server's database as named: vault-ko never creates one (the server refuses
+        a connection to a database that does not exist)."""
+        return url
+
+    def file_of(self, url: sa.URL) -> Path | None:
+        """None: the server owns the files."""
+        return None
 
     def create_engine(self, url: sa.URL, shown: str) -> Engine:
         return sa.create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 5})

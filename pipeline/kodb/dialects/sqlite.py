@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -61,15 +62,63 @@ class SqliteDialect(Dialect):
 
     # --- engines and transactions -------------------------------------------------------
 
+    def locate(
+        self,
+        url: sa.URL,
+        shown: str,
+        *,
+        create: bool,
+        base_dir: Path | None,
+        confine_to: Path | None,
+    ) -> sa.URL:
+        """A file, never memory (an in-memory KO-DB would keep nothing a command wrote);
+        made only by a writer, its missing folders only inside ``confine_to``."""
+        database = url.database or ""
+        if not database or database == ":memory:" or "memory" in str(url.query.get("mode", "")):
+            raise KodbError(
+                f"KO-DB URL {shown!r} names no file, and an in-memory KO-DB keeps nothing: "
+                "write sqlite:///<path to ko.db>"
+            )
+        if database.startswith("file:"):  # a URI filename: SQLite's own syntax, as given
+            return url
+        path = Path(database).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        if path.exists():
+            return _read_write(path)
+        if not create:
+            raise KodbError(
+                f"no KO-DB at {path}: `vault-ko sync` (or `ingest`) makes it; "
+                "check the kodb url setting if it should be elsewhere"
+            )
+        folder = path.parent
+        if not folder.is_dir():
+            inside = confine_to is None or folder.resolve().is_relative_to(confine_to.resolve())
+            if not inside:
+                raise KodbError(
+                    f"KO-DB at {shown}: the folder {folder} does not exist; vault-ko makes "
+                    f"folders only inside the state dir ({confine_to})"
+                )
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise KodbError(f"KO-DB at {shown}: cannot create its folder: {exc}") from exc
+        try:  # made here, once: every connection after opens it read-write, never creating
+            sqlite3.connect(path).close()
+        except sqlite3.Error as exc:
+            raise KodbError(f"KO-DB at {shown}: cannot create it: {exc}") from exc
+        return _read_write(path)
+
+    def file_of(self, url: sa.URL) -> Path | None:
+        database = url.database or ""
+        if not database.startswith("file:") or url.query.get("vaultko") != "1":
+            return None  # a URI filename the user wrote: theirs to manage
+        return Path(urllib.parse.unquote(database.removeprefix("file:")))
+
     def create_engine(self, url: sa.URL, shown: str) -> Engine:
         """Real transactions (DDL included), WAL, a busy timeout, and writers that take the
         write lock at BEGIN so two writers queue instead of failing mid-transaction."""
         database = url.database
-        if database and database != ":memory:" and not database.startswith("file:"):
-            try:
-                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise KodbError(f"KO-DB at {shown}: cannot create its folder: {exc}") from exc
         engine = sa.create_engine(url, connect_args={"timeout": 30})
 
         @event.listens_for(engine, "connect")
@@ -310,6 +359,13 @@ class SqliteDialect(Dialect):
             "END"
         )
         conn.exec_driver_sql("INSERT INTO subject_words(subject_words) VALUES ('rebuild')")
+
+
+def _read_write(path: Path) -> sa.URL:
+    """A URL that opens the file read-write and never creates it: a pooled connection made
+    after the file was deleted fails instead of making an empty KO-DB in its place."""
+    quoted = urllib.parse.quote(str(path.resolve()))
+    return sa.make_url(f"sqlite:///file:{quoted}?mode=rw&uri=true&vaultko=1")
 
 
 def _executemany(

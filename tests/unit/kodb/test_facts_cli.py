@@ -93,6 +93,8 @@ def test_explicit_format_overrides_the_extension(
 def test_kodb_url_from_the_environment_is_used(
     vault: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A folder outside the state dir is the user's to make (vault-ko makes none there).
+    (tmp_path / "elsewhere").mkdir()
     url = f"sqlite:///{tmp_path / 'elsewhere' / 'facts.db'}"
     monkeypatch.setenv("VAULT_KO_KODB_URL", url)
     assert run(["--vault", str(vault), "facts", "import", str(FACTS / "good.jsonl")]) == 0

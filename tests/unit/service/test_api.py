@@ -254,3 +254,41 @@ def test_every_status_an_operation_answers_is_declared(tmp_path: Path) -> None:
         assert (question["maxLength"], question["pattern"]) == (200_000, r"\S")
 
     anyio.run(go)
+
+
+def test_a_kodb_deleted_or_replaced_under_the_service_is_named_and_never_recreated(
+    tmp_path: Path,
+) -> None:
+    """Issue 35, item 6: with ko.db deleted, the service answered from the deleted file,
+    then a new empty KO-DB appeared and answers had no subjects and no warning."""
+    import anyio
+
+    from pipeline.kodb import KoDB
+
+    async def go() -> None:
+        settings = load_settings(tmp_path, env={})
+        db_file = settings.state_dir / "ko.db"
+        KoDB.open(f"sqlite:///{db_file}").close()  # a synced vault's KO-DB
+        app = App(settings, creates_kodb=False)
+        api = create_api(app, ServiceMetrics(lambda: False, lambda: False))
+        transport = httpx.ASGITransport(app=api)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            assert (await c.get("/healthz")).json()["kodb"] == "ok"
+            # The service's pooled connections keep the deleted file's inode in use.
+            held = db_file.open("rb")
+            db_file.unlink()
+            for wal in db_file.parent.glob("ko.db-*"):
+                wal.unlink()
+            r = await c.post("/query", json={"question": "why redis?"})
+            assert r.status_code == 503 and "was deleted while open" in r.json()["error"]
+            r = await c.post("/session-context", json={"sessions": [{"id": "a", "prompt": "x"}]})
+            assert r.status_code == 503 and "was deleted while open" in r.json()["error"]
+            assert "was deleted" in (await c.get("/healthz")).json()["kodb"]
+            assert not db_file.exists(), "an empty KO-DB was made where one existed"
+            KoDB.open(f"sqlite:///{db_file}").close()  # another file at the same path
+            r = await c.post("/query", json={"question": "why redis?"})
+            assert r.status_code == 503 and "was replaced" in r.json()["error"]
+            held.close()
+        app.close()
+
+    anyio.run(go)
