@@ -21,10 +21,12 @@ service's worker threads share one KO-DB engine, one Bolt driver and one model.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pipeline import statefile
 from pipeline.config import Settings
 from pipeline.privacy import PrivateNotes, PublicGraph, PublicKodb
 
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
     from pipeline.query import Pipeline
     from pipeline.rank import OrderRule
 
+#: The state file recording the KO-DB file that last passed an integrity check.
+VERIFIED_FILE = "kodb-verified.json"
 #: "no calibration seen yet" (None is a real value: nothing stored).
 _UNSET: Any = object()
 
@@ -55,9 +59,12 @@ class App:
         on_slow_load: Callable[[str], None] | None = None,
         torch_allowed: bool = True,
         creates_kodb: bool = True,
+        verify_kodb: bool = True,
     ) -> None:
         self.settings = settings
         self._creates_kodb = creates_kodb
+        self._verify_kodb = verify_kodb
+        self._opened_kodb: KoDB | None = None  # opened (and verified) by this App
         self.private = PrivateNotes.from_settings(settings)
         self._kodb = kodb
         self._graph = graph
@@ -82,13 +89,43 @@ class App:
                     from pipeline.kodb import KoDB
 
                     s = self.settings
-                    self._kodb = KoDB.open(
+                    db = KoDB.open(
                         s.effective_kodb_url,
                         create=self._creates_kodb,
                         base_dir=s.vault,
                         confine_to=s.state_dir,
                     )
+                    try:
+                        self._verify(db)
+                    except BaseException:
+                        db.close()
+                        raise
+                    self._opened_kodb = db
+                    self._kodb = db
         return self._kodb
+
+    def _verify(self, db: KoDB) -> None:
+        """Rule 0: no command reads from or writes into a damaged KO-DB. A writer checks
+        every time; a reader only when the file changed since the last check that passed
+        (recorded in the state dir), so a cold question pays a stat, not a scan. The hook
+        (``verify_kodb=False``) never scans: its budget is a second or so, and a damaged
+        KO-DB fails its statements anyway (answered as nothing, and logged)."""
+        stamp = db.file_stamp()
+        if stamp is None or not self._verify_kodb:  # a server's database checks its own
+            return
+        marker = self.settings.state_dir / VERIFIED_FILE
+        if not self._creates_kodb and statefile.read_json(marker) == stamp:
+            return
+        db.check_integrity()
+        self._record_verified(db)
+
+    def _record_verified(self, db: KoDB) -> None:
+        stamp = db.file_stamp()
+        if stamp is None:
+            return
+        # A read-only state dir records nothing: the next reader checks again.
+        with contextlib.suppress(OSError):
+            statefile.write_json(self.settings.state_dir / VERIFIED_FILE, stamp)
 
     @property
     def graph(self) -> GraphClient:
@@ -211,11 +248,16 @@ class App:
         with self._lock:
             graph, kodb = self._graph, self._kodb
             self._graph = self._kodb = None
+            opened, self._opened_kodb = self._opened_kodb, None
             self._views.clear()
             self._pipelines.clear()
         for res in (graph, kodb):
             if res is not None:
                 res.close()
+        if opened is not None and self._creates_kodb:
+            # A writer trusts what it wrote itself, as the file is once closed (closing
+            # the last connection moves the write-ahead log into it).
+            self._record_verified(opened)
 
     def __enter__(self) -> App:
         return self

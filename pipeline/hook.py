@@ -211,7 +211,7 @@ def _in_process_context(settings: Any, prompt: str, budget: float) -> str | None
     opts = QueryOptions.from_settings(
         settings, top_k=HOOK_TOP_K, hits=HOOK_HITS, facts_per_subject=HOOK_FACTS
     )
-    with App(settings, torch_allowed=False, creates_kodb=False) as app:
+    with App(settings, torch_allowed=False, creates_kodb=False, verify_kodb=False) as app:
         answer = app.pipeline().ask(prompt.strip(), opts)
     if answer.mode == "fallback":
         _log(settings.state_dir, f"answered by words: {answer.degraded_reason}")

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -112,6 +112,32 @@ class KoDB:
             raise KodbError(
                 f"KO-DB at {self._file} was replaced by another file while open; restart to "
                 "answer from the new one"
+            )
+
+    def file_stamp(self) -> list[Any] | None:
+        """The database file's path, identity, size and modification time (what a verified
+        integrity check is recorded against); None for a server's database or a file gone."""
+        if self._file is None:
+            return None
+        try:
+            st = self._file.stat()
+        except FileNotFoundError:
+            return None
+        return [str(self._file), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+
+    def check_integrity(self) -> None:
+        """KodbError naming what is damaged, when a quick check of the database finds
+        anything (writers refuse to write into a damaged KO-DB, readers to answer from it)."""
+        try:
+            with self._tx() as conn:
+                found = self._sql.damage(conn)
+        except KodbError as exc:  # a damaged header fails before the check can run
+            found = str(exc)
+        if found:
+            raise KodbError(
+                f"KO-DB at {self._url} is damaged ({found[:300]}); nothing was read or "
+                "written. Restore it from a backup, or delete it and run `vault-ko sync` to "
+                "rebuild it from the vault (imported facts must be imported again)"
             )
 
     @property

@@ -142,3 +142,64 @@ def test_a_new_calibration_is_picked_up(tmp_path: Path) -> None:
         )
         assert app.refresh_calibration() is True
         assert p.basis() != before and p.basis().source == "vault"
+
+
+def _damaged_kodb(settings: Any) -> Path:
+    """A KO-DB of some hundred pages, then 4 KB of random bytes written into its middle."""
+    from pipeline.model import Fact
+
+    with App(settings) as app:  # a writer: it records the file it verified and wrote
+        app.kodb.import_facts(
+            Fact(f"Subject {i}", "is", "x" * 200, 0.5, "wiki", f"n/{i}.md", "import")
+            for i in range(3000)
+        )
+    path = settings.state_dir / "ko.db"
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2 // 4096 * 4096
+    data[middle : middle + 4096] = np.random.default_rng(7).bytes(4096)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_writer_refuses_a_damaged_kodb_and_writes_nothing(tmp_path: Path) -> None:
+    """Issue 35, item 7: 4 KB of random bytes in ko.db passed ingest and sync."""
+    settings = load_settings(tmp_path, env={})
+    path = _damaged_kodb(settings)
+    before = path.read_bytes()
+    with App(settings) as app, pytest.raises(KodbError, match=r"is damaged .*vault-ko sync"):
+        app.kodb  # noqa: B018
+    assert path.read_bytes() == before
+
+
+def test_a_reader_of_a_damaged_kodb_fails_before_the_model_loads(
+    tmp_path: Path, loads: list[str]
+) -> None:
+    settings = load_settings(tmp_path, env={})
+    _damaged_kodb(settings)
+    with App(settings, graph=UpGraph(), creates_kodb=False) as app:  # type: ignore[arg-type]
+        with pytest.raises(KodbError, match="is damaged"):
+            app.pipeline().ask("why did we choose redis for the warm cache?")
+        assert loads == []
+
+
+def test_a_reader_checks_a_kodb_once_until_its_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.kodb import KoDB
+
+    settings = load_settings(tmp_path, env={})
+    with App(settings) as app:
+        app.kodb.import_facts([])
+    checks: list[str] = []
+    real = KoDB.check_integrity
+    monkeypatch.setattr(KoDB, "check_integrity", lambda db: checks.append("x") or real(db))
+    for _ in range(3):
+        with App(settings, creates_kodb=False) as reader:
+            reader.kodb  # noqa: B018
+    assert checks == [], "the writer's own file is trusted by readers"
+    path = settings.state_dir / "ko.db"
+    path.write_bytes(path.read_bytes())  # the file changed outside vault-ko
+    for _ in range(3):
+        with App(settings, creates_kodb=False) as reader:
+            reader.kodb  # noqa: B018
+    assert checks == ["x"], "checked once after the change, then trusted again"

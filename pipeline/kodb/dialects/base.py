@@ -127,6 +127,10 @@ class Dialect(ABC):
     # --- maintenance --------------------------------------------------------------------
 
     @abstractmethod
+    def damage(self, conn: Connection) -> str | None:
+        """What a quick integrity check of the database finds wrong (None: nothing)."""
+
+    @abstractmethod
     def analyze(self, conn: Connection) -> None:
         """Refresh the planner's statistics."""
 

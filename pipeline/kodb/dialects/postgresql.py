@@ -220,6 +220,10 @@ class PostgresDialect(Dialect):
 
     # --- maintenance --------------------------------------------------------------------
 
+    def damage(self, conn: Connection) -> str | None:
+        """None: the server checks its own pages (data checksums, its logs)."""
+        return None
+
     def analyze(self, conn: Connection) -> None:
         conn.exec_driver_sql("ANALYZE facts")
         conn.exec_driver_sql("ANALYZE subjects")

@@ -94,3 +94,33 @@ def test_ingest_into_a_mistyped_absolute_url_makes_no_folder_at_the_root(tmp_pat
     assert done.returncode == 2, done.stderr
     assert "does not exist" in done.stderr
     assert not (tmp_path / "nonexistent").exists()
+
+
+def test_ingest_and_query_refuse_a_damaged_kodb_in_one_line(tmp_path: Path) -> None:
+    """Issue 35, item 7: 4 KB of random bytes in ko.db passed `ingest` ("unchanged 68")
+    and `sync`; a query failed only after loading the model."""
+    import random
+
+    from pipeline.app import App
+    from pipeline.config import load_settings
+    from pipeline.model import Fact
+
+    vault = tmp_path / "vault"
+    (vault / "wiki").mkdir(parents=True)
+    (vault / "wiki" / "a.md").write_text("# A\n\nredis\n", encoding="utf-8")
+    settings = load_settings(vault, env={})
+    with App(settings) as app:
+        app.kodb.import_facts(
+            Fact(f"Subject {i}", "is", "x" * 200, 0.5, "wiki", f"n/{i}.md", "import")
+            for i in range(3000)
+        )
+    path = settings.state_dir / "ko.db"
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2 // 4096 * 4096
+    data[middle : middle + 4096] = random.Random(7).randbytes(4096)
+    path.write_bytes(bytes(data))
+    for args in (["ingest"], ["query", "redis", "--no-service"]):
+        done = _vault_ko("--vault", str(vault), *args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "is damaged" in done.stderr and "Traceback" not in done.stderr, args
+    assert path.read_bytes() == bytes(data), "nothing was written into the damaged file"

@@ -74,9 +74,15 @@ class _FakeGraph:
         return 7
 
 
+class _FakeKodb:
+    def check_file(self) -> None:  # a server's database: nothing to look up
+        pass
+
+
 class _FakeApp:
     def __init__(self, settings: object, fail: bool) -> None:
         self.settings = settings
+        self.kodb = _FakeKodb()
         self.graph = _FakeGraph(fail)
         self.the_pipeline = _FakePipeline()
 
