@@ -14,7 +14,7 @@ subjects with question templates, plus off-topic questions, plus prompts of 2–
 at random from the titles' and subjects' words (what an agent's session notes look like to
 the bridge: many weak hits and many candidate subjects), shuffled with a fixed seed.
 identical = every pack of every batch run among the looped prompts, read back from
-packs.jsonl, equals ``answer_to_dict`` of the single answer, ``timings_ms`` ignored.
+packs.jsonl, equals ``to_dict`` of the single answer, ``timings_ms`` ignored.
 
 Run: ``.venv/bin/python bench/session_batch.py [--quick]``. The last line is
 ``RESULT …``.
@@ -84,7 +84,7 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
     from make_corpus import HUBS
 
     from pipeline.embed import batch_invariant
-    from pipeline.render import answer_to_dict
+    from pipeline.render import to_dict
     from pipeline.session import load_context
 
     repeat = getattr(args, "repeat", 3)
@@ -112,7 +112,7 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
         singles = [p.ask(text) for text in looped]
         loop_s = time.perf_counter() - t
 
-        wanted = [strip_timings(answer_to_dict(answer)) for answer in singles]
+        wanted = [strip_timings(to_dict(answer)) for answer in singles]
         mismatches: set[int] = set()
         for run_no in range(repeat):
             text = (tmp / f"packs-{run_no}" / "packs.jsonl").read_text("utf-8")

@@ -26,7 +26,7 @@ _EXPORTS = {
     "Hit": "pipeline.model",
     "SubjectRank": "pipeline.model",
     "Relevance": "pipeline.model",
-    "answer_to_dict": "pipeline.render",
+    "to_dict": "pipeline.render",
     "VaultKoError": "pipeline.errors",
     "ConfigError": "pipeline.errors",
     "InputError": "pipeline.errors",
@@ -63,8 +63,8 @@ __all__ = [
     "VaultBusy",
     "VaultKoError",
     "__version__",
-    "answer_to_dict",
     "load_settings",
+    "to_dict",
 ]
 
 
@@ -100,4 +100,4 @@ if TYPE_CHECKING:
     )
     from pipeline.model import Answer, Hit, Relevance, SubjectRank
     from pipeline.query import Pipeline, QueryOptions
-    from pipeline.render import answer_to_dict
+    from pipeline.render import to_dict

@@ -29,7 +29,7 @@ from pipeline.app import App
 from pipeline.config import Settings
 from pipeline.errors import InputError, ServiceError, VaultKoError
 from pipeline.query import MAX_COUNT, PRESETS, QueryOptions
-from pipeline.render import answer_to_dict
+from pipeline.render import to_dict
 from pipeline.service.client import (
     MAX_QUESTION_CHARS,
     MAX_SESSION_ID_CHARS,
@@ -129,7 +129,7 @@ class VaultTools:
             return data
         log.info("answering here: %s", _short(question))
         self.app.refresh_calibration()
-        return answer_to_dict(self.app.pipeline().ask(question, opts))
+        return to_dict(self.app.pipeline().ask(question, opts))
 
     def session_context(
         self,
@@ -137,7 +137,6 @@ class VaultTools:
         top_k: int | None = None,
         facts_per_subject: int | None = None,
     ) -> dict[str, Any]:
-        from pipeline.batch.packs import pack_to_dict
         from pipeline.session import session_packs
 
         check_counts(top_k=top_k, facts_per_subject=facts_per_subject)
@@ -170,7 +169,7 @@ class VaultTools:
         )
         self.app.refresh_calibration()
         packs = session_packs(self.app.pipeline(), pairs, opts)
-        return {"packs": [pack_to_dict(p) for p in packs]}
+        return {"packs": [to_dict(p) for p in packs]}
 
     def freshness(self) -> dict[str, Any]:
         from pipeline.freshness import FreshnessOptions, check_freshness

@@ -6,8 +6,9 @@ rich is imported by ``to_rich`` only: the hook renders its context without it.
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipeline.calibrate import Basis, is_trusted
@@ -26,7 +27,20 @@ def _num(value: float | None, digits: int | None = _FLOAT_DIGITS) -> float | Non
     return value if digits is None else round(value, digits)
 
 
-def subject_to_dict(s: SubjectRank, digits: int | None = _FLOAT_DIGITS) -> dict[str, Any]:
+@functools.singledispatch
+def to_dict(value: Any, **options: Any) -> dict[str, Any]:
+    """The JSON form of a value: the one converter of everything vault-ko prints or sends
+    as JSON. The model's plain values (an answer, a subject, a calibration, a pack) are
+    registered below and in their modules; a record that knows its own form (the reports)
+    has a ``to_dict()`` method, which this calls."""
+    method = getattr(value, "to_dict", None)
+    if method is None:
+        raise TypeError(f"no JSON form for {type(value).__name__}")
+    return method(**options)  # type: ignore[no-any-return]
+
+
+@to_dict.register
+def _subject(s: SubjectRank, *, digits: int | None = _FLOAT_DIGITS) -> dict[str, Any]:
     return {
         "subject": s.subject,
         "score": s.score,
@@ -54,7 +68,8 @@ def subject_to_dict(s: SubjectRank, digits: int | None = _FLOAT_DIGITS) -> dict[
     }
 
 
-def answer_to_dict(answer: Answer, *, digits: int | None = _FLOAT_DIGITS) -> dict[str, Any]:
+@to_dict.register
+def _answer(answer: Answer, *, digits: int | None = _FLOAT_DIGITS) -> dict[str, Any]:
     """The answer JSON of DESIGN §5 (documented in the README); keys are a contract.
 
     ``digits`` None keeps every float as computed: the service sends answers so to the CLI,
@@ -78,7 +93,7 @@ def answer_to_dict(answer: Answer, *, digits: int | None = _FLOAT_DIGITS) -> dic
             }
             for h in answer.hits
         ],
-        "subjects": [subject_to_dict(s, digits) for s in answer.subjects],
+        "subjects": [to_dict(s, digits=digits) for s in answer.subjects],
         "notice": answer.notice,
         "timings_ms": {k: round(v, 1) for k, v in answer.timings_ms.items()},
     }
@@ -396,8 +411,18 @@ def to_rich(answer: Answer) -> RenderableType:
     return Group(*parts)
 
 
-def calibration_to_dict(cal: Calibration | None, basis: Basis | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CalibrationView:
+    """A stored calibration (None: none stored) and the basis an answer would use."""
+
+    stored: Calibration | None
+    basis: Basis | None = None
+
+
+@to_dict.register
+def _calibration(view: CalibrationView) -> dict[str, Any]:
     """A stored calibration plus what an answer would use from it."""
+    cal, basis = view.stored, view.basis
     data: dict[str, Any] = {"stored": None}
     if cal is not None:
         stored = asdict(cal)

@@ -1,7 +1,7 @@
 """load-context output: context packs, where they go, and the journal ``--resume`` reads.
 
 ``<out>/packs.jsonl`` (one object per prompt in input order: the answer JSON of
-``render.answer_to_dict`` plus ``id`` and ``prompt``) or one ``<out>/<safe id>.md`` per
+``render.to_dict`` of the answer plus ``id`` and ``prompt``) or one ``<out>/<safe id>.md`` per
 session. What ``--resume`` needs lives in ``<out>/.load-context.state`` (a header line,
 then one line per written pack), never in the packs themselves.
 """
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 from pipeline import statefile
 from pipeline.errors import ConfigError
 from pipeline.model import Answer
-from pipeline.render import answer_to_dict, to_markdown
+from pipeline.render import to_dict, to_markdown
 
 if TYPE_CHECKING:
     from pipeline.query import QueryOptions
@@ -41,9 +41,10 @@ class Pack:
     answer: Answer
 
 
-def pack_to_dict(pack: Pack) -> dict[str, Any]:
+@to_dict.register
+def _pack(pack: Pack) -> dict[str, Any]:
     """One line of packs.jsonl: ``id``, ``prompt``, then the answer JSON's keys."""
-    return {"id": pack.id, "prompt": pack.prompt, **answer_to_dict(pack.answer)}
+    return {"id": pack.id, "prompt": pack.prompt, **to_dict(pack.answer)}
 
 
 def pack_to_markdown(pack: Pack, *, max_prompt_chars: int = 200) -> str:
@@ -177,7 +178,7 @@ class JsonlSink:
         return set(self._state.done)
 
     def write(self, pack: Pack) -> None:
-        line = json.dumps(pack_to_dict(pack), ensure_ascii=False, separators=(",", ":"))
+        line = json.dumps(to_dict(pack), ensure_ascii=False, separators=(",", ":"))
         self._fh.write(line.encode("utf-8") + b"\n")
         self._pending.append(pack.id)
 

@@ -21,7 +21,7 @@ from pipeline.cli._common import (
     progress_bar,
     writer_lock,
 )
-from pipeline.render import calibration_to_dict
+from pipeline.render import CalibrationView, to_dict
 
 if TYPE_CHECKING:
     from pipeline.app import App
@@ -77,7 +77,9 @@ def calibrate_cmd(app: AppContext, no_wait: bool, as_json: bool) -> None:
         cal = calibrate_vault(
             p.kodb, p.graph, p.embedder, max_pairs=p.settings.calibration_max_pairs
         )
-        data = calibration_to_dict(cal, choose_basis(cal, p.embedder.model_id, p.embedder.dims))
+        data = to_dict(
+            CalibrationView(cal, choose_basis(cal, p.embedder.model_id, p.embedder.dims))
+        )
     if as_json:
         emit_json(data)
     else:
@@ -119,7 +121,7 @@ def sync_cmd(
             force_calibration=force,
             progress=progress,
         )
-        cal = calibration_to_dict(report.calibration)
+        cal = to_dict(CalibrationView(report.calibration))
     query_model = prepare_query_model(settings, quiet=as_json)
     data = {
         "ingest": {

@@ -12,7 +12,7 @@ from pipeline.config import Settings
 from pipeline.errors import EXIT_FAILURE, ConfigError, ServiceError
 from pipeline.model import Answer
 from pipeline.query import MAX_COUNT, PRESETS, RETRIEVALS, QueryOptions
-from pipeline.render import answer_from_dict, answer_to_dict, to_markdown, to_rich
+from pipeline.render import answer_from_dict, to_dict, to_markdown, to_rich
 
 #: Said on stderr when this process must load the model (seconds) itself.
 #: Said on stderr when a question loads the model the slow way (preparing it, or torch).
@@ -104,7 +104,7 @@ def run_query(app: AppContext, vault: str | None, text: tuple[str, ...], **kw: A
         exit_promptly()  # answered here, stores closed: no teardown needed
     fmt = "json" if kw["as_json"] else kw["fmt"]
     if fmt == "json":
-        emit_json(answer_to_dict(answer))
+        emit_json(to_dict(answer))
     elif fmt == "md":
         click.echo(to_markdown(answer), nl=False)
     else:

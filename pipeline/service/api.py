@@ -2,7 +2,7 @@
 
     POST /query            {question, top_k?, hits?, facts_per_subject?, semantic?, preset?,
                             retrieval?}
-                           → the answer JSON of ``render.answer_to_dict``
+                           → the answer JSON of ``render.to_dict``
     POST /session-context  {sessions: [{id, prompt}], top_k?, facts_per_subject?}
                            → {"packs": [...]}, each pack as load-context writes it
     GET  /freshness        → the freshness JSON (`vault-ko freshness --json`)
@@ -41,7 +41,7 @@ from pipeline.app import App
 from pipeline.errors import ConfigError, InputError, VaultKoError
 from pipeline.privacy import redact_freshness
 from pipeline.query import MAX_COUNT, PRESETS, QueryOptions
-from pipeline.render import answer_to_dict
+from pipeline.render import to_dict
 from pipeline.service.client import (
     MAX_QUESTION_CHARS,
     MAX_SESSION_ID_CHARS,
@@ -359,12 +359,11 @@ def create_api(app: App, metrics: ServiceMetrics, *, token: str | None = None) -
         answer = warm.ask(body.question, opts)
         request.state.mode, request.state.label = answer.mode, answer.relevance.label
         metrics.answered([answer.mode])
-        return _json(answer_to_dict(answer, digits=None if body.full_precision else 4))
+        return _json(to_dict(answer, digits=None if body.full_precision else 4))
 
     @api.post("/session-context", response_model=None, responses=asked)
     def session_context(body: SessionContextRequest) -> Response:
         """Context packs for many session prompts at once (as `vault-ko load-context`)."""
-        from pipeline.batch.packs import pack_to_dict
         from pipeline.session import session_packs
 
         ids = [s.id for s in body.sessions]
@@ -377,7 +376,7 @@ def create_api(app: App, metrics: ServiceMetrics, *, token: str | None = None) -
         )
         packs = session_packs(app.pipeline(), [(s.id, s.prompt) for s in body.sessions], opts)
         metrics.answered([p.answer.mode for p in packs])
-        return _json({"packs": [pack_to_dict(p) for p in packs]})
+        return _json({"packs": [to_dict(p) for p in packs]})
 
     @api.get("/freshness", responses=_declared(*ALWAYS, 422, 503))
     def freshness() -> dict[str, Any]:

@@ -160,7 +160,7 @@ def test_every_judged_answer_equals_the_torch_paths(
     """Hits, labels, subjects and facts as the JSON prints them, question by question."""
     from pipeline.app import App
     from pipeline.embed import Embedder, PreparedEmbedder, get_embedder
-    from pipeline.render import answer_to_dict
+    from pipeline.render import to_dict
 
     vault, judged = JUDGED[name]
     settings = synced_copy(local_graph, vault, tmp_path / "vault")
@@ -175,8 +175,6 @@ def test_every_judged_answer_equals_the_torch_paths(
     assert all(x.mode == "semantic" for x in ours)
     flips: list[str] = []
     for q, x, y in zip(questions, ours, theirs, strict=True):
-        same_at_printed_precision(
-            answer_to_dict(x, digits=None), answer_to_dict(y, digits=None), q, flips
-        )
+        same_at_printed_precision(to_dict(x, digits=None), to_dict(y, digits=None), q, flips)
     # Rounding boundaries are rare: about one printed cosine in five hundred.
     assert len(flips) <= 3, flips

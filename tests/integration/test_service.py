@@ -20,10 +20,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline.app import App
-from pipeline.batch.packs import pack_to_dict
 from pipeline.config import load_settings
 from pipeline.query import QueryOptions
-from pipeline.render import answer_to_dict
+from pipeline.render import to_dict
 from pipeline.service.record import read_record
 from pipeline.session import session_packs
 
@@ -57,7 +56,7 @@ def here(served: Any) -> Iterator[App]:
 
 def in_process(app: App, question: str, **options: Any) -> dict[str, Any]:
     opts = QueryOptions.from_settings(app.settings, **options)
-    return untimed(answer_to_dict(app.pipeline().ask(question, opts)))
+    return untimed(to_dict(app.pipeline().ask(question, opts)))
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +112,7 @@ def test_session_context_packs_are_load_context_packs(http: httpx.Client, here: 
     got = [untimed(p) for p in r.json()["packs"]]
     opts = QueryOptions.from_settings(here.settings, top_k=5)
     packs = session_packs(here.pipeline(), [(s["id"], s["prompt"]) for s in sessions], opts)
-    assert got == [untimed(pack_to_dict(p)) for p in packs]
+    assert got == [untimed(to_dict(p)) for p in packs]
     assert [p["relevance"]["label"] for p in got] == ["strong", "no_match"]
 
 

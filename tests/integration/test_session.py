@@ -18,7 +18,7 @@ from pipeline.config import Settings
 from pipeline.embed import batch_invariant
 from pipeline.graph.local import LocalGraph
 from pipeline.query import Pipeline
-from pipeline.render import answer_to_dict
+from pipeline.render import to_dict
 from pipeline.session import load_context
 from pipeline.sync import sync_vault
 
@@ -77,7 +77,7 @@ def test_packs_equal_single_answers(pipeline: Pipeline, tmp_path: Path, search: 
     texts = prompts()
     report = load_context(pipeline, texts, tmp_path / "out", search=search, chunk_size=16)  # type: ignore[arg-type]
     packs = read_packs(tmp_path / "out" / "packs.jsonl")
-    singles = [strip(answer_to_dict(pipeline.ask(t))) for t in texts]
+    singles = [strip(to_dict(pipeline.ask(t))) for t in texts]
     assert [p["prompt"] for p in packs] == texts
     assert [strip(p) for p in packs] == singles
     assert report.search_path == search and report.modes == {"semantic": len(texts)}

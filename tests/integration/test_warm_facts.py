@@ -27,7 +27,7 @@ from pipeline.ingest import ingest_vault
 from pipeline.kodb import KoDB
 from pipeline.model import Fact
 from pipeline.query import QueryOptions
-from pipeline.render import answer_to_dict
+from pipeline.render import to_dict
 from pipeline.service.warm import WarmAnswers, read_in_child
 from tests.integration.conftest import EXAMPLE_VAULT, LocalGraphHandle
 
@@ -73,7 +73,7 @@ def vault_settings(local_graph: LocalGraphHandle, tmp_path: Path) -> Iterator[Se
 
 
 def _shown(answer: object) -> dict:
-    data = answer_to_dict(answer, digits=6)  # type: ignore[arg-type]
+    data = to_dict(answer, digits=6)  # type: ignore[arg-type]
     data.pop("timings_ms", None)
     return data
 

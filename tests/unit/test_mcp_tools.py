@@ -56,7 +56,7 @@ class Service:
 
 @pytest.fixture
 def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> VaultTools:
-    monkeypatch.setattr(mcp_server, "answer_to_dict", lambda answer: answer)
+    monkeypatch.setattr(mcp_server, "to_dict", lambda answer: answer)
     t = VaultTools(load_settings(tmp_path, env={}), app=LocalApp())  # type: ignore[arg-type]
     t._service = lambda: pytest.fail("a refused call must not look for the service")  # type: ignore[method-assign]
     return t

@@ -12,7 +12,7 @@ from pipeline.app import App
 from pipeline.config import load_settings
 from pipeline.model import Fact, Note
 from pipeline.privacy import PrivateNotes, PublicGraph, redact, redact_freshness
-from pipeline.render import answer_to_dict
+from pipeline.render import to_dict
 
 PRIVATE = PrivateNotes(("private/**", "**/secret-*.md"))
 
@@ -162,10 +162,10 @@ def test_a_private_note_never_appears_in_an_answer(tmp_path: Path) -> None:
             answer = app.pipeline().ask(
                 "zanzibar salary review redis", QueryOptions(semantic=semantic)
             )
-            text = json.dumps(answer_to_dict(answer))
+            text = json.dumps(to_dict(answer))
             assert "Zanzibar" not in text and "salary-review" not in text, text
         shown = app.pipeline(include_private=True).ask("zanzibar salary review redis")
-        assert "salary-review" in json.dumps(answer_to_dict(shown))
+        assert "salary-review" in json.dumps(to_dict(shown))
 
 
 def test_redact_drops_private_hits_facts_and_subjects_known_only_from_them() -> None:

@@ -18,7 +18,7 @@ PUBLIC = {
     "Hit",
     "SubjectRank",
     "Relevance",
-    "answer_to_dict",
+    "to_dict",
     "VaultKoError",
     "ConfigError",
     "InputError",

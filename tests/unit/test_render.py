@@ -7,7 +7,7 @@ import math
 from rich.console import Console
 
 from pipeline.model import Answer, FactView, Hit, Relevance, SubjectRank
-from pipeline.render import answer_to_dict, short_path, to_markdown, to_rich
+from pipeline.render import short_path, to_dict, to_markdown, to_rich
 
 LONG_PATH = "sessions/2026-02-05-gyorsitotar-invalidalas-hibakereses-and-a-very-long-tail.md"
 HIT = Hit("wiki/redis.md", "Redis", "wiki", 0.123456, "Redis is our in-memory store.")
@@ -46,7 +46,7 @@ def text_of(answer: Answer, width: int = 100) -> str:
 
 def test_json_contract_keys_and_non_finite_numbers_as_null() -> None:
     a = Answer("q", "semantic", None, relevance("strong", None), (HIT,), (subject(),), {"x": 1.26})
-    d = answer_to_dict(a)
+    d = to_dict(a)
     assert list(d) == [
         "query",
         "mode",
@@ -155,7 +155,7 @@ def test_an_answer_read_back_from_its_full_precision_json_renders_the_same() -> 
         {"total_ms": 3.5},
         "note",
     )
-    back = answer_from_dict(answer_to_dict(answer, digits=None))
+    back = answer_from_dict(to_dict(answer, digits=None))
     assert back == answer
-    assert answer_to_dict(back) == answer_to_dict(answer)
+    assert to_dict(back) == to_dict(answer)
     assert to_markdown(back) == to_markdown(answer)

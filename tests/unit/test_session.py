@@ -27,7 +27,7 @@ from pipeline.kodb import text as kodb_text
 from pipeline.kodb.match import reference_search
 from pipeline.model import Calibration, Fact, Note, SubjectSummary, summaries_from_facts
 from pipeline.query import QueryOptions
-from pipeline.render import answer_to_dict
+from pipeline.render import to_dict
 from pipeline.session import load_context
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -223,7 +223,7 @@ def make(tmp_path: Path, *, fail_after: int | None = None):
 def fresh_answers(tmp_path: Path, prompts: Sequence[str]) -> list[dict]:
     """What Pipeline.ask says for each prompt, on fresh fakes (timings dropped)."""
     p, *_ = make(tmp_path / "single")
-    return [without_timings(answer_to_dict(p.ask(t))) for t in prompts]
+    return [without_timings(to_dict(p.ask(t))) for t in prompts]
 
 
 def without_timings(d: dict) -> dict:
@@ -330,7 +330,7 @@ def test_graph_dying_midway_switches_the_rest_to_fallback_and_loses_nothing(
     # a fallback pack is the fallback answer a single query gets when the graph is down
     down, *_ = make(tmp_path / "down", fail_after=0)
     assert [without_timings(pk) for pk in packs[2:]] == [
-        without_timings(answer_to_dict(down.ask(t))) for t in PROMPTS[2:]
+        without_timings(to_dict(down.ask(t))) for t in PROMPTS[2:]
     ]
     assert report.modes == {"fallback": 4, "semantic": 2}
     assert report.degraded_reasons and "connection refused" in report.degraded_reasons[0]
