@@ -308,6 +308,15 @@ def create_api(app: App, metrics: ServiceMetrics, *, token: str | None = None) -
 
     api.add_middleware(_GuardAndMeasure, metrics=metrics, expected=expected, max_body=max_body)
 
+    _error_handlers(api)
+    _answer_routes(api, app, metrics, warm)
+    _status_routes(api, app, metrics, warm)
+    return api
+
+
+def _error_handlers(api: FastAPI) -> None:
+    """Every error as the same short JSON (``{"error", "kind"}``), never echoing input."""
+
     @api.exception_handler(VaultKoError)
     async def vault_ko_error(request: Request, exc: VaultKoError) -> JSONResponse:
         return JSONResponse(
@@ -342,6 +351,9 @@ def create_api(app: App, metrics: ServiceMetrics, *, token: str | None = None) -
             headers=exc.headers,
         )
 
+
+def _answer_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAnswers) -> None:
+    """POST /query and /session-context."""
     asked = _declared(*ALWAYS, 400, 422, 503)
 
     @api.post("/query", response_model=None, responses=asked)
@@ -378,6 +390,10 @@ def create_api(app: App, metrics: ServiceMetrics, *, token: str | None = None) -
         metrics.answered([p.answer.mode for p in packs])
         return _json({"packs": [to_dict(p) for p in packs]})
 
+
+def _status_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAnswers) -> None:
+    """GET /freshness, /healthz and /metrics."""
+
     @api.get("/freshness", responses=_declared(*ALWAYS, 422, 503))
     def freshness() -> dict[str, Any]:
         """The freshness report (does not move the fallback mark of `vault-ko freshness`)."""
@@ -411,5 +427,3 @@ def create_api(app: App, metrics: ServiceMetrics, *, token: str | None = None) -
     def prometheus() -> Response:
         """Prometheus text: requests and latency per endpoint, mode and label; graph up."""
         return Response(metrics.exposition(), media_type=CONTENT_TYPE)
-
-    return api
