@@ -17,10 +17,11 @@ Every block keeps a plain-text rendering (markdown stripped, links shown by thei
 name) that the extractor quotes as context and as ADR decisions.
 
 Bad input raises ``InputError`` naming the file (and line when known): invalid YAML, a
-frontmatter that is not a mapping or whose aliases or nesting exceed the bounds below (an
-alias bomb, a list nested a thousand levels deep), bytes that are not UTF-8, binary content
+frontmatter that is not a mapping, holds a key twice, is opened by ``---`` and never closed,
+or whose values or nesting exceed the bounds below (an alias bomb, a list of a million
+items, a list nested a thousand levels deep), bytes that are not UTF-8, binary content
 (NUL bytes), or a file bigger than the configured limit (checked from the file size before
-reading).
+reading). A frontmatter date that is not on the calendar (``2026-02-30``) stays text.
 """
 
 from __future__ import annotations
@@ -56,7 +57,10 @@ ATTACHMENT_EXTENSIONS = frozenset(
 )  # fmt: skip
 
 # Opaque stand-in for text that must not be scanned for syntax (code spans, escapes,
-# entities, image alt text); the plain rendering puts the original text back.
+# entities, image alt text); the plain rendering and link targets put the original text
+# back. The character itself (U+FFFC, "object replacement") carries no text, so where a
+# note holds it literally it is dropped before scanning: a stray one would shift every
+# stand-in after it.
 _OPAQUE = "\ufffc"
 
 _WIKILINK = re.compile(r"(?P<embed>!?)\[\[(?P<inner>[^\[\]\n]+?)\]\]")
@@ -84,7 +88,29 @@ _SENTENCE_END = re.compile(r"(?<![.!?…])[.!?…]++[\"'”’)\]]*+\s++(?=\S)")
 _WHITESPACE = re.compile(r"\s+")
 _FM_CLOSE = ("---", "...")
 # libyaml's safe loader when PyYAML was built with it (several times faster); same semantics.
-_YAML_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _YamlLoader(_SAFE_LOADER):  # type: ignore[valid-type,misc]
+    """The safe loader, except that a date not on the calendar stays text (see below)."""
+
+
+def _timestamp_or_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+    """A YAML timestamp, or its text when it names no real day or time (``2026-02-30``,
+    ``0000-00-00``): PyYAML raises ValueError there, which is no YAML error, so one such
+    value in a note would end the whole ingest instead of being what the author typed."""
+    try:
+        return loader.construct_yaml_timestamp(node)
+    except (ValueError, OverflowError):
+        return loader.construct_scalar(node)
+
+
+_YamlLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_or_text)
+_YAML_MERGE_TAG = "tag:yaml.org,2002:merge"
+# A line that reads as a property ("key: value", "key:"): it starts with a word character
+# or a quote and holds a colon followed by a blank or the line's end (a URL's "://" is
+# none). Matched from the line's start; "[^:\n]*" cannot cross the colon, so it is linear.
+_FM_KEY_LINE = re.compile(r"""[\w"'][^:\n]*:(?:[ \t]|\Z)""")
 
 #: Bounds on a frontmatter's YAML, checked on the composed node graph before any Python
 #: value is built. Aliases share nodes, so nine short lines can stand for 9**9 values (an
@@ -358,13 +384,23 @@ def split_frontmatter(text: str, rel_path: str) -> tuple[dict[str, Any], str, in
     """(frontmatter mapping, body, number of lines the frontmatter block takes).
 
     Frontmatter is a ``---`` first line closed by ``---`` (or ``...``). Without a closing
-    fence the file has no frontmatter (the ``---`` is a thematic break, as in Obsidian).
+    fence, a ``---`` followed by a blank line or a line that is no property is a thematic
+    break (the file has no frontmatter, as in Obsidian); followed by a property line
+    (``subject: Redis``) it opens a frontmatter that was never closed, refused rather than
+    read as body (which would silently lose its properties).
     """
     lines = text.split("\n")
     if not lines or lines[0].rstrip() != "---":
         return {}, text, 0
     close = next((i for i in range(1, len(lines)) if lines[i].rstrip() in _FM_CLOSE), None)
     if close is None:
+        if len(lines) > 1 and _FM_KEY_LINE.match(lines[1]):
+            raise InputError(
+                "frontmatter opened by '---' is never closed (no '---' line after its "
+                "properties); close it, or leave a blank line after a '---' meant as a rule",
+                file=rel_path,
+                line=1,
+            )
         return {}, text, 0
     yaml_text = "\n".join(lines[1:close])
     body = "\n".join(lines[close + 1 :])
@@ -380,7 +416,8 @@ def split_frontmatter(text: str, rel_path: str) -> tuple[dict[str, Any], str, in
             started = exc.context_mark.line + 2
             problem = f"{exc.context} started at line {started}: {exc.problem}"
         raise InputError(f"invalid YAML frontmatter: {problem}", file=rel_path, line=line) from exc
-    except (yaml.YAMLError, RecursionError) as exc:
+    except (yaml.YAMLError, RecursionError, ValueError, OverflowError) as exc:
+        # ValueError/OverflowError: a constructor refusing a value (not a YAML error).
         raise InputError(f"invalid YAML frontmatter: {exc}", file=rel_path, line=2) from exc
     if data is None:
         data = {}
@@ -393,14 +430,15 @@ def split_frontmatter(text: str, rel_path: str) -> tuple[dict[str, Any], str, in
     return {str(k).strip(): v for k, v in data.items()}, body, close + 1
 
 
-class _YamlTooComplex(yaml.MarkedYAMLError):
-    """The frontmatter's node graph exceeds a bound (reported like a YAML syntax error)."""
+class _YamlRefused(yaml.MarkedYAMLError):
+    """The frontmatter's node graph exceeds a bound or holds a key twice (reported like a
+    YAML syntax error, with its line)."""
 
 
 def _load_yaml(text: str) -> Any:
     """``yaml.load`` with the bounds above: compose the node graph (libyaml when present),
     measure it, and only then construct Python values from it."""
-    loader = _YAML_LOADER(text)
+    loader = _YamlLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -413,64 +451,102 @@ def _load_yaml(text: str) -> Any:
 
 def _check_yaml_graph(root: yaml.Node) -> None:
     """Refuse a node graph that expands to more than MAX_YAML_VALUES values, nests deeper
-    than MAX_YAML_DEPTH or refers to itself.
+    than MAX_YAML_DEPTH, refers to itself or holds a key twice in one mapping.
 
     Each node is measured once (a node reached again through an alias reuses its size and
     height), so the check costs as little as the YAML text is long; the recursion stops at
     MAX_YAML_DEPTH, far below Python's limit; it adds little to a load (figures in
     docs/benchmarks-history.md).
     """
-    measured: dict[int, tuple[int, int]] = {}  # id(node) -> (values expanded, height)
+    # id(node) -> (values expanded, height, whether an alias was expanded within it)
+    measured: dict[int, tuple[int, int, bool]] = {}
     path: set[int] = set()  # the nodes being measured: the path from the root
 
-    def measure(node: yaml.Node, depth: int) -> tuple[int, int]:
+    def measure(node: yaml.Node, depth: int) -> tuple[int, int, bool]:
         if depth > MAX_YAML_DEPTH:
-            raise _YamlTooComplex(
+            raise _YamlRefused(
                 problem=f"values nest too deep (more than {MAX_YAML_DEPTH} levels)",
                 problem_mark=node.start_mark,
             )
         if isinstance(node, yaml.ScalarNode):
-            return 1, 1
+            return 1, 1, False
         key = id(node)
         known = measured.get(key)
         if known is not None:  # an alias of a node measured already
             return measure_alias(node, depth, known)
         if key in path:
-            raise _YamlTooComplex(
+            raise _YamlRefused(
                 problem="an alias refers to itself (a recursive value)",
                 problem_mark=node.start_mark,
             )
         path.add(key)
-        children = (
-            [child for pair in node.value for child in pair]
-            if isinstance(node, yaml.MappingNode)
-            else node.value
-        )
-        size, height = 1, 0
+        if isinstance(node, yaml.MappingNode):
+            _check_keys(node)
+            children = [child for pair in node.value for child in pair]
+        else:
+            children = node.value
+        size, height, aliased = 1, 0, False
         for child in children:
-            child_size, child_height = measure(child, depth + 1)
+            child_size, child_height, child_aliased = measure(child, depth + 1)
             size += child_size
             height = max(height, child_height)
+            aliased = aliased or child_aliased
         path.discard(key)
         if size > MAX_YAML_VALUES:
-            raise _YamlTooComplex(
-                problem=f"this value expands to more than {MAX_YAML_VALUES} values "
-                "(a YAML alias bomb?)",
-                problem_mark=node.start_mark,
-            )
-        measured[key] = (size, height + 1)
+            raise _YamlRefused(problem=_too_many(node, size, aliased), problem_mark=node.start_mark)
+        measured[key] = (size, height + 1, aliased)
         return measured[key]
 
-    def measure_alias(node: yaml.Node, depth: int, known: tuple[int, int]) -> tuple[int, int]:
+    def measure_alias(
+        node: yaml.Node, depth: int, known: tuple[int, int, bool]
+    ) -> tuple[int, int, bool]:
         if depth + known[1] - 1 > MAX_YAML_DEPTH:
-            raise _YamlTooComplex(
+            raise _YamlRefused(
                 problem=f"values nest too deep (more than {MAX_YAML_DEPTH} levels) "
                 "through an alias",
                 problem_mark=node.start_mark,
             )
-        return known
+        return known[0], known[1], True
 
     measure(root, 1)
+
+
+def _too_many(node: yaml.Node, size: int, aliased: bool) -> str:
+    """Why a value of ``size`` values (more than MAX_YAML_VALUES) is refused: what was found
+    and the limit; an alias bomb only when aliases were expanded to get there."""
+    if aliased:
+        return (
+            f"this value expands through aliases to {size:,} values, more than the "
+            f"{MAX_YAML_VALUES:,} allowed (a YAML alias bomb?)"
+        )
+    if isinstance(node, yaml.SequenceNode):
+        found = f"this list holds {len(node.value):,} items"
+    else:
+        found = f"this mapping holds {len(node.value):,} keys"
+    return f"{found}, {size:,} values in all; at most {MAX_YAML_VALUES:,} values are allowed"
+
+
+#: Longest key quoted in a duplicate-key report (a hostile key can be megabytes long).
+_KEY_SHOWN_CHARS = 60
+
+
+def _check_keys(node: yaml.MappingNode) -> None:
+    """Refuse a mapping that holds a key twice: YAML requires keys to be unique, and
+    PyYAML would silently keep the last value. Keys compare as the frontmatter uses them,
+    stripped text, so ``a`` and ``'a'`` collide; a merge key (``<<``) is not a key."""
+    seen: dict[str, yaml.Node] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _YAML_MERGE_TAG:
+            continue
+        name = str(key_node.value).strip()
+        first = seen.setdefault(name, key_node)
+        if first is not key_node:
+            shown = name if len(name) <= _KEY_SHOWN_CHARS else name[: _KEY_SHOWN_CHARS - 1] + "…"
+            # Marks are 0-based within the YAML, which starts on the file's line 2.
+            raise _YamlRefused(
+                problem=f"duplicate key {shown!r} (first at line {first.start_mark.line + 2})",
+                problem_mark=key_node.start_mark,
+            )
 
 
 def _yaml_kind(data: Any) -> str:
@@ -753,8 +829,10 @@ class _BodyWalker:
         """Record the inline fields of one line; True when the whole line is a field."""
         m = _LINE_FIELD.match(ln.scan)
         if m and _OPAQUE not in m["key"]:
-            value, _ = _render(ln.scan, ln.opaque, m.start("value"), m.end("value"))
-            self._add_field(m["key"], ln.scan[m.start("value") : m.end("value")], value, file_line)
+            start, end = m.start("value"), m.end("value")
+            value, _ = _render(ln.scan, ln.opaque, start, end)
+            raw = _lone_link_raw(ln, start, end, ln.scan.count(_OPAQUE, 0, start))
+            self._add_field(m["key"], raw, value, file_line)
             return True
         opaque_at = [i for i, ch in enumerate(ln.scan) if ch == _OPAQUE] if ln.opaque else []
         for m in _BRACKET_FIELD.finditer(ln.scan):
@@ -765,7 +843,7 @@ class _BodyWalker:
             start, end = m.start(group), m.end(group)
             index = bisect.bisect_left(opaque_at, start)
             value, _ = _render(ln.scan, ln.opaque, start, end, index=index)
-            self._add_field(key, m[group], value, file_line)
+            self._add_field(key, _lone_link_raw(ln, start, end, index), value, file_line)
         return False
 
     def _add_field(self, key: str, raw_value: str, plain_value: str, file_line: int) -> None:
@@ -773,6 +851,17 @@ class _BodyWalker:
         value = unwrap_value(raw_value) if lone_link(raw_value) is not None else plain_value.strip()
         if key and value:
             self.fields.append(InlineField(key, value, file_line))
+
+
+def _lone_link_raw(ln: _Line, start: int, end: int, index: int) -> str:
+    """``ln.scan[start:end]``, a field's raw value, with the stand-ins of a lone link put
+    back (``[[Ops team\\|Ops]]`` names "Ops team"); other values are only ever read through
+    their plain rendering, so their stand-ins stay (an escaped ``\\[\\[x\\]\\]`` is no link).
+    ``index``: how many stand-ins precede ``start``."""
+    raw = ln.scan[start:end]
+    if _OPAQUE in raw and _WHOLE_WIKILINK.match(raw):
+        raw, _ = _restore(raw, ln.opaque, index)
+    return raw
 
 
 def _split_lines(
@@ -802,10 +891,10 @@ def _split_lines(
             if i in closes:
                 pieces.append("]]")
         elif tok.type == "text":
-            pieces.append(tok.content)
+            pieces.append(tok.content.replace(_OPAQUE, ""))
         elif tok.type in ("code_inline", "text_special", "image"):
             pieces.append(_OPAQUE)
-            opaque.append(tok.content)
+            opaque.append(tok.content.replace(_OPAQUE, ""))
         elif tok.type in ("softbreak", "hardbreak"):
             lines.append(_Line("".join(pieces), opaque))
             pieces, opaque = [], []
@@ -827,7 +916,7 @@ def note_link_target(href: str, folder: str = ".") -> str | None:
     if not href or href.startswith("#") or _URL_SCHEME.match(href):
         return None
     path = unquote(href.split("#", 1)[0].split("?", 1)[0]).strip()
-    if not path or any(c in path for c in "[]|\n"):
+    if not path or any(c in path for c in "[]|\n" + _OPAQUE):
         return None  # cannot be written as a wikilink target
     name = PurePosixPath(path).name
     if "." in name and not name.lower().endswith(".md"):
@@ -881,25 +970,23 @@ def _render(
 
     def emit(piece: str) -> None:
         nonlocal index, pos
-        if _OPAQUE not in piece:
-            out.append(piece)
-            pos += len(piece)
-            return
-        parts = piece.split(_OPAQUE)
-        for n, part in enumerate(parts):
-            if n:  # an opaque stand-in sat before this part: put its text back
-                text = opaque[index] if index < len(opaque) else ""
-                index += 1
-                out.append(text)
-                pos += len(text)
-            out.append(part)
-            pos += len(part)
+        if _OPAQUE in piece:
+            piece, index = _restore(piece, opaque, index)
+        out.append(piece)
+        pos += len(piece)
 
     cursor = start
     for m in _WIKILINK.finditer(scan, start, end):
         if cursor < m.start():
             emit(scan[cursor : m.start()])
-        target, shown, subject = _link_parts(m["inner"])
+        inner = m["inner"]
+        if _OPAQUE in inner:
+            # An escape, entity or code span inside the link: the link names what it
+            # stands for (a table's "[[A\|b]]" is "[[A|b]]"), and the stand-ins after
+            # the link stay in step.
+            inner, index = _restore(inner, opaque, index)
+            inner = _WHITESPACE.sub(" ", inner)  # an entity may stand for a line break
+        target, shown, subject = _link_parts(inner)
         begin = pos
         out.append(shown)
         pos += len(shown)
@@ -908,6 +995,18 @@ def _render(
         cursor = m.end()
     emit(scan[cursor:end])
     return "".join(out), spans
+
+
+def _restore(piece: str, opaque: Sequence[str], index: int) -> tuple[str, int]:
+    """``piece`` with each stand-in replaced by its text, from ``opaque[index]`` on, and
+    the index after the last one used."""
+    parts = piece.split(_OPAQUE)
+    out = [parts[0]]
+    for part in parts[1:]:
+        out.append(opaque[index] if index < len(opaque) else "")
+        out.append(part)
+        index += 1
+    return "".join(out), index
 
 
 @lru_cache(maxsize=4096)

@@ -18,6 +18,7 @@ from pipeline.errors import InputError
 from pipeline.model import SourceType
 from pipeline.vault.parse import (
     MAX_YAML_DEPTH,
+    MAX_YAML_VALUES,
     ParsedNote,
     _Collapsed,
     clip_text,
@@ -109,6 +110,40 @@ def test_frontmatter_links_count_as_links_without_context() -> None:
     assert targets(note) == ["Alice", "Bob"]
     assert note.links[0].context is None
     assert note.links[1].context == "Body with Bob."
+
+
+def test_an_escaped_pipe_in_a_table_row_separates_target_and_alias() -> None:
+    # Obsidian tables escape the pipe inside a wikilink; markdown reads "\|" as an escape.
+    text = (
+        "| Setting | Where |\n|---|---|\n| folder | [[Configuration folder\\|Config directory]] |\n"
+    )
+    note = parse(text)
+    assert targets(note) == ["Configuration folder"]
+    assert note.links[0].subject == "Configuration folder"
+    assert note.links[0].context is not None
+    assert "Config directory" in note.links[0].context
+    assert "Configuration folder" not in note.blocks[0].text
+    assert "\ufffc" not in note.blocks[0].text
+
+
+def test_escapes_entities_and_code_inside_a_link_keep_the_rest_of_the_line_in_step() -> None:
+    note = parse("See [[A\\|b]], [[AT&amp;T]] and [[x\\_y]] then `code` and \\* here.")
+    assert targets(note) == ["A", "AT&T", "x_y"]
+    assert note.blocks[0].text == "See b, AT&T and x_y then code and * here."
+
+
+def test_a_literal_object_replacement_character_never_shifts_the_stand_ins() -> None:
+    note = parse("A\ufffcB [[X\ufffcY]] and `code` \\[\\[Not\\]\\] [[Z]].\n\nkey:: v\ufffcw\n")
+    assert targets(note) == ["XY", "Z"]
+    assert note.blocks[0].text == "AB XY and code [[Not]] Z."
+    assert [(f.key, f.value) for f in note.inline_fields] == [("key", "vw")]
+    assert not any("\ufffc" in link.subject + (link.context or "") for link in note.links)
+
+
+def test_a_field_whose_value_is_one_link_with_an_escaped_pipe_names_the_target() -> None:
+    note = parse("| owner:: [[Ops team\\|Ops]] |\n\nlead:: [[Ana\\|A.]]\n")
+    assert [(f.key, f.value) for f in note.inline_fields] == [("lead", "Ana")]
+    assert targets(note) == ["Ops team", "Ana"]
 
 
 # --- tags -----------------------------------------------------------------------------
@@ -233,12 +268,6 @@ def test_frontmatter_lists_and_values_are_kept() -> None:
     assert str(note.frontmatter["since"]) == "2023-05-01"
 
 
-def test_unclosed_frontmatter_is_body() -> None:
-    note = parse("---\nnot: closed\n\n# Title")
-    assert note.frontmatter == {}
-    assert note.title == "Title"
-
-
 def test_crlf_and_bom_are_accepted() -> None:
     note = parse_note(b"\xef\xbb\xbf---\r\ntitle: T\r\n---\r\nSee [[X]].\r\n", "a.md", "wiki")
     assert note.title == "T"
@@ -316,6 +345,63 @@ def test_shared_anchors_within_the_bounds_are_loaded() -> None:
 def test_frontmatter_that_is_not_a_mapping_is_an_error() -> None:
     with pytest.raises(InputError, match="mapping"):
         parse("---\n- a\n- b\n---\n")
+
+
+def test_a_thematic_break_opening_the_note_is_body() -> None:
+    note = parse("---\n\n# Title\n\nText: with a colon.\n")
+    assert note.frontmatter == {}
+    assert note.title == "Title"
+
+
+def test_frontmatter_opened_and_never_closed_is_refused_with_its_line() -> None:
+    with pytest.raises(InputError) as info:
+        parse("---\nsubject: Redis\ntags: [cache]\n\n# Title\n", path="wiki/open.md")
+    assert info.value.file == "wiki/open.md"
+    assert info.value.line == 1
+    assert "never closed" in info.value.reason
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "key", "line", "first"),
+    [
+        ("subject: A\ntitle: T\nsubject: B\n", "subject", 4, 2),
+        ("owner:\n  name: A\n  name: B\n", "name", 4, 3),
+        ("a: 1\n'a': 2\n", "a", 3, 2),
+    ],
+    ids=["top-level", "nested", "quoted"],
+)
+def test_a_duplicate_frontmatter_key_is_refused_naming_key_and_lines(
+    yaml_text: str, key: str, line: int, first: int
+) -> None:
+    with pytest.raises(InputError) as info:
+        parse(f"---\n{yaml_text}---\nBody\n", path="wiki/dup.md")
+    assert info.value.file == "wiki/dup.md"
+    assert info.value.line == line
+    assert f"duplicate key '{key}'" in info.value.reason
+    assert f"first at line {first}" in info.value.reason
+
+
+def test_a_merge_key_overridden_by_a_key_of_its_own_is_not_a_duplicate() -> None:
+    note = parse("---\nbase: &b {a: 1, b: 2}\nprod:\n  <<: *b\n  b: 3\n---\nBody\n")
+    assert note.frontmatter["prod"] == {"a": 1, "b": 3}
+
+
+def test_a_long_plain_list_is_refused_saying_what_was_found_and_the_limit() -> None:
+    tags = "".join(f"  - t{i}\n" for i in range(100_000))
+    with pytest.raises(InputError) as info:
+        parse(f"---\ntitle: T\ntags:\n{tags}---\nBody\n", path="wiki/long.md")
+    reason = info.value.reason
+    assert "100,000 items" in reason
+    assert f"at most {MAX_YAML_VALUES:,}" in reason
+    assert "alias" not in reason
+    assert info.value.line == 4
+
+
+def test_an_impossible_frontmatter_date_stays_text() -> None:
+    note = parse("---\ndate: 2026-02-30\nzero: 0000-00-00\nok: 2024-02-29\n---\nBody\n")
+    assert note.frontmatter["date"] == "2026-02-30"
+    assert note.frontmatter["zero"] == "0000-00-00"
+    assert str(note.frontmatter["ok"]) == "2024-02-29"
 
 
 def test_non_utf8_names_offset_and_line() -> None:

@@ -43,6 +43,8 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "field-with-whitespace-run": lambda n: "key:: a" + " " * n + "b",
     "bracket-field-with-whitespace-run": lambda n: "x [key:: a" + " " * n + "b] y",
     "superseded-after-links": lambda n: "[[a]] " * (n // 2) + "superseded by x " * (n // 8),
+    "table-links-with-escapes": lambda n: "".join(f"| [[n{i}\\|a]] `c` &amp; " for i in range(n)),
+    "fields-of-escaped-links": lambda n: "\n".join(f"k{i}:: [[n{i}\\|a]]" for i in range(n)),
 }
 
 
