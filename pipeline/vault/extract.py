@@ -14,7 +14,7 @@ Rules and confidences (the confidence says how directly the note states the fact
     frontmatter ``aliases``                note subject   ``alias``             0.95
     ADR status (frontmatter / section)     note subject   ``adr_status``        0.95
     Dataview inline field ``key:: value``  note subject   key                   0.90
-    tag ``#a/b`` (body or frontmatter)     note subject   ``tagged``            0.90
+    tag ``#a/b`` (body or frontmatter)     note subject   ``tagged`` (≤ 100)    0.90
     ADR decision (frontmatter / section)   note subject   ``decision``          0.90
     ADR "Superseded by [[X]]"              note subject   ``superseded_by``     0.90
     ADR ``Date:`` line (Nygard preamble)   note subject   ``date``              0.90
@@ -24,17 +24,20 @@ Rules and confidences (the confidence says how directly the note states the fact
     wikilink / embed ``[[X]]``             link target X  ``context``           0.60
     every note: its title                  note subject   ``title``             0.95
     ISO date starting the file name        note subject   ``date``              0.90
-    web link ``[text](https://…)``         note subject   ``references``        0.80
+    web link ``[text](https://…)``         note subject   ``references`` (≤ 50) 0.80
     first paragraph (≥ 5 words, ≤ 300)     note subject   ``summary``           0.75
-    heading (not the title, not template)  note subject   ``section``           0.70
+    heading (not the title, not template)  note subject   ``section`` (≤ 30)    0.70
 
 A markdown link to a note (``[Text](other.md)``) counts as a wikilink to it. The rules of
 the last block give every note facts about its own subject, so a vault of plain prose
 notes without links or frontmatter still has subjects to answer with; they come from one
 file each, so they add to ``total_facts`` but never to corroboration. Template headings
 (an ADR's Status, Context, Decision, Consequences; "See also", "References" …) are not
-sections. ``EXTRACTOR_VERSION`` names these rules: ingest re-extracts every note whose
-registry row was written under another version.
+sections. A file-name date counts only when it is a real calendar day of a year from
+1000 to 2999 (``2026-02-30`` and ``0000-00-00`` are no dates, and give no fact); tags,
+web links and sections keep the first ones up to their bound (a note of 100,000 tags
+says no more about its subject than one of a hundred). ``EXTRACTOR_VERSION`` names these
+rules: ingest re-extracts every note whose registry row was written under another version.
 
 Details: frontmatter ``title``, ``subject``, ``aliases``, ``tags`` and ``cssclasses`` are
 not properties; lists give one fact per item; nested mappings are flattened to ``a.b``;
@@ -70,6 +73,7 @@ then links in order of first mention).
 from __future__ import annotations
 
 import bisect
+import datetime as _dt
 import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import PurePosixPath
@@ -95,7 +99,9 @@ EXTRACTOR = INGEST_EXTRACTOR
 #: 3: each note's full text goes to KO-DB's index too (KO-DB migration 5).
 #: 4: a public note's link to a private note keeps its target as written (ingest's
 #:    ``LinkResolver.public``), never the private note's subject (issue 35).
-EXTRACTOR_VERSION = 4
+#: 5: ``[[target\|alias]]`` (a table's escaped pipe) links to target; at most MAX_TAGS
+#:    tags per note; a file-name date must be a real calendar day (issue 35, item 17).
+EXTRACTOR_VERSION = 5
 
 #: resolve(link target as written) -> the subject of the note it names, or None.
 Resolver = Callable[[str], str | None]
@@ -121,6 +127,11 @@ CONF_SECTION = 0.7  # a heading says the note covers a topic, not what it says o
 SECTION_MAX_CHARS = 200
 MAX_SECTIONS = 30
 MAX_REFERENCES = 50
+#: A note's ``tagged`` facts (frontmatter tags first, then the body's in order).
+MAX_TAGS = 100
+#: Years a file-name date may name: four-digit years, leaving out the 0000 and 9999 that
+#: stand for "no date" in templates and sorting tricks.
+NAME_DATE_YEARS = range(1000, 3000)
 #: Headings that structure every note of a template and so say nothing about one note.
 TEMPLATE_HEADINGS = frozenset(
     {
@@ -183,7 +194,7 @@ def extract_facts(note: ParsedNote, resolve: Resolver | None = None) -> tuple[Fa
     if note.source_type == "adr":
         raw.extend(_adr_facts(note, links))
     raw.extend((subject, f.key, f.value, CONF_INLINE_FIELD) for f in note.inline_fields)
-    raw.extend((subject, "tagged", t, CONF_TAG) for t in note.tags)
+    raw.extend((subject, "tagged", t, CONF_TAG) for t in note.tags[:MAX_TAGS])
     raw.extend(_link_facts(note, links))
     raw.extend(_own_facts(note, has_date=any(p == "date" for _, p, _, _ in raw)))
     return _finalise(raw, note)
@@ -192,14 +203,26 @@ def extract_facts(note: ParsedNote, resolve: Resolver | None = None) -> tuple[Fa
 _NAME_DATE = re.compile(r"(\d{4}-\d{2}-\d{2})(?!\d)")
 
 
+def name_date(stem: str) -> str | None:
+    """The ISO date a file name starts with, when it is a real calendar day of a year in
+    NAME_DATE_YEARS; else None (an impossible date is simply not a date)."""
+    m = _NAME_DATE.match(stem)
+    if not m:
+        return None
+    try:
+        day = _dt.date.fromisoformat(m.group(1))
+    except ValueError:
+        return None
+    return m.group(1) if day.year in NAME_DATE_YEARS else None
+
+
 def _own_facts(note: ParsedNote, *, has_date: bool) -> Iterator[tuple[str, str, str, float]]:
     """What every note says of its own subject: title, date, web links, summary, sections."""
     subject = note.subject
     yield subject, "title", note.title, CONF_TITLE
-    stem = PurePosixPath(note.path).stem
-    m = _NAME_DATE.match(stem)
-    if m and not has_date:
-        yield subject, "date", m.group(1), CONF_NAME_DATE
+    date = name_date(PurePosixPath(note.path).stem)
+    if date and not has_date:
+        yield subject, "date", date, CONF_NAME_DATE
     for url in note.urls[:MAX_REFERENCES]:
         yield subject, "references", url, CONF_REFERENCE
     summary = note.summary

@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 
+import pipeline.vault.extract as extract_module
 from pipeline.model import Fact, SourceType
 from pipeline.vault.extract import (
     CONF_ADR_DECISION,
@@ -393,3 +394,26 @@ def test_extracted_facts_carry_the_key_they_would_compute() -> None:
             fact.extractor,
         )
         assert fact.__dict__["key"] == fresh.key == fact.key
+
+
+def test_body_tags_are_capped_per_note_keeping_the_first() -> None:
+    cap = extract_module.MAX_TAGS
+    text = "---\ntags: [front]\n---\n" + " ".join(f"#t{i}" for i in range(cap * 3)) + "\n"
+    tagged = [f.object for f in facts_of(text) if f.predicate == "tagged"]
+    assert tagged == ["front", *(f"t{i}" for i in range(cap - 1))]
+
+
+@pytest.mark.parametrize(
+    ("path", "date"),
+    [
+        ("daily/2024-02-29.md", "2024-02-29"),
+        ("daily/2026-02-30.md", None),
+        ("daily/0000-00-00 notes.md", None),
+        ("daily/2026-13-01.md", None),
+        ("daily/0999-01-01.md", None),
+        ("daily/9999-12-31.md", None),
+    ],
+)
+def test_a_file_name_date_must_be_a_real_calendar_day(path: str, date: str | None) -> None:
+    got = triples(facts_of("Body text of the daily note.\n", path, "session", own=True))
+    assert {o for _, p, o, _ in got if p == "date"} == ({date} if date else set())
