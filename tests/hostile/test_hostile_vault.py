@@ -18,6 +18,8 @@ import pytest
 from pipeline.config import load_settings
 from pipeline.ingest import ingest_vault
 from pipeline.kodb import KoDB
+from pipeline.model import normalize_text
+from pipeline.vault import extract
 
 FIFTY_MB = 50 * 1024 * 1024
 
@@ -58,6 +60,23 @@ def hostile_vault(root: Path, marker: Path) -> tuple[Path, dict[str, str], set[s
     _write(vault, "binary.md", bytes(range(256)) * 8)
     _write(vault, "latin1.md", "# Café\n".encode("latin-1"))
     _write(vault, "cesu-surrogate.md", b"# S\n\n\xed\xa0\x80 an encoded lone surrogate\n")
+    # Obsidian syntax the parser stands in for internally (escapes, entities, code inside
+    # links, a literal U+FFFC): the stand-in must never reach a fact.
+    table = (
+        "| Setting | Where |\n|---|---|\n"
+        "| folder | [[Configuration folder\\|Config directory]] |\n"
+        "| mixed | [[AT&amp;T]] [[a\\_b]] [[x `y` z]] [[obj\ufffcect]] `c\ufffcode` |\n\n"
+        "owner:: [[Ops team\\|Ops]]\n"
+    )
+    _write(vault, "placeholders.md", table.encode())
+    _write(vault, "unclosed.md", b"---\nsubject: Lost\ntags: [x]\n\n# Unclosed\n")
+    _write(vault, "duplicate-key.md", b"---\nsubject: A\nsubject: B\n---\n# Dup\n")
+    long_list = "".join(f"  - t{i}\n" for i in range(100_000))
+    _write(vault, "long-list.md", f"---\ntags:\n{long_list}---\n# Long\n".encode())
+    many_tags = " ".join(f"#t{i}" for i in range(100_000))
+    _write(vault, "many-tags.md", f"# Many tags\n\n{many_tags}\n".encode())
+    _write(vault, "2026-02-30 impossible.md", b"# Impossible\n\nNo such day exists.\n")
+    _write(vault, "bad-date.md", b"---\ndate: 2026-02-30\n---\n# Bad date\n")
     with open(vault / "fifty-mb.md", "wb") as fh:
         fh.write(b"# Huge\n\n")
         fh.truncate(FIFTY_MB)
@@ -84,8 +103,14 @@ def hostile_vault(root: Path, marker: Path) -> tuple[Path, dict[str, str], set[s
         "latin1.md": "not valid UTF-8",
         "cesu-surrogate.md": "not valid UTF-8",
         "fifty-mb.md": "bytes",
+        "unclosed.md": "line 1: frontmatter opened by '---' is never closed",
+        "duplicate-key.md": "line 3: invalid YAML frontmatter: duplicate key 'subject'",
+        "long-list.md": "100,000 items",
     }
-    ingested = {"good.md", "new\nline.md", "rtl\u202egpj.md", "typed.md", "inside.md"}
+    ingested = {
+        *("good.md", "new\nline.md", "rtl\u202egpj.md", "typed.md", "inside.md"),
+        *("placeholders.md", "many-tags.md", "2026-02-30 impossible.md", "bad-date.md"),
+    }
     return vault, skipped, ingested
 
 
@@ -122,6 +147,41 @@ def test_a_hostile_vault_is_ingested_with_every_bad_note_skipped_and_named(
         again = ingest_vault(settings, kodb)
     assert (again.added, again.updated, again.removed) == (0, 0, 0)
     assert dump_kodb(settings.effective_kodb_url) == before
+
+
+def test_no_internal_stand_in_or_unbounded_count_reaches_the_facts(
+    hostile: tuple[Path, dict[str, str], set[str], Path],
+    dump_kodb: Callable[[str], dict[str, list[tuple[Any, ...]]]],
+) -> None:
+    vault, _, _, _ = hostile
+    settings = load_settings(vault, env={}, cwd=vault)
+    names = ("placeholders", "Configuration folder", "Many tags", "Impossible", "Bad date")
+    with KoDB.open(settings.effective_kodb_url) as kodb:
+        ingest_vault(settings, kodb)
+        facts = {
+            name: [(f.predicate, f.object) for f in kodb.facts_for_subjects([normalize_text(name)])]
+            for name in names
+        }
+    dump = dump_kodb(settings.effective_kodb_url)
+    # Every stored value but the full-text index, which keeps each note's body as written.
+    leaks = [
+        (name, row)
+        for name, rows in dump.items()
+        if "fts" not in name
+        for row in rows
+        if any("\ufffc" in str(value) for value in row)
+    ]
+    assert leaks == []
+    table = set(facts["placeholders"])
+    assert {("links_to", "Configuration folder"), ("owner", "Ops team")} <= table
+    assert {("links_to", s) for s in ("AT&T", "a_b", "x y z", "object")} <= table
+    assert ("mentioned_in", "placeholders") in facts["Configuration folder"]
+    tagged = [o for p, o in facts["Many tags"] if p == "tagged"]
+    assert tagged[:2] == ["t0", "t1"]
+    assert len(facts["Many tags"]) <= extract.MAX_TAGS + 5  # and its title, summary …
+    assert ("title", "Impossible") in facts["Impossible"]
+    assert not any(p == "date" for p, _ in facts["Impossible"])
+    assert ("date", "2026-02-30") in facts["Bad date"]  # as the author typed it, as text
 
 
 def test_typed_frontmatter_values_become_plain_text_facts(tmp_path: Path) -> None:
