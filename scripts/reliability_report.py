@@ -1,4 +1,5 @@
-"""Run the fault, hostile-input and property suites and render RELIABILITY.md from their results.
+"""Run the fault, hostile-input and property suites (and each round-3 finding's tests) and
+render RELIABILITY.md from their results.
 
 Run by hand (the tests themselves never write into the tree):
 
@@ -84,6 +85,7 @@ def run_suites(junit: Path, extra: list[str]) -> int:
         "-o",
         "junit_family=xunit1",
         *SUITES,
+        *round3_ids(),
         *extra,
     ]
     print("$", " ".join(command), file=sys.stderr)
@@ -226,6 +228,163 @@ FOUND = [
 ]
 
 
+#: Round 3 (issue 35): each finding of the hostile and fault run, and the tests that failed
+#: before its fix and are run with the suites here (node ids: a file, or file::function).
+ROUND3: list[tuple[str, str, tuple[str, ...]]] = [
+    (
+        "1",
+        "a private note's subject reached every surface through a public link",
+        (
+            "tests/integration/test_private_everywhere.py",
+            "tests/unit/test_ingest.py",
+        ),
+    ),
+    (
+        "2",
+        "load-context copied a private note named as input into its pack",
+        (
+            "tests/unit/test_session.py::test_a_private_note_as_input_is_refused_unless_private_notes_are_included",
+            "tests/unit/test_session.py::test_load_context_refuses_a_private_note_and_writes_no_private_text",
+        ),
+    ),
+    (
+        "3",
+        "`facts search` printed private facts",
+        (
+            "tests/unit/kodb/test_facts_cli.py::test_search_hides_private_facts_unless_asked",
+            "tests/integration/kodb/test_kodb_reader.py",
+        ),
+    ),
+    (
+        "4",
+        "the hook's log held whole prompts, mode 0644",
+        ("tests/unit/test_hook.py::test_the_log_is_private_and_never_holds_a_whole_prompt",),
+    ),
+    (
+        "5",
+        "a password with a space (or other characters) was printed in clear",
+        ("tests/integration/test_secrets_masked.py",),
+    ),
+    (
+        "6",
+        "a KO-DB deleted under the service was answered from, then replaced by an empty one",
+        (
+            "tests/unit/service/test_api.py::test_a_kodb_deleted_or_replaced_under_the_service_is_named_and_never_recreated",
+        ),
+    ),
+    (
+        "7",
+        "a damaged KO-DB passed ingest and sync; a query failed after loading the model",
+        (
+            "tests/unit/test_app.py::test_a_writer_refuses_a_damaged_kodb_and_writes_nothing",
+            "tests/unit/test_app.py::test_a_reader_of_a_damaged_kodb_fails_before_the_model_loads",
+            "tests/integration/kodb/test_kodb_open.py::test_ingest_and_query_refuse_a_damaged_kodb_in_one_line",
+        ),
+    ),
+    (
+        "8",
+        "a mistyped SQLite URL made a new KO-DB (and folders at the root, or in memory)",
+        ("tests/integration/kodb/test_kodb_open.py",),
+    ),
+    (
+        "9",
+        "vault-ko.toml values were not validated like the flags",
+        ("tests/unit/test_config_validation.py",),
+    ),
+    (
+        "10",
+        "integers of 2^63 and above: HTTP 500, CLI traceback, SQLite errors in MCP",
+        (
+            "tests/unit/service/test_api.py::test_numbers_are_bounded_and_never_coerced",
+            "tests/unit/test_query.py::test_counts_past_the_bound_are_one_config_error",
+        ),
+    ),
+    (
+        "11",
+        "a read-only state dir and a non-numeric port ended in tracebacks",
+        (
+            "tests/unit/test_config_validation.py::test_a_read_only_state_dir_is_refused_first_in_one_line",
+            "tests/unit/test_config_validation.py::test_a_kodb_url_without_a_numeric_port_is_one_line",
+        ),
+    ),
+    (
+        "12",
+        "a 422 echoed the whole body; no request size limit",
+        (
+            "tests/unit/service/test_api.py::test_a_body_past_the_limit_is_413_before_it_is_read",
+            "tests/unit/service/test_api.py::test_a_422_never_echoes_the_input",
+        ),
+    ),
+    (
+        "13",
+        "MCP loaded its own model for a question the service refused",
+        (
+            "tests/unit/test_mcp_tools.py",
+            "tests/integration/test_mcp.py::test_the_service_limits_come_first_in_the_tools_words",
+        ),
+    ),
+    (
+        "14",
+        "lower-case bearer scheme refused; lax coercion; undocumented 400 (schemathesis)",
+        (
+            "tests/unit/service/test_api.py::test_the_authorization_scheme_is_case_insensitive",
+            "tests/unit/service/test_api.py::test_a_body_that_is_not_utf8_is_a_declared_400",
+            "tests/integration/test_service_schemathesis.py",
+        ),
+    ),
+    (
+        "15",
+        "an evaluation reported fallback figures as semantic ones",
+        (
+            "tests/unit/test_evaluate_harness.py::test_an_evaluation_whose_semantic_answers_were_degraded_refuses_to_report",
+        ),
+    ),
+    (
+        "16",
+        "load-context ran 21 packs/s on prompts of loose words",
+        ("tests/integration/test_session.py::test_packs_equal_single_answers",),
+    ),
+    (
+        "17",
+        "real vault content: escaped pipes, unclosed frontmatter, duplicate keys, tags",
+        (
+            "tests/hostile/test_hostile_vault.py",
+            "tests/unit/vault/test_vault_parse.py",
+            "tests/unit/vault/test_vault_extract.py",
+        ),
+    ),
+]
+
+
+def round3_ids() -> list[str]:
+    """The node ids of ROUND3 not already inside a suite folder (pytest runs each once)."""
+    ids = dict.fromkeys(i for _, _, tests in ROUND3 for i in tests)
+    return [i for i in ids if not i.startswith(SUITES)]
+
+
+def round3_lines(rows: list[Row]) -> list[str]:
+    lines = [
+        "## Round 3 (issue 35): each finding and its tests",
+        "",
+        "| item | what failed | tests | cases | result |",
+        "|---|---|---|---|---|",
+    ]
+    for item, what, tests in ROUND3:
+        matched = [
+            r
+            for r in rows
+            for t in tests
+            if r.file == t.split("::")[0] and ("::" not in t or r.function == t.split("::")[1])
+        ]
+        cases = [c for r in matched for c in r.cases]
+        bad = [c for c in cases if c.outcome in ("failed", "error")]
+        result = "not run" if not cases else ("failed" if bad else "passed")
+        shown = ", ".join(f"`{t}`" for t in tests)
+        lines.append(f"| {item} | {what} | {shown} | {len(cases)} | {result} |")
+    lines.append("")
+    return lines
+
+
 def render(rows: list[Row], code: int, wall: float, full: bool, seed: str) -> str:
     by_suite: dict[str, list[Row]] = defaultdict(list)
     for r in rows:
@@ -278,6 +437,7 @@ def render(rows: list[Row], code: int, wall: float, full: bool, seed: str) -> st
             f"Suite time: {total:.0f} s (setup, call and teardown of its cases).",
             "",
         ]
+    lines += round3_lines(rows)
     lines += ["## Found by these suites, and fixed", ""]
     lines += [f"* {what} — `{where}`" for what, where in FOUND]
     lines.append("")
