@@ -8,7 +8,11 @@ lives in a small JSON file, ``<state_dir>/breaker/<sha1(url)>.json``, written at
                           ▲                          │
                           └────────probe fails───────┘
 
-* closed: calls go through (with the client's retries).
+* closed: calls go through (with the client's retries). A call that fails to connect, or
+  is refused or reset, opens the circuit at once. A call that only ran past its bound opens
+  it when the graph does not answer a quick ping either (the client asks, ``record_slow``
+  otherwise): a slow graph — a loaded machine, an index's first search — is not a dead one.
+  ``SLOW_CALLS_TO_OPEN`` such calls in a row open it anyway.
 * open: calls fail at once with GraphUnavailable("circuit open …") for the cool-down
   (``graph_breaker_cooldown``, 30 s by default, DESIGN §5).
 * half_open: one call, the probe, is let through (single attempt); other callers keep
@@ -40,6 +44,10 @@ HALF_OPEN = "half_open"
 #: How long one process owns the half-open probe before another may take it over. It only
 #: needs to outlast one single-attempt call: the connect timeout plus a query.
 DEFAULT_PROBE_LEASE = 5.0
+#: Calls in a row that ran past their bound while the graph still answered a quick ping, after
+#: which the circuit opens all the same: a graph that answers pings but no query is as good as
+#: down for answers, and without the circuit every question would wait out the whole bound.
+SLOW_CALLS_TO_OPEN = 3
 #: The reason `vault-ko graph down` records.
 STOPPED_REASON = "stopped by `vault-ko graph down`"
 
@@ -54,6 +62,7 @@ class BreakerState:
     reason: str | None = None
     failures: int = 0
     probe_started_at: float | None = None
+    slow: int = 0  # calls in a row past their bound while the graph answered a ping
 
 
 def breaker_path(state_dir: Path, url: str) -> Path:
@@ -73,12 +82,14 @@ class Breaker:
         *,
         clock: Callable[[], float] = time.time,
         probe_lease: float = DEFAULT_PROBE_LEASE,
+        slow_calls_to_open: int = SLOW_CALLS_TO_OPEN,
     ) -> None:
         self.url = url
         self.cooldown = float(cooldown)
         self.path = breaker_path(state_dir, url)
         self._clock = clock
         self._probe_lease = probe_lease
+        self._slow_calls_to_open = max(1, slow_calls_to_open)
 
     # -- reading ----------------------------------------------------------------------
     def read(self) -> BreakerState:
@@ -129,13 +140,35 @@ class Breaker:
         self._write(replace(state, state=HALF_OPEN, probe_started_at=now))
         return True
 
-    def record_success(self) -> None:
-        """The graph answered: close the circuit (writes only when it was not closed)."""
-        if self.read().state != CLOSED:
-            self._write(BreakerState(url=self.url))
+    def record_success(self, *, keep_slow: bool = False) -> None:
+        """The graph answered: close the circuit and forget the slow calls (writes only when
+        that changes the file). ``keep_slow``: the answer was a ping, which says the graph
+        is alive, not that its queries answer in time, so the slow calls still count."""
+        state = self.read()
+        slow = state.slow if keep_slow and state.state == CLOSED else 0
+        if state.state != CLOSED or state.slow != slow:
+            self._write(BreakerState(url=self.url, slow=slow))
+
+    def record_slow(self, reason: str) -> bool:
+        """A call ran past its bound but the graph answered a quick ping: alive, only slow.
+
+        Counted; the circuit opens (True) only at the ``SLOW_CALLS_TO_OPEN``-th such call
+        in a row, else it stays as it is (False).
+        """
+        state = self.read()
+        slow = state.slow + 1
+        if slow >= self._slow_calls_to_open:
+            self.record_failure(
+                f"{slow} calls in a row ran past their bound though the graph answered a "
+                f"ping: {reason}"
+            )
+            return True
+        self._write(replace(state, slow=slow))
+        return False
 
     def record_failure(self, reason: str) -> None:
-        """The graph was declared unavailable: open the circuit for a cool-down."""
+        """The graph was declared unavailable: open the circuit for a cool-down (and forget
+        the slow calls: the next verdict starts afresh)."""
         state = self.read()
         self._write(
             BreakerState(

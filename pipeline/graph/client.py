@@ -23,8 +23,16 @@ kernel still completes the TCP handshake) would block the driver's socket read f
 the driver has no read timeout on an established connection. So every call, ``probe``
 included, runs in a worker thread and is abandoned after its bound — ``graph_call_timeout``
 (2 s) for reads such as ``ping`` and ``vector_search``, ``graph_write_timeout`` for bulk
-reads and writes — which counts as a transient failure (GraphUnavailable, breaker opened).
-The driver whose connection hung is dropped, so the next call connects afresh.
+reads and writes — which counts as a transient failure (GraphUnavailable). The driver whose
+connection hung is dropped, so the next call connects afresh.
+
+A call past its bound is not yet a dead graph: a loaded machine, or an index's first search
+after a sync, can be slow while the graph is fine, and opening the breaker for its cool-down
+would send every question of the next 30 s to the fallback. So such a call opens the breaker
+only when one quick ping (a single attempt bounded by ``graph_connect_timeout``) fails too;
+otherwise the breaker counts it as slow and opens after ``SLOW_CALLS_TO_OPEN`` in a row. The
+graph check (``ping``) is that ping already: past its bound, it opens the breaker at once, as
+a refused, reset or timed-out connection always does.
 """
 
 from __future__ import annotations
@@ -242,7 +250,9 @@ class GraphClient:
         self._probing = False
         self._driver: neo4j.Driver | None = None
         self._sleep = sleep
-        self._bound = threading.local()  # .seconds: the bound of the current public call
+        # Per thread: .seconds, the bound of the current public call; .checking, inside the
+        # graph check (``ping``); .direct, inside the confirming ping (one attempt, no breaker).
+        self._bound = threading.local()
         self.breaker = Breaker(
             settings.state_dir, self.shown_url, settings.graph_breaker_cooldown, clock=clock
         )
@@ -342,7 +352,8 @@ class GraphClient:
         """Run ``fn`` through the breaker, the retry policy and the exception translation."""
         bound = self._call_bound()
         until = time.monotonic() + bound
-        if self._probing:  # probe(): one attempt, no breaker; probe reports the failure
+        if self._probing or getattr(self._bound, "direct", False):
+            # probe() and the confirming ping: one attempt, no breaker; they judge the failure.
             return self._attempt(fn, until, bound)
         if self.target.not_started:
             raise GraphUnavailable(self.target.not_started)
@@ -352,19 +363,57 @@ class GraphClient:
         # No new attempt once the call's bound is spent either.
         retry_deadline = min(self.settings.graph_retry_deadline, bound)
         policy = retry_policy(attempts, retry_deadline, sleep=self._sleep)
+        checking = bool(getattr(self._bound, "checking", False))
         try:
             result = policy(lambda: self._attempt(fn, until, bound))
         except Exception as exc:
             error = translate(exc, self.shown_url, self.target.user)
             if isinstance(error, GraphUnavailable):
-                self.breaker.record_failure(str(error))
-            else:
-                self.breaker.record_success()  # it answered: reachable, the query was wrong
+                error = self._judge_unavailable(exc, error, probe=probe or checking)
+            else:  # it answered: reachable, the query was wrong
+                self.breaker.record_success(keep_slow=checking)
             if error is exc:
                 raise
             raise error from exc
-        self.breaker.record_success()
+        self.breaker.record_success(keep_slow=checking)
         return result
+
+    def _judge_unavailable(
+        self, exc: BaseException, error: GraphUnavailable, *, probe: bool
+    ) -> GraphUnavailable:
+        """The breaker's verdict on a call that failed as unavailable; the error to raise.
+
+        A refused, reset or timed-out connection opens the circuit at once, and so does a
+        probe or a graph check past its bound. Any other call past its bound opens it only
+        when the graph does not answer a quick ping either; a graph that does is slow, not
+        dead: the call still fails (its question is answered degraded) but the next one
+        tries the graph again, until ``SLOW_CALLS_TO_OPEN`` slow calls in a row.
+        """
+        if probe or not isinstance(exc, GraphTimeout) or not self._answers_ping():
+            self.breaker.record_failure(str(error))
+            return error
+        if self.breaker.record_slow(str(error)):
+            return error
+        return GraphUnavailable(f"{error} (it answers a ping: slow, not down)")
+
+    def _answers_ping(self) -> bool:
+        """Whether the graph answers one quick ping: a single attempt, no retry, no breaker,
+        bounded by ``graph_connect_timeout`` (the driver of the timed-out call was dropped,
+        so this connects afresh). The server's agent when the backend is not known yet."""
+        bound = self._bound
+        previous = (getattr(bound, "seconds", None), getattr(bound, "direct", False))
+        bound.seconds, bound.direct = self.settings.graph_connect_timeout, True
+        try:
+            if self._backend is not None:
+                self._backend.ping(self)
+            else:
+                self.call(lambda: self._get_driver().get_server_info())
+        except Exception as exc:
+            log.debug("the confirming ping failed too: %s", _short(exc))
+            return False
+        finally:
+            bound.seconds, bound.direct = previous
+        return True
 
     @property
     def backend(self) -> Backend:
@@ -478,7 +527,12 @@ class GraphClient:
         ms. Fails fast with GraphUnavailable while the circuit is open, so the query stage
         can check the graph before loading the embedding model."""
         started = time.perf_counter()
-        self._ready().ping(self)
+        previous = getattr(self._bound, "checking", False)
+        self._bound.checking = True  # this is the ping a slow call would be confirmed by
+        try:
+            self._ready().ping(self)
+        finally:
+            self._bound.checking = previous
         return round((time.perf_counter() - started) * 1000.0, 2)
 
     def ensure_schema(self, dims: int) -> None:
@@ -576,6 +630,13 @@ class GraphClient:
         if k <= 0:
             return []
         return self._ready().vector_search(self, vector, k, self.settings.graph_candidates)
+
+    def warm_vector_index(self, dims: int) -> None:
+        """One vector search, of the notes nearest to a constant vector, so that the index's
+        first search after a change — much slower than the next ones — is paid by the sync
+        that changed it, not by the next question within its call bound."""
+        _check_dims(dims)
+        self.vector_search(np.ones(dims, dtype=np.float32), 1)
 
     def note_vectors(self, paths: Sequence[str]) -> dict[str, tuple[float, ...]]:
         """The stored embeddings of these notes (notes without one are left out); hybrid

@@ -12,8 +12,10 @@ from pipeline.graph.breaker import (
     CLOSED,
     HALF_OPEN,
     OPEN,
+    SLOW_CALLS_TO_OPEN,
     STOPPED_REASON,
     Breaker,
+    BreakerState,
     breaker_path,
 )
 
@@ -132,3 +134,47 @@ def test_unreadable_state_counts_as_closed(tmp_path: Path, clock: Clock) -> None
     assert breaker.before_call() is False
     breaker.path.write_text(json.dumps({"url": URL, "state": "weird"}))
     assert breaker.read().state == CLOSED
+
+
+# -- slow is not dead (issue 35, item 15) ---------------------------------------------------
+def test_slow_calls_leave_the_circuit_closed_until_enough_in_a_row(
+    tmp_path: Path, clock: Clock
+) -> None:
+    breaker = make(tmp_path, clock)
+    assert breaker.record_slow("did not answer within 2.0 s") is False
+    assert breaker.record_slow("did not answer within 2.0 s") is False
+    assert (breaker.read().state, breaker.read().slow) == (CLOSED, 2)
+    assert breaker.open_reason() is None and breaker.before_call() is False
+    # Shared through the state dir: another process's slow call is the third in a row.
+    assert make(tmp_path, clock).record_slow("did not answer within 2.0 s") is True
+    state = breaker.read()
+    assert (state.state, state.slow) == (OPEN, 0)
+    with pytest.raises(GraphUnavailable, match=r"3 calls in a row .* answered a ping"):
+        breaker.before_call()
+
+
+def test_the_default_count_is_slow_calls_to_open(tmp_path: Path, clock: Clock) -> None:
+    breaker = Breaker(tmp_path, URL, cooldown=30.0, clock=clock)
+    opened = [breaker.record_slow("slow") for _ in range(SLOW_CALLS_TO_OPEN)]
+    assert opened == [False] * (SLOW_CALLS_TO_OPEN - 1) + [True]
+
+
+def test_an_answer_forgets_the_slow_calls_and_a_ping_does_not(tmp_path: Path, clock: Clock) -> None:
+    breaker = make(tmp_path, clock)
+    breaker.record_slow("slow")
+    breaker.record_success(keep_slow=True)  # a ping: alive, says nothing of the queries
+    assert breaker.read().slow == 1
+    breaker.record_success()  # a query answered in time
+    assert breaker.read() == BreakerState(url=URL)
+    # Counting from zero again: two more slow calls do not open the circuit.
+    breaker.record_slow("slow")
+    assert breaker.record_slow("slow") is False
+    assert breaker.read().state == CLOSED
+
+
+def test_a_failure_opens_at_once_whatever_the_slow_count(tmp_path: Path, clock: Clock) -> None:
+    breaker = make(tmp_path, clock)
+    breaker.record_failure("connection refused")
+    assert breaker.read().state == OPEN
+    with pytest.raises(GraphUnavailable, match="connection refused"):
+        breaker.before_call()
