@@ -115,7 +115,7 @@ def outdated_reasons(
 ) -> list[str]:
     """Why a stored calibration no longer describes the vault (empty list: it does)."""
     if cal is None:
-        return ["no calibration stored: run `vault-ko calibrate`"]
+        return ["no calibration stored yet"]
     reasons = []
     profile = nf.profile_for(model_id)
     version = profile.probe_set_version if profile else nf.PROBE_SET_VERSION

@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 VK=(.venv/bin/vault-ko --vault examples/vault)
 
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Bold step headers on a terminal only (not in a file or a pipe, nor with NO_COLOR set).
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then BOLD=$'\033[1m' PLAIN=$'\033[0m'; else BOLD='' PLAIN=''; fi
+step() { printf '\n%s== %s%s\n' "$BOLD" "$*" "$PLAIN"; }
 
 step "start the local graph (ArcadeDB on free ports, state in examples/vault/.vault-ko/)"
 "${VK[@]}" graph up

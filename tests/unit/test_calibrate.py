@@ -112,7 +112,7 @@ def test_outdated_reasons(changes: dict, reason: str) -> None:
 def test_current_calibration_has_no_reasons_and_missing_has_one() -> None:
     kw = dict(model_id=MINILM, dims=384, vault_notes=62, max_drift=0.1, max_age_days=90)
     assert outdated_reasons(cal(), **kw) == []
-    assert outdated_reasons(None, **kw) == ["no calibration stored: run `vault-ko calibrate`"]
+    assert outdated_reasons(None, **kw) == ["no calibration stored yet"]
 
 
 def test_trusted_vault_calibration_is_used_with_profile_sigma_bounds() -> None:
