@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pipeline.errors import InputError
+from pipeline.errors import GraphError, InputError
 from pipeline.graph import GraphNote, NoteState
 from pipeline.model import Note, normalize_text
 from pipeline.vault.parse import EMBED_TEXT_VERSION, read_note
@@ -289,6 +289,8 @@ def sync_embeddings(
         batch_size=batch_size,
         progress=progress,
     )
+    if embedded or plan.unchanged:
+        _warm_index(graph, dims)
     return EmbedReport(
         embedded=embedded,
         deleted=len(plan.orphans),
@@ -299,6 +301,23 @@ def sync_embeddings(
         model=model,
         dims=dims,
     )
+
+
+def _warm_index(graph: GraphStore, dims: int) -> None:
+    """One cheap vector search at the end of the run: a graph server's first vector search
+    is many times slower than the next ones, and would otherwise be the next question's,
+    within that question's call bound (issue 35, item 15). Never fails the sync: a graph
+    that cannot answer it now is the next question's business."""
+    warm = getattr(graph, "warm_vector_index", None)
+    if warm is None:  # a store without a vector index to warm (the protocol's minimum)
+        return
+    started = time.monotonic()
+    try:
+        warm(dims)
+    except GraphError as exc:
+        log.warning("could not warm the vector index: %s", exc)
+        return
+    log.debug("vector index warmed in %.0f ms", (time.monotonic() - started) * 1e3)
 
 
 def _plan(
