@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
 
 import click
-from rich.table import Table
+from rich.text import Text
 
 from pipeline.cli._common import (
     AppContext,
@@ -25,8 +26,8 @@ from pipeline.model import Fact
 
 #: Subjects `facts search` lists when --limit is not given.
 DEFAULT_SEARCH_LIMIT = 20
-#: Characters of a fact's object shown in the human table.
-OBJECT_WIDTH = 60
+#: Columns a fact line is indented by, under its subject and source file.
+FACT_INDENT = 4
 
 
 @click.group("facts")
@@ -164,25 +165,7 @@ def facts_search(
     if not subjects:
         err.print(f"no subject contains the word {term!r}", markup=False)
         return
-    table = Table(title=f"subjects matching {term!r}")
-    table.add_column("subject", overflow="fold")
-    table.add_column("predicate", overflow="fold")
-    # Long objects (ADR decisions, context sentences) are cut: --json has them whole.
-    table.add_column("object", overflow="fold")
-    table.add_column("conf.", justify="right")
-    table.add_column("type")
-    table.add_column("source_file", overflow="fold")
-    for entry in subjects:
-        for i, fact in enumerate(entry["facts"]):
-            table.add_row(
-                entry["subject"] if i == 0 else "",
-                fact["predicate"],
-                _shorten(fact["object"]),
-                f"{fact['confidence']:.2f}",
-                fact["source_type"],
-                fact["source_file"],
-            )
-    out.print(table)
+    _print_subjects(term, subjects, _output_width())
 
 
 def _all_or_nothing(stream: FactStream, skip_invalid: bool) -> Iterator[Fact]:
@@ -196,9 +179,48 @@ def _all_or_nothing(stream: FactStream, skip_invalid: bool) -> Iterator[Fact]:
         raise FactRowsError(stream.problems())
 
 
-def _shorten(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= OBJECT_WIDTH else flat[: OBJECT_WIDTH - 1] + "…"
+def _output_width() -> int:
+    """COLUMNS when set (read now, as rich reads it, so a script or a test can ask for a
+    width after import), else the console's own width."""
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else out.width
+
+
+def _print_subjects(term: str, subjects: list[dict[str, Any]], width: int) -> None:
+    """Each subject as a heading, then its facts grouped by source file: the path once,
+    dim, above its facts, and one `predicate: object` line per fact, wrapped to ``width``."""
+    out.print(Text(f"subjects matching {term!r}: {len(subjects)}", style="bold"), soft_wrap=True)
+    for entry in subjects:
+        out.print()
+        out.print(Text(entry["subject"], style="bold"), width=width, soft_wrap=False)
+        for (source_file, source_type), facts in _by_source(entry["facts"]).items():
+            # soft_wrap: a path longer than the terminal runs on whole, never cut mid-name.
+            out.print(Text(f"  {source_file} ({source_type})", style="dim"), soft_wrap=True)
+            for fact in facts:
+                line = Text.assemble(
+                    (f"{fact['predicate']}: ", "bold"),
+                    " ".join(fact["object"].split()),
+                    (f"  {fact['confidence']:.2f}", "dim"),
+                )
+                _print_hanging(line, width)
+
+
+def _print_hanging(line: Text, width: int) -> None:
+    """``line`` word-wrapped to ``width``, indented FACT_INDENT, its continuation lines two
+    more so each fact starts visibly at its predicate."""
+    hang = FACT_INDENT + 2
+    for i, part in enumerate(line.wrap(out, max(width - hang, 20))):
+        part.rstrip()
+        out.print(Text(" " * (FACT_INDENT if i == 0 else hang)) + part, soft_wrap=True)
+
+
+def _by_source(facts: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Facts by (source file, source type), files in the order their first fact comes
+    (facts keep their confidence order within a file)."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for fact in facts:
+        groups.setdefault((fact["source_file"], fact["source_type"]), []).append(fact)
+    return groups
 
 
 def _group(norms: list[str], facts: list[Fact]) -> list[dict[str, Any]]:

@@ -358,3 +358,100 @@ def test_skip_invalid_streams_good_rows_on_both_sides_of_a_bad_one(
     assert run([*args, "--rejects", str(rejects)]) == 0
     assert kodb_count(vault) == 5
     assert [json.loads(r)["line"] for r in rejects.read_text().splitlines()] == [3]
+
+
+# -- the human output (issue 36, item 4) --------------------------------------------------
+
+#: A subject with facts from two files, one with a long path and one with a long object.
+WARM_ROWS = [
+    ("implemented_by", "Redis", 0.9, "adr", "adr/0007-use-redis-as-the-warm-cache.md"),
+    (
+        "decision",
+        "We will build a warm cache on our existing Redis cluster; the API gateway reads it "
+        "first and falls back to Postgres on a miss.",
+        0.8,
+        "adr",
+        "adr/0007-use-redis-as-the-warm-cache.md",
+    ),
+    ("mentioned_in", "Warm cache design spike", 0.7, "session", "sessions/2026-02-03-spike.md"),
+    ("owner", "platform team", 0.6, "adr", "adr/0007-use-redis-as-the-warm-cache.md"),
+]
+
+WARM_AT_80 = """\
+subjects matching 'warm': 1
+
+Warm cache
+  adr/0007-use-redis-as-the-warm-cache.md (adr)
+    implemented_by: Redis  0.90
+    decision: We will build a warm cache on our existing Redis cluster; the
+      API gateway reads it first and falls back to Postgres on a miss.  0.80
+    owner: platform team  0.60
+  sessions/2026-02-03-spike.md (session)
+    mentioned_in: Warm cache design spike  0.70
+"""
+
+WARM_AT_100 = """\
+subjects matching 'warm': 1
+
+Warm cache
+  adr/0007-use-redis-as-the-warm-cache.md (adr)
+    implemented_by: Redis  0.90
+    decision: We will build a warm cache on our existing Redis cluster; the API gateway reads it
+      first and falls back to Postgres on a miss.  0.80
+    owner: platform team  0.60
+  sessions/2026-02-03-spike.md (session)
+    mentioned_in: Warm cache design spike  0.70
+"""
+
+
+@pytest.mark.parametrize(("columns", "expected"), [(80, WARM_AT_80), (100, WARM_AT_100)])
+def test_search_text_groups_facts_by_subject_and_file_and_wraps_to_columns(
+    vault: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    columns: int,
+    expected: str,
+) -> None:
+    """One line per fact under its subject; each source path once, above its facts."""
+    rows = [
+        {
+            "subject": "Warm cache",
+            "predicate": predicate,
+            "object": obj,
+            "confidence": confidence,
+            "source_type": source_type,
+            "source_file": source_file,
+        }
+        for predicate, obj, confidence, source_type, source_file in WARM_ROWS
+    ]
+    facts = tmp_path / "warm.jsonl"
+    facts.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert run(["--vault", str(vault), "facts", "import", str(facts)]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", str(columns))
+    assert run(["--vault", str(vault), "facts", "search", "warm", "--limit", "3"]) == 0
+    output = capsys.readouterr().out
+    assert output == expected
+    assert max(len(line) for line in output.splitlines()) <= columns
+
+
+def test_search_text_never_cuts_a_path_longer_than_the_terminal(
+    vault: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = "sessions/" + "a-very-long-session-note-name-" * 4 + "end.md"
+    row = {
+        "subject": "Warm cache",
+        "predicate": "is",
+        "object": "fast",
+        "confidence": 0.5,
+        "source_type": "session",
+        "source_file": path,
+    }
+    facts = tmp_path / "long.jsonl"
+    facts.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    assert run(["--vault", str(vault), "facts", "import", str(facts)]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", "80")
+    assert run(["--vault", str(vault), "facts", "search", "warm"]) == 0
+    assert f"  {path} (session)\n" in capsys.readouterr().out
