@@ -334,9 +334,12 @@ ROUND3: list[tuple[str, str, tuple[str, ...]]] = [
     ),
     (
         "15",
-        "an evaluation reported fallback figures as semantic ones",
+        "an evaluation reported fallback figures as semantic; one slow call opened the breaker",
         (
             "tests/unit/test_evaluate_harness.py::test_an_evaluation_whose_semantic_answers_were_degraded_refuses_to_report",
+            "tests/unit/graph/test_breaker.py",
+            "tests/unit/graph/test_client_bounded.py",
+            "tests/integration/test_first_questions_after_sync.py",
         ),
     ),
     (
