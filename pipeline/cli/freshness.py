@@ -39,6 +39,12 @@ def freshness_options(func: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
         click.option(
+            "-v",
+            "--verbose",
+            is_flag=True,
+            help="In the table, also show the graph driver's own error text.",
+        ),
+        click.option(
             "--textfile",
             type=click.Path(dir_okay=False, path_type=Path),
             help="Also write the Prometheus text to this file, atomically (for a "
@@ -123,7 +129,7 @@ def run_freshness(app: AppContext, vault: str | None, **kw: Any) -> int:
 
         click.echo(to_prometheus(report), nl=False)
     else:
-        out.print(to_rich(report))
+        out.print(to_rich(report, verbose=kw["verbose"]))
     return report.exit_code
 
 
@@ -173,12 +179,17 @@ def _paths(paths: tuple[str, ...]) -> str:
     return shown + (f" … and {more} more (--json lists all)" if more > 0 else "")
 
 
-def to_rich(report: FreshnessReport) -> Group:
-    """The report as rich tables: status, notes by state, by source type, health."""
+#: What the table shows for a count the check could not know (the graph was not read).
+UNKNOWN = "unknown"
+
+
+def to_rich(report: FreshnessReport, *, verbose: bool = False) -> Group:
+    """The report as rich tables: status, notes by state, by source type, health. Each
+    reason is said once, in the status lines; ``verbose`` adds the graph driver's text."""
     parts: list[Any] = [*_status_lines(report), _notes_table(report)]
     if report.by_type:
         parts.append(_types_table(report))
-    parts.append(_health_table(report))
+    parts.append(_health_table(report, verbose=verbose))
     return Group(*parts)
 
 
@@ -196,17 +207,24 @@ def _notes_table(report: FreshnessReport) -> Table:
     notes.add_column("state")
     notes.add_column("count", justify="right")
     notes.add_column("paths", overflow="fold")
+    if not report.compared:
+        notes.caption = "unknown: the graph was not compared (see the reason above)"
+        notes.caption_justify = "left"
     c = report.classification
-    notes.add_row("fresh", str(len(c.fresh)), "")
+    notes.add_row("fresh", _count(len(c.fresh), report.compared), "")
     for state in ("missing", "stale", "orphaned", "model_mismatch"):
         paths = c.paths(state)
-        notes.add_row(state.replace("_", " "), str(len(paths)), _paths(paths))
+        notes.add_row(state.replace("_", " "), _count(len(paths), report.compared), _paths(paths))
     notes.add_row(
         "skipped (bad input)",
-        str(len(report.skipped)),
+        _count(len(report.skipped), report.notes_read),
         _paths(tuple(f"{s.path} ({s.reason})" for s in report.skipped)),
     )
     return notes
+
+
+def _count(value: int | None, known: bool = True) -> str:
+    return str(value) if known and value is not None else UNKNOWN
 
 
 def _types_table(report: FreshnessReport) -> Table:
@@ -221,27 +239,31 @@ def _types_table(report: FreshnessReport) -> Table:
     for col in ("notes", "fresh", "missing", "stale", "orphaned", "model≠", "skipped"):
         types.add_column(col, justify="right", no_wrap=True)
     types.add_column("coverage", justify="right", no_wrap=True)
+    if not report.compared:
+        types.caption = "?: unknown, the graph was not compared"
+        types.caption_justify = "left"
     for t in report.by_type:
+        values = t.to_dict()  # None for the counts the check could not know
         types.add_row(
             t.source_type,
             *(
-                str(v)
-                for v in (
-                    t.notes,
-                    t.fresh,
-                    t.missing,
-                    t.stale,
-                    t.orphaned,
-                    t.model_mismatch,
-                    t.skipped,
+                "?" if values[col] is None else str(values[col])
+                for col in (
+                    "notes",
+                    "fresh",
+                    "missing",
+                    "stale",
+                    "orphaned",
+                    "model_mismatch",
+                    "skipped",
                 )
             ),
-            "-" if t.coverage is None else f"{t.coverage:.0%}",
+            "?" if t.coverage is None else f"{t.coverage:.0%}",
         )
     return types
 
 
-def _health_table(report: FreshnessReport) -> Table:
+def _health_table(report: FreshnessReport, *, verbose: bool = False) -> Table:
     """The model, the stores, the calibration, fallbacks, the check itself, warnings."""
     health = Table(title="health", title_justify="left", show_header=False, box=box.SIMPLE)
     health.add_column("what")
@@ -250,6 +272,8 @@ def _health_table(report: FreshnessReport) -> Table:
     health.add_row("model", f"{report.model or '-'}{dims}")
     health.add_row("oldest unembedded change", _age(report.oldest_stale_seconds))
     health.add_row("graph", _graph_health(report))
+    if verbose and report.graph.detail:
+        health.add_row("graph driver said", report.graph.detail)
     health.add_row("KO-DB", _kodb_health(report))
     cal = report.calibration
     detail = "; ".join(cal.reasons) if cal.reasons else f"{_age(cal.age_seconds)} old"
@@ -269,7 +293,7 @@ def _graph_health(report: FreshnessReport) -> str | Text:
     if g.up:
         latency = f"{g.latency_ms:.1f} ms" if g.latency_ms is not None else "-"
         return f"up, {latency}, {g.dialect or '?'} ({g.agent or '?'}) {g.url}"
-    return Text(f"DOWN {g.url or ''}: {g.reason}", style="red")
+    return _down(report, g.url or "", g.reason)
 
 
 def _kodb_health(report: FreshnessReport) -> str | Text:
@@ -279,4 +303,11 @@ def _kodb_health(report: FreshnessReport) -> str | Text:
         return f"{k.dialect}, {k.facts} facts, {k.orphan_facts} whose source file is gone" + (
             f" ({_paths(k.orphan_fact_files)})" if k.orphan_fact_files else ""
         )
-    return Text(f"DOWN {k.url}: {k.reason}", style="red")
+    return _down(report, k.url, k.reason)
+
+
+def _down(report: FreshnessReport, url: str, reason: str | None) -> Text:
+    """A store's DOWN row; its reason only when the status lines above do not say it."""
+    said = reason is not None and any(reason in r for r in report.reasons)
+    why = " (the reason is above)" if said or not reason else f": {reason}"
+    return Text(f"DOWN {url}{why}", style="red")

@@ -189,7 +189,9 @@ def _read_graph(
             states = graph.note_states()
             check = replace(check, notes=len(states))
         except VaultKoError as exc:
-            errors.append(f"graph failed while reading note states: {exc}")
+            why = graph_reason(str(exc), check.url)
+            errors.append(f"the graph failed while reading note states: {why}")
+            check = replace(check, detail=_detail(str(exc), why))
     return check, states
 
 
@@ -207,6 +209,7 @@ class _Comparison:
     classification: Classification
     skipped: list[SkippedNote]
     reread: int
+    read: bool  # the notes on disk were read against the registry: skipped is known
 
 
 def _compare(
@@ -217,11 +220,16 @@ def _compare(
     model_id: str | None,
     dims: int | None,
 ) -> _Comparison:
-    """Classify the notes on disk against the graph's states, when all three are known."""
-    compared = states is not None and registry is not None and model_id is not None
-    if registry is None or states is None or model_id is None:
-        return _Comparison(compared, Classification((), (), (), (), ()), [], 0)
+    """Classify the notes on disk against the graph's states, when all three are known.
+
+    With the registry alone (the graph down) the notes are still read, so the bad-input
+    ones are known and listed while the counts that need the graph stay unknown."""
+    nothing = Classification((), (), (), (), ())
+    if registry is None:
+        return _Comparison(False, nothing, [], 0, read=False)
     disk, skipped, reread = current_notes(settings, files, registry)
+    if states is None or model_id is None:
+        return _Comparison(False, nothing, skipped, reread, read=True)
     classification = classify(
         disk,
         states,
@@ -230,7 +238,7 @@ def _compare(
         text_version=EMBED_TEXT_VERSION,
         present=(s.path for s in skipped),
     )
-    return _Comparison(compared, classification, skipped, reread)
+    return _Comparison(True, classification, skipped, reread, read=True)
 
 
 def _check_kodb(
@@ -322,7 +330,12 @@ def _report(
         skipped=tuple(skipped),
         oldest_stale_seconds=max(0.0, now - min(since)) if since else None,
         by_type=coverage_by_type(
-            got.files, classification, skipped, orphan_types, compared=compared
+            got.files,
+            classification,
+            skipped,
+            orphan_types,
+            compared=compared,
+            read=got.comparison.read,
         ),
         calibration=got.calibration,
         graph=got.graph,
@@ -334,6 +347,9 @@ def _report(
         checked_at=now,
         seconds=time.perf_counter() - started,
         warnings=tuple(warnings),
+        # The errors say what could not be read: the first one is why nothing was compared.
+        unknown_reason=None if compared else (errors[0] if errors else "not compared"),
+        notes_read=got.comparison.read,
     )
 
 
@@ -360,22 +376,78 @@ def _open_graph(
         try:
             graph = app.graph
         except VaultKoError as exc:
-            errors.append(f"graph unreachable: {exc}")
-            return None, GraphCheck(False, shown, None, None, None, str(exc))
+            why = graph_reason(str(exc), shown)
+            errors.append(why)
+            return None, GraphCheck(
+                False, shown, None, None, None, why, detail=_detail(str(exc), why)
+            )
     status = graph.probe()  # one attempt, never raises
+    url = mask_url(status.url) if status.url else shown
+    # The report says why in words, once; the driver's own text is kept as the detail.
+    why = None if status.up else graph_reason(status.reason or "", url)
     check = GraphCheck(
         up=status.up,
-        url=mask_url(status.url) if status.url else shown,
+        url=url,
         dialect=status.dialect,
         agent=status.agent,
         latency_ms=status.latency_ms,
-        reason=status.reason,
+        reason=why,
+        detail=_detail(status.reason, why),
     )
-    if not status.up:
-        reason = status.reason or "no answer"
-        where = "" if check.url and check.url in reason else f" at {check.url}"
-        errors.append(f"graph unreachable{where}: {reason}")
+    if why is not None:
+        errors.append(why)
     return graph, check
+
+
+#: Phrases of driver and socket errors, and what they mean in a few words.
+_CAUSES: tuple[tuple[str, str], ...] = (
+    ("connection refused", "connection refused"),
+    ("timed out", "timed out"),
+    ("timeout", "timed out"),
+    ("name or service not known", "unknown host name"),
+    ("nodename nor servname", "unknown host name"),
+    ("name resolution", "unknown host name"),
+    ("getaddrinfo failed", "unknown host name"),
+    ("connection reset", "connection reset"),
+    ("no route to host", "no route to host"),
+    ("network is unreachable", "network unreachable"),
+    ("certificate", "TLS certificate rejected"),
+)
+
+
+def graph_reason(raw: str, url: str | None) -> str:
+    """Why the graph could not be read, in words: "the graph is not reachable at
+    127.0.0.1:7687 (connection refused)". A message already meant for people (the local
+    graph is not started) and one with no known cause are kept as they are: the raw text
+    then says more than a guess would."""
+    where = f" at {_host_port(url)}" if url and _host_port(url) else ""
+    lower = raw.lower()
+    if "refused the credentials" in lower:
+        return f"the graph{where} refused the credentials (check graph_user and the password)"
+    for phrase, words in _CAUSES:
+        if phrase in lower:
+            return f"the graph is not reachable{where} ({words})"
+    if not raw:
+        return f"the graph{where} did not answer"
+    if "not started" in lower or not where or where[4:] in raw:
+        return raw
+    return f"the graph is not reachable{where}: {raw}"
+
+
+def _host_port(url: str) -> str:
+    """host:port of a graph URL, without its scheme or credentials ("" if there is none)."""
+    from urllib.parse import urlsplit
+
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:
+        return ""
+    return netloc.rpartition("@")[2].split(" ")[0]
+
+
+def _detail(raw: str | None, why: str | None) -> str | None:
+    """The driver's own text, when it says more than the worded reason."""
+    return raw if raw and raw != why else None
 
 
 def _kodb_facts(

@@ -77,6 +77,7 @@ def coverage_by_type(
     orphan_types: Mapping[str, str],
     *,
     compared: bool = True,
+    read: bool = True,
 ) -> tuple[TypeCoverage, ...]:
     """Per source type: notes on disk, and how many are fresh, missing, stale … skipped."""
     type_of = {f.path: f.source_type for f in files}
@@ -100,6 +101,7 @@ def coverage_by_type(
             model_mismatch=c["model_mismatch"],
             skipped=c["skipped"],
             compared=compared,
+            read=read,
         )
         for t, c in per.items()
     )

@@ -2,8 +2,9 @@
 (``to_prometheus``) and a node-exporter textfile written atomically by the library's own
 ``write_to_textfile`` (temp file and rename), so the collector never reads half a file.
 
-Unknown values (graph latency when it is down, ages with nothing stale) are left out rather
-than written as 0, which would read as "fresh" or "instant".
+Unknown values (note counts and graph latency when the graph is down, ages with nothing
+stale) have no sample rather than a 0, which would read as "fresh" or "instant"; their
+metric is still declared (HELP and TYPE), so a dashboard sees it exists and has no value.
 """
 
 from __future__ import annotations
@@ -29,9 +30,7 @@ class _ReportCollector:
         from prometheus_client.core import GaugeMetricFamily
 
         for name, help_text, samples in _gauges(self.report):
-            rows = list(samples)
-            if not rows:
-                continue
+            rows = list(samples)  # may be empty: the metric is declared, its value unknown
             labels = sorted({k for labels, _ in rows for k in labels})
             family = GaugeMetricFamily(PROM_PREFIX + name, help_text, labels=labels)
             for row_labels, value in rows:
@@ -97,8 +96,11 @@ def _check_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]
 def _note_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
     """The vault's notes: on disk, by embedding state and source type, coverage, age."""
     yield "vault_notes", "Notes on disk in the vault.", [({}, report.notes_on_disk)]
-    counts = report.classification.counts(NOTE_STATES)
-    counts["skipped"] = len(report.skipped)
+    counts: dict[str, int] = {}
+    if report.compared:  # else the graph was not read: no count is known
+        counts = report.classification.counts(NOTE_STATES)
+    if report.notes_read:
+        counts["skipped"] = len(report.skipped)
     yield (
         "notes",
         "Notes by embedding state (skipped: bad input, not counted as stale).",
@@ -106,21 +108,21 @@ def _note_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
     )
     by_type: list[tuple[Mapping[str, str], float]] = []
     for t in report.by_type:
-        values = t.to_dict()
+        values = t.to_dict()  # None for what the check could not know
         for state in (*NOTE_STATES, "skipped"):
-            by_type.append(({"type": t.source_type, "state": state}, values[state]))
+            if values[state] is not None:
+                by_type.append(({"type": t.source_type, "state": state}, values[state]))
     yield "notes_by_type", "Notes by source type and embedding state.", by_type
     yield (
         "coverage_ratio",
         "Share of a source type's readable notes that are embedded and current.",
         (({"type": t.source_type}, t.coverage) for t in report.by_type if t.coverage is not None),
     )
-    if report.oldest_stale_seconds is not None:
-        yield (
-            "oldest_stale_seconds",
-            "Age of the oldest unembedded change (missing or stale note).",
-            [({}, report.oldest_stale_seconds)],
-        )
+    yield (
+        "oldest_stale_seconds",
+        "Age of the oldest unembedded change (missing or stale note).",
+        _known(report.oldest_stale_seconds),
+    )
 
 
 def _calibration_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
@@ -136,27 +138,24 @@ def _calibration_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Sam
         "Calibration status (1 for the current one).",
         (({"status": s}, int(cal.status == s)) for s in ("ok", "missing", "outdated", "unknown")),
     )
-    if cal.age_seconds is not None:
-        yield "calibration_age_seconds", "Age of the stored calibration.", [({}, cal.age_seconds)]
+    yield "calibration_age_seconds", "Age of the stored calibration.", _known(cal.age_seconds)
 
 
 def _graph_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
     """The graph: up, probe latency, server info, note nodes."""
     g = report.graph
     yield "graph_up", "1 when the graph answered the probe.", [({}, int(g.up))]
-    if g.latency_ms is not None:
-        yield (
-            "graph_latency_seconds",
-            "Round-trip time of the graph probe.",
-            [({}, g.latency_ms / 1000.0)],
-        )
+    yield (
+        "graph_latency_seconds",
+        "Round-trip time of the graph probe.",
+        _known(None if g.latency_ms is None else g.latency_ms / 1000.0),
+    )
     yield (
         "graph_info",
         "The graph server's dialect and agent (always 1).",
         [({"dialect": g.dialect or "", "agent": g.agent or ""}, 1)],
     )
-    if g.notes is not None:
-        yield "graph_notes", "Note nodes in the graph.", [({}, g.notes)]
+    yield "graph_notes", "Note nodes in the graph.", _known(g.notes)
 
 
 def _kodb_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
@@ -169,3 +168,8 @@ def _kodb_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
         "KO-DB facts whose source file no longer exists.",
         [({}, k.orphan_facts)],
     )
+
+
+def _known(value: float | None) -> list[tuple[Mapping[str, str], float]]:
+    """One unlabelled sample, or none when the value is unknown."""
+    return [] if value is None else [({}, value)]

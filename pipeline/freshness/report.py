@@ -87,6 +87,7 @@ class TypeCoverage:
     model_mismatch: int
     skipped: int
     compared: bool = True  # False: the graph was not read, so coverage is unknown
+    read: bool = True  # False: the notes were not read, so skipped is unknown
 
     @property
     def coverage(self) -> float | None:
@@ -98,14 +99,15 @@ class TypeCoverage:
         return self.fresh / readable if readable > 0 else 1.0
 
     def to_dict(self) -> dict[str, Any]:
+        """Counts the check could not know are None, never a 0 that reads as "none"."""
+        graph = {
+            state: getattr(self, state) if self.compared else None
+            for state in ("fresh", "missing", "stale", "orphaned", "model_mismatch")
+        }
         return {
             "notes": self.notes,
-            "fresh": self.fresh,
-            "missing": self.missing,
-            "stale": self.stale,
-            "orphaned": self.orphaned,
-            "model_mismatch": self.model_mismatch,
-            "skipped": self.skipped,
+            **graph,
+            "skipped": self.skipped if self.read else None,
             "coverage": None if self.coverage is None else round(self.coverage, 4),
         }
 
@@ -144,8 +146,9 @@ class GraphCheck:
     dialect: str | None
     agent: str | None
     latency_ms: float | None
-    reason: str | None
+    reason: str | None  # why it is down, in words
     notes: int | None = None  # Note nodes in the graph (None when not read)
+    detail: str | None = None  # the driver's own error text, when it says more than reason
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -155,6 +158,7 @@ class GraphCheck:
             "agent": self.agent,
             "latency_ms": _round(self.latency_ms),
             "reason": self.reason,
+            "detail": self.detail,
             "notes": self.notes,
         }
 
@@ -209,6 +213,10 @@ class FreshnessReport:
     checked_at: float
     seconds: float
     warnings: tuple[str, ...] = ()
+    # Why the note counts are unknown (the graph, KO-DB or the model could not be read);
+    # None when they were compared.
+    unknown_reason: str | None = None
+    notes_read: bool = True  # False: the notes on disk were not read, skipped is unknown
 
     @classmethod
     def failed(
@@ -241,6 +249,8 @@ class FreshnessReport:
             options=options or FreshnessOptions(),
             checked_at=time.time() if now is None else now,
             seconds=0.0,
+            unknown_reason=reason,
+            notes_read=False,
         )
 
     @property
@@ -259,7 +269,13 @@ class FreshnessReport:
         return {"fresh": EXIT_OK, "stale": EXIT_FAILURE}.get(self.status, EXIT_UNAVAILABLE)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON document of ``vault-ko freshness --json`` (keys are a contract)."""
+        """The JSON document of ``vault-ko freshness --json`` (keys are a contract).
+
+        Counts the check could not know (the graph was down) are null, and
+        ``counts_unknown_reason`` says why; the path lists are then empty."""
+        counts: dict[str, int | None] = {**self.counts, "fresh": len(self.classification.fresh)}
+        if not self.compared:
+            counts = dict.fromkeys(counts)
         return {
             "status": self.status,
             "reasons": list(self.reasons),
@@ -267,7 +283,8 @@ class FreshnessReport:
             "model": self.model,
             "dims": self.dims,
             "notes_on_disk": self.notes_on_disk,
-            "counts": {**self.counts, "fresh": len(self.classification.fresh)},
+            "counts": counts,
+            "counts_unknown_reason": None if self.compared else self.unknown_reason,
             "notes": {s: list(self.classification.paths(s)) for s in OUT_OF_DATE},
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
             "oldest_stale_seconds": _round(self.oldest_stale_seconds),

@@ -161,7 +161,9 @@ def test_unreachable_graph_exits_2_with_a_clear_reason(
     assert result.exit_code == 2
     assert data["status"] == "error"
     assert data["graph"]["up"] is False
-    assert any("graph unreachable" in r and "127.0.0.1:1" in r for r in data["reasons"])
+    reason = "the graph is not reachable at 127.0.0.1:1 (connection refused)"
+    assert reason in data["reasons"] and data["counts_unknown_reason"] == reason
+    assert data["counts"] == dict.fromkeys(data["counts"])  # unknown, not 0
 
 
 def test_prometheus_output_parses_with_prometheus_client(vault: Path, restore: None) -> None:

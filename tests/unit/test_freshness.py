@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -322,7 +323,7 @@ def test_graph_down_is_an_error_with_the_probe_reason_and_no_comparison(synced) 
     down = FakeGraph({}, GraphStatus(False, "bolt://127.0.0.1:1", None, None, None, "refused"))
     report = check_freshness(settings, kodb=kodb, graph=down)
     assert report.status == "error" and report.exit_code == 2
-    assert any("bolt://127.0.0.1:1" in r and "refused" in r for r in report.reasons)
+    assert any("127.0.0.1:1" in r and "refused" in r for r in report.reasons)
     assert down.state_calls == 0 and not report.compared
     assert all(t.coverage is None for t in report.by_type)
     assert report.to_dict()["graph"]["up"] is False
@@ -421,9 +422,9 @@ def test_prometheus_leaves_out_unknown_values_when_the_graph_is_down(synced) -> 
     settings, kodb, _ = synced
     down = FakeGraph({}, GraphStatus(False, "bolt://h:1", None, None, None, "refused"))
     text = to_prometheus(check_freshness(settings, kodb=kodb, graph=down))
-    names = {f.name for f in text_string_to_metric_families(text)}
-    assert "vault_ko_graph_latency_seconds" not in names
-    assert "vault_ko_coverage_ratio" not in names
+    samples = {f.name: f.samples for f in text_string_to_metric_families(text)}
+    assert samples["vault_ko_graph_latency_seconds"] == []  # declared, no value
+    assert samples["vault_ko_coverage_ratio"] == []
     assert "vault_ko_graph_up 0" in text
     assert 'vault_ko_freshness_status{status="error"} 1' in text
 
@@ -517,3 +518,106 @@ def test_cli_textfile_is_written_whole_for_the_node_exporter(tmp_path: Path) -> 
     names = {f.name for f in text_string_to_metric_families(target.read_text())}
     assert {"vault_ko_freshness_status", "vault_ko_graph_up"} <= names
     assert [p.name for p in target.parent.iterdir()] == ["vault_ko.prom"]  # no temp left
+
+
+# -- the graph down: unknown, not 0, and the reason once in words (issue 36, item 5) -------
+
+DRIVER_TEXT = (
+    "graph at bolt://127.0.0.1:43251 unavailable: Couldn't connect to 127.0.0.1:43251 "
+    "(resolved to ('127.0.0.1:43251',)): Failed to establish connection to "
+    "ResolvedIPv4Address(('127.0.0.1', 43251)) (reason [Errno 111] Connection refused)"
+)
+IN_WORDS = "the graph is not reachable at 127.0.0.1:43251 (connection refused)"
+
+
+@pytest.fixture
+def graph_down(synced) -> fr.FreshnessReport:
+    """A synced vault checked while the graph refuses connections, as the driver says it."""
+    settings, kodb, _ = synced
+    status = GraphStatus(False, "bolt://127.0.0.1:43251", None, None, None, DRIVER_TEXT)
+    return check_freshness(settings, kodb=kodb, graph=FakeGraph({}, status))
+
+
+def test_graph_down_json_has_null_counts_and_says_why_in_words(graph_down) -> None:
+    data = json.loads(json.dumps(graph_down.to_dict()))
+    assert data["status"] == "error" and data["reasons"] == [IN_WORDS]
+    assert data["counts"] == dict.fromkeys(
+        ("missing", "stale", "orphaned", "model_mismatch", "fresh")
+    )
+    assert data["counts_unknown_reason"] == IN_WORDS
+    for per_type in data["by_type"].values():
+        assert per_type["fresh"] is per_type["missing"] is per_type["stale"] is None
+        assert per_type["coverage"] is None
+        assert per_type["notes"] > 0 and per_type["skipped"] == 0  # read from disk: known
+    assert data["graph"]["reason"] == IN_WORDS and data["graph"]["detail"] == DRIVER_TEXT
+    assert data["notes_on_disk"] == len(NOTES)
+
+
+def test_graph_down_prometheus_declares_the_counts_without_a_zero_sample(graph_down) -> None:
+    text = to_prometheus(graph_down)
+    families = {f.name: f.samples for f in text_string_to_metric_families(text)}
+    assert [s.labels for s in families["vault_ko_notes"]] == [{"state": "skipped"}]
+    assert {s.labels["state"] for s in families["vault_ko_notes_by_type"]} == {"skipped"}
+    assert families["vault_ko_coverage_ratio"] == [] and families["vault_ko_graph_notes"] == []
+    for name in ("vault_ko_notes", "vault_ko_coverage_ratio", "vault_ko_graph_notes"):
+        assert f"# HELP {name} " in text and f"# TYPE {name} gauge" in text
+    assert 'vault_ko_notes{state="fresh"}' not in text
+
+
+def test_graph_down_table_says_unknown_and_the_reason_once_in_words(graph_down) -> None:
+    from rich.console import Console
+
+    console = Console(width=100, record=True)
+    console.print(to_rich(graph_down))
+    text = console.export_text()
+    assert text.count("the graph is not reachable at 127.0.0.1:43251") == 1
+    assert "connection refused" in text and "Couldn't connect" not in text
+    rows = {line.split()[0]: line.split() for line in text.splitlines() if line.strip()}
+    assert rows["fresh"][1] == rows["missing"][1] == rows["stale"][1] == "unknown"
+    assert rows["wiki"][2:7] == ["?"] * 5  # fresh … model≠ of the wiki notes
+    console = Console(width=100, record=True)
+    console.print(to_rich(graph_down, verbose=True))
+    assert "ResolvedIPv4Address" in console.export_text()  # the driver's text only with -v
+
+
+def test_cli_graph_refusing_connections_in_all_three_formats(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the command, with a real refused connection (nothing listens on port 1)."""
+    vault = write_vault(tmp_path / "vault")
+    monkeypatch.setenv("VAULT_KO_GRAPH_URL", "bolt://127.0.0.1:1")
+    monkeypatch.setenv("COLUMNS", "100")
+    base = ["--vault", str(vault)]
+    table = CliRunner().invoke(freshness_standalone, base)
+    assert table.exit_code == 2, table.output
+    assert table.output.count("not reachable at 127.0.0.1:1 (connection refused)") == 1
+    assert "Errno" not in table.output and "unknown" in table.output
+    data = json.loads(CliRunner().invoke(freshness_standalone, [*base, "--json"]).output)
+    # No KO-DB either (never synced): its reason comes first; both are listed once.
+    assert data["counts"]["fresh"] is None and data["counts_unknown_reason"]
+    assert any(r.endswith("127.0.0.1:1 (connection refused)") for r in data["reasons"])
+    prom = CliRunner().invoke(freshness_standalone, [*base, "--format", "prometheus"]).output
+    assert 'vault_ko_notes{state="fresh"}' not in prom and "# TYPE vault_ko_notes gauge" in prom
+
+
+def test_unrecognised_graph_errors_are_kept_as_given() -> None:
+    assert fr_check.graph_reason(
+        "the local graph is not started; run `vault-ko graph up`", None
+    ) == ("the local graph is not started; run `vault-ko graph up`")
+    assert fr_check.graph_reason("graph at bolt://u@h:7 timed out", "bolt://u:***@h:7") == (
+        "the graph is not reachable at h:7 (timed out)"
+    )
+    assert fr_check.graph_reason("odd", "bolt://h:7") == "the graph is not reachable at h:7: odd"
+    assert fr_check.graph_reason("graph at h:7: odd", "bolt://h:7") == "graph at h:7: odd"
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
+def test_graph_down_prometheus_passes_promtool(graph_down) -> None:
+    result = subprocess.run(
+        ["promtool", "check", "metrics"],
+        input=to_prometheus(graph_down),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
