@@ -1,14 +1,15 @@
 """The answer JSON of every judged question, as a user would get it, for before/after checks.
 
     python scripts/judged_answers.py OUT.json            # snapshot both judged sets
-    python scripts/judged_answers.py OUT.json --against BEFORE.json   # and compare
+    python scripts/judged_answers.py OUT.json --against BEFORE.json  # and compare
 
 Each judged vault is copied to a temporary folder (its own state, KO-DB and local graph),
-its local graph started and synced (``vault-ko graph up``, ``vault-ko sync``), and every question is asked in a fresh process with
-``vault-ko query --json --no-service`` (semantic and, with ``--retrieval hybrid``, hybrid),
-then the graph is stopped. Timings are dropped; every other byte of the answer is kept, so a
-refactor that claims "behaviour unchanged" can be held to it. A degraded answer fails the
-run: a fallback answer compared with a fallback answer proves nothing about the flow.
+its local graph started and synced (``vault-ko graph up``, ``vault-ko sync``), and every
+question is asked in a fresh process with ``vault-ko query --json --no-service`` (dense and,
+with ``--retrieval hybrid``, hybrid), then the graph is stopped. Timings are dropped; every
+other byte of the answer is kept, so a refactor that claims "behaviour unchanged" can be
+held to it. A degraded answer fails the run: a fallback answer compared with a fallback
+answer proves nothing about the flow.
 
 Exit codes: 0 snapshot written (and identical to ``--against``), 1 answers differ,
 2 a run failed or degraded.
@@ -28,7 +29,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SETS = {
-    "examples-vault": (ROOT / "examples" / "vault", ROOT / "tests/data/judged/examples-vault.jsonl"),
+    "examples-vault": (
+        ROOT / "examples" / "vault",
+        ROOT / "tests/data/judged/examples-vault.jsonl",
+    ),
     "library": (ROOT / "tests/data/vaults/library", ROOT / "tests/data/judged/library.jsonl"),
 }
 RETRIEVALS = ("dense", "hybrid")
