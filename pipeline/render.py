@@ -181,6 +181,13 @@ EVIDENCE_WORDS = {
     "mentioned": "mentioned",
     "words": "name words",
 }
+#: What each evidence value means (the --explain legend).
+EVIDENCE_MEANING = {
+    "own": "a note the search found is this subject's own note",
+    "title": "its name holds the title of a note the search found",
+    "mentioned": "several of the best notes link to it",
+    "words": "its name holds words of the question (the notes' words were searched)",
+}
 
 
 def _label_line(answer: Answer) -> str:
@@ -194,6 +201,75 @@ def _label_line(answer: Answer) -> str:
         parts.append(f"z {r.z:.2f}")
     parts.append(f"calibration {r.calibration}")
     return " · ".join(parts)
+
+
+#: What each label means, in words (the first line of a text answer says it for the answer).
+LABEL_WORDS = {
+    "strong": "the vault clearly knows this",
+    "moderate": "the vault knows something about this",
+    "weak": "the vault holds related words, perhaps not the answer",
+    "no_match": "nothing in this vault is about this question",
+    "unscored": "answered from the notes' words, so no label could be measured",
+}
+
+
+def label_in_words(answer: Answer) -> str:
+    """The answer's label said in words, with the measurement behind it."""
+    r = answer.relevance
+    meaning = LABEL_WORDS.get(r.label, r.label)
+    measured = (r.z, r.top_cosine, r.floor_cosine)
+    if r.label != "no_match" and all(v is not None and math.isfinite(v) for v in measured):
+        return (
+            f"{r.label}: {meaning}: the best note is {r.z:.1f} σ above what off-topic "
+            f"questions reach here (cosine {r.top_cosine:.3f} against a floor of "
+            f"{r.floor_cosine:.3f})"
+        )
+    return f"{r.label}: {meaning}"
+
+
+def legend(answer: Answer) -> str:
+    """What every column and mark of the text answer means (`vault-ko query --explain`)."""
+    from pipeline import rank
+
+    r = answer.relevance
+    lines = [
+        "How to read this answer",
+        f"  label      {label_in_words(answer)}.",
+        "             Bands: the best note's cosine is compared with the vault's noise floor "
+        "(what off-topic",
+        "             questions reach) in units of σ, the spread of its notes: at or under "
+        "the floor no_match,",
+        "             z ≤ 1 weak, z ≤ 2.5 moderate, higher strong"
+        + (" (a tight vault: weak may be the best correct match)." if r.tight_vault else "."),
+        "  notes      cos: the note's cosine to the question (bm25: its word score when the "
+        "graph was not used);",
+        "             note: its title and the start of its text; path: where it is in the vault.",
+        "  subjects   #: the order, relevance first (subjects whose notes are comparably "
+        "relevant), then score;",
+        "             why: the band of the note that makes it relevant, then how it became a "
+        "candidate:",
+    ]
+    lines += [
+        f"               {words:<12} {EVIDENCE_MEANING[key]}"
+        for key, words in EVIDENCE_WORDS.items()
+    ]
+    lines += [
+        f"             score: source files × {rank.SOURCE_WEIGHT} + files of its least "
+        f"represented source type × {rank.TYPE_SPREAD_WEIGHT}",
+        "             + facts (each predicate counted up to a cap, 3 by default): how many",
+        "             sources corroborate it;",
+        "             s/w/a: source files of each type (session / wiki / adr);",
+        f"             ✦ crystal-ready: at least {rank.CRYSTAL_MIN_TYPES} source types, "
+        f"{rank.CRYSTAL_MIN_FILES} files and a fact of confidence ≥ "
+        f"{rank.CRYSTAL_MIN_CONFIDENCE};",
+        "             facts: predicate: object · the file that states it.",
+        "  More: docs/ranking.md (the order and the score), docs/relevance.md (the labels).",
+    ]
+    if answer.mode == "fallback":
+        lines.insert(
+            1, f"  mode       fallback: {answer.degraded_reason or 'the graph was not used'}"
+        )
+    return "\n".join(lines)
 
 
 def silence_line(answer: Answer) -> str:
@@ -355,7 +431,8 @@ def to_rich(answer: Answer) -> RenderableType:
     if r.label == "no_match":
         header.append(silence_line(answer), style="dim")
         return header
-    header.append(_label_line(answer), style=style)
+    header.append(label_in_words(answer) + "\n", style=style)
+    header.append(_label_line(answer), style="dim")
     if answer.degraded_reason:
         header.append(f"\ndegraded: {answer.degraded_reason}", style="magenta")
     parts: list[RenderableType] = [header]

@@ -12,7 +12,7 @@ from pipeline.config import Settings
 from pipeline.errors import EXIT_FAILURE, ConfigError, ServiceError
 from pipeline.model import Answer
 from pipeline.query import MAX_COUNT, PRESETS, RETRIEVALS, QueryOptions
-from pipeline.render import answer_from_dict, to_dict, to_markdown, to_rich
+from pipeline.render import answer_from_dict, legend, to_dict, to_markdown, to_rich
 
 #: Said on stderr when this process must load the model (seconds) itself.
 #: Said on stderr when a question loads the model the slow way (preparing it, or torch).
@@ -58,6 +58,12 @@ def query_options(func: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
         click.option(
+            "--explain",
+            is_flag=True,
+            help="After the answer, what each column and mark means and what the label "
+            "says (text and md formats).",
+        ),
+        click.option(
             "--strict", is_flag=True, help="Exit 1 when the answer is degraded (fallback)."
         ),
         click.option(
@@ -90,6 +96,10 @@ def run_query(app: AppContext, vault: str | None, text: tuple[str, ...], **kw: A
     question = " ".join(text)
     if not question.strip():
         raise ConfigError("the question is empty")
+    if kw["explain"] and (kw["as_json"] or kw["fmt"] == "json"):
+        raise click.UsageError(
+            "--explain describes the text and md output; JSON keys are in docs/answer-json.md"
+        )
     answer = None
     if not (kw["no_service"] or kw["include_private"]):
         answer = ask_service(settings, question, opts)
@@ -107,8 +117,12 @@ def run_query(app: AppContext, vault: str | None, text: tuple[str, ...], **kw: A
         emit_json(to_dict(answer))
     elif fmt == "md":
         click.echo(to_markdown(answer), nl=False)
+        if kw["explain"]:
+            click.echo("\n```\n" + legend(answer) + "\n```")
     else:
         out.print(to_rich(answer))
+        if kw["explain"]:
+            out.print(legend(answer), markup=False, highlight=False)
     return EXIT_FAILURE if kw["strict"] and answer.mode == "fallback" else 0
 
 

@@ -159,3 +159,26 @@ def test_an_answer_read_back_from_its_full_precision_json_renders_the_same() -> 
     assert back == answer
     assert to_dict(back) == to_dict(answer)
     assert to_markdown(back) == to_markdown(answer)
+
+
+def test_the_first_line_says_what_the_label_means_in_words() -> None:
+    """Issue 36, item 1: the header gave numbers only ("strong · z 3.41 · floor …")."""
+    answer = Answer("why redis?", "semantic", None, relevance("moderate"), (HIT,), (subject(),))
+    first = text_of(answer, width=300).splitlines()[1]
+    assert first.startswith("moderate: the vault knows something about this: the best note is")
+    assert "1.2 σ above what off-topic questions reach here" in first
+
+
+def test_the_legend_explains_every_column_mark_and_evidence_value() -> None:
+    """Issue 36, item 3: nothing explained `s/w/a`, `score`, `✦` or the "why" values."""
+    from pipeline.render import EVIDENCE_WORDS, legend
+
+    answer = Answer("why redis?", "semantic", None, relevance("strong"), (HIT,), (subject(),))
+    text = legend(answer)
+    for term in ("label", "cos", "path", "score", "s/w/a", "✦ crystal-ready", "facts"):
+        assert term in text, term
+    for words in EVIDENCE_WORDS.values():
+        assert words in text, words
+    assert "source files × 10" in text and "× 5" in text
+    degraded = Answer("q", "fallback", "graph down", relevance("unscored", None), (), ())
+    assert "mode       fallback: graph down" in legend(degraded)
