@@ -11,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from pipeline import noisefloor as nf
 from pipeline.calibrate import Basis, is_trusted
 from pipeline.model import Answer, Calibration, FactView, Hit, Relevance, SubjectRank
 from pipeline.noisefloor import is_tight_vault
@@ -239,7 +240,8 @@ def legend(answer: Answer) -> str:
         "(what off-topic",
         "             questions reach) in units of σ, the spread of its notes: at or under "
         "the floor no_match,",
-        "             z ≤ 1 weak, z ≤ 2.5 moderate, higher strong"
+        f"             z ≤ {nf.WEAK_MAX_Z:g} weak, z ≤ {nf.MODERATE_MAX_Z:g} moderate, "
+        "higher strong"
         + (" (a tight vault: weak may be the best correct match)." if r.tight_vault else "."),
         "  notes      cos: the note's cosine to the question (bm25: its word score when the "
         "graph was not used);",
@@ -279,7 +281,7 @@ def silence_line(answer: Answer) -> str:
         why = f"best note {r.top_cosine:.3f} ≤ floor {r.floor_cosine:.3f}"
     else:
         why = r.warning or "no note came back"
-    return f"no_match: nothing in this vault is about this question ({why})"
+    return f"no_match: {LABEL_WORDS['no_match']} ({why})"
 
 
 def short_path(path: str, width: int = 40) -> str:

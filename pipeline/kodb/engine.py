@@ -47,9 +47,11 @@ def open_engine(
     ``Dialect.locate``)."""
     shown = mask_url(url)
     parsed, dialect = parse_url(url)
-    parsed = dialect.locate(parsed, shown, create=create, base_dir=base_dir, confine_to=confine_to)
+    parsed, file = dialect.locate(
+        parsed, shown, create=create, base_dir=base_dir, confine_to=confine_to
+    )
     with refused(f"KO-DB at {shown}"):
-        return dialect.create_engine(parsed, shown), dialect, dialect.file_of(parsed)
+        return dialect.create_engine(parsed, shown), dialect, file
 
 
 def short(exc: BaseException) -> str:

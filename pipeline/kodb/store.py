@@ -17,6 +17,7 @@ dialects/          what differs between SQLite and PostgreSQL, one class each
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -117,11 +118,8 @@ class KoDB:
     def file_stamp(self) -> list[Any] | None:
         """The database file's path, identity, size and modification time (what a verified
         integrity check is recorded against); None for a server's database or a file gone."""
-        if self._file is None:
-            return None
-        try:
-            st = self._file.stat()
-        except FileNotFoundError:
+        st = _stat(self._file) if self._file is not None else None
+        if st is None:
             return None
         return [str(self._file), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
 
@@ -407,10 +405,15 @@ class KoDB:
             return stats.latest_calibration(conn, embedder, dims)
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
-    """(device, inode) of a file; None when it is gone."""
+def _stat(path: Path) -> os.stat_result | None:
+    """The file's stat; None when it is gone."""
     try:
-        st = path.stat()
+        return path.stat()
     except FileNotFoundError:
         return None
-    return st.st_dev, st.st_ino
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a file; None when it is gone."""
+    st = _stat(path)
+    return None if st is None else (st.st_dev, st.st_ino)

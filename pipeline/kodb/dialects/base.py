@@ -43,16 +43,13 @@ class Dialect(ABC):
         create: bool,
         base_dir: Path | None,
         confine_to: Path | None,
-    ) -> sa.URL:
-        """``url`` as the engine should open it, checked first: a KO-DB that does not exist
-        is made only when ``create`` (a writer), its missing folders only inside
-        ``confine_to`` (the state dir; anywhere when None); a relative file path is read
-        from ``base_dir`` (the vault) when given. KodbError otherwise."""
-
-    @abstractmethod
-    def file_of(self, url: sa.URL) -> Path | None:
-        """The database's file, for a database that is one (its identity is checked while
-        open: ``KoDB.check_file``); None for a server's."""
+    ) -> tuple[sa.URL, Path | None]:
+        """``url`` as the engine should open it, checked first, and the database's file
+        when vault-ko manages one (its identity is checked while open:
+        ``KoDB.check_file``; None for a server's). A KO-DB that does not exist is made only
+        when ``create`` (a writer), its missing folders only inside ``confine_to`` (the
+        state dir; anywhere when None); a relative file path is read from ``base_dir`` (the
+        vault) when given. KodbError otherwise."""
 
     @abstractmethod
     def create_engine(self, url: sa.URL, shown: str) -> Engine:

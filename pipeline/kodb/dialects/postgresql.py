@@ -77,14 +77,11 @@ class PostgresDialect(Dialect):
         create: bool,
         base_dir: Path | None,
         confine_to: Path | None,
-    ) -> sa.URL:
-        """The server's database as named: vault-ko never creates one (the server refuses
-        a connection to a database that does not exist)."""
-        return url
-
-    def file_of(self, url: sa.URL) -> Path | None:
-        """None: the server owns the files."""
-        return None
+    ) -> tuple[sa.URL, Path | None]:
+        """The server's database as named, and no file (the server owns them): vault-ko
+        never creates one (the server refuses a connection to a database that does not
+        exist)."""
+        return url, None
 
     def create_engine(self, url: sa.URL, shown: str) -> Engine:
         return sa.create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 5})

@@ -70,7 +70,7 @@ class SqliteDialect(Dialect):
         create: bool,
         base_dir: Path | None,
         confine_to: Path | None,
-    ) -> sa.URL:
+    ) -> tuple[sa.URL, Path | None]:
         """A file, never memory (an in-memory KO-DB would keep nothing a command wrote);
         made only by a writer, its missing folders only inside ``confine_to``."""
         database = url.database or ""
@@ -79,13 +79,13 @@ class SqliteDialect(Dialect):
                 f"KO-DB URL {shown!r} names no file, and an in-memory KO-DB keeps nothing: "
                 "write sqlite:///<path to ko.db>"
             )
-        if database.startswith("file:"):  # a URI filename: SQLite's own syntax, as given
-            return url
+        if database.startswith("file:"):  # a URI filename: SQLite's own syntax, the user's
+            return url, None
         path = Path(database).expanduser()
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         if path.exists():
-            return _read_write(path)
+            return _read_write(path), path
         if not create:
             raise KodbError(
                 f"no KO-DB at {path}: `vault-ko sync` (or `ingest`) makes it; "
@@ -107,13 +107,7 @@ class SqliteDialect(Dialect):
             sqlite3.connect(path).close()
         except sqlite3.Error as exc:
             raise KodbError(f"KO-DB at {shown}: cannot create it: {exc}") from exc
-        return _read_write(path)
-
-    def file_of(self, url: sa.URL) -> Path | None:
-        database = url.database or ""
-        if not database.startswith("file:") or url.query.get("vaultko") != "1":
-            return None  # a URI filename the user wrote: theirs to manage
-        return Path(urllib.parse.unquote(database.removeprefix("file:")))
+        return _read_write(path), path
 
     def create_engine(self, url: sa.URL, shown: str) -> Engine:
         """Real transactions (DDL included), WAL, a busy timeout, and writers that take the
@@ -372,7 +366,7 @@ def _read_write(path: Path) -> sa.URL:
     """A URL that opens the file read-write and never creates it: a pooled connection made
     after the file was deleted fails instead of making an empty KO-DB in its place."""
     quoted = urllib.parse.quote(str(path.resolve()))
-    return sa.make_url(f"sqlite:///file:{quoted}?mode=rw&uri=true&vaultko=1")
+    return sa.make_url(f"sqlite:///file:{quoted}?mode=rw&uri=true")
 
 
 def _executemany(
