@@ -1,23 +1,20 @@
-"""Render an Answer as the stable JSON contract, as markdown, as the hook's compact context,
-or as a rich table.
-
-rich is imported by ``to_rich`` only: the hook renders its context without it.
+"""Render an Answer as the stable JSON contract, as markdown and as the hook's compact
+context; the words every format shares (labels, evidence). The terminal's layout is
+``render_text``.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import textwrap
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipeline import noisefloor as nf
 from pipeline.calibrate import Basis, is_trusted
 from pipeline.model import Answer, Calibration, FactView, Hit, Relevance, SubjectRank
 from pipeline.noisefloor import is_tight_vault
-
-if TYPE_CHECKING:
-    from rich.console import RenderableType
 
 _FLOAT_DIGITS = 4
 
@@ -174,7 +171,7 @@ def answer_from_dict(data: dict[str, Any]) -> Answer:
 
 #: Longest excerpt of a note in markdown (one line for an agent's context).
 MD_EXCERPT_CHARS = 160
-#: Notes and facts shown to people: the answer's first notes, and each subject's facts.
+#: The answer's first notes, shown to people (text and markdown).
 NOTES_SHOWN = 5
 EVIDENCE_WORDS = {
     "own": "its note",
@@ -191,7 +188,8 @@ EVIDENCE_MEANING = {
 }
 
 
-def _label_line(answer: Answer) -> str:
+def label_line(answer: Answer) -> str:
+    """The measurements behind the label on one line (mode, label, cosines, z, basis)."""
     r = answer.relevance
     parts = [f"{answer.mode} · {r.label}"]
     if r.top_cosine is not None:
@@ -235,27 +233,34 @@ def legend(answer: Answer) -> str:
     r = answer.relevance
     lines = [
         "How to read this answer",
-        f"  label      {label_in_words(answer)}.",
+        *textwrap.wrap(
+            f"{label_in_words(answer)}.",
+            width=100,
+            initial_indent="  label      ",
+            subsequent_indent=" " * 13,
+        ),
         "             Bands: the best note's cosine is compared with the vault's noise floor "
         "(what off-topic",
         "             questions reach) in units of σ, the spread of its notes: at or under "
-        "the floor no_match,",
-        f"             z ≤ {nf.WEAK_MAX_Z:g} weak, z ≤ {nf.MODERATE_MAX_Z:g} moderate, "
+        "the floor",
+        f"             no_match, z ≤ {nf.WEAK_MAX_Z:g} weak, z ≤ {nf.MODERATE_MAX_Z:g} moderate, "
         "higher strong"
         + (" (a tight vault: weak may be the best correct match)." if r.tight_vault else "."),
-        "  notes      cos: the note's cosine to the question (bm25: its word score when the "
-        "graph was not used);",
-        "             note: its title and the start of its text; path: where it is in the vault.",
+        "  notes      #, then cos: the note's cosine to the question (bm25: its word score when "
+        "the graph was",
+        "             not used); its title · where it is in the vault; the start of its text.",
         "  subjects   #: the order, relevance first (subjects whose notes are comparably "
-        "relevant), then score;",
-        "             why: the band of the note that makes it relevant, then how it became a "
-        "candidate:",
+        "relevant),",
+        "             then score;",
+        "             after the name: the band of the note that makes it relevant, how it "
+        "became a candidate:",
     ]
     lines += [
         f"               {words:<12} {EVIDENCE_MEANING[key]}"
         for key, words in EVIDENCE_WORDS.items()
     ]
     lines += [
+        "             cos: that note's cosine (bm25: its word score);",
         f"             score: source files × {rank.SOURCE_WEIGHT} + files of its least "
         f"represented source type × {rank.TYPE_SPREAD_WEIGHT}",
         "             + facts (each predicate counted up to a cap, 3 by default): how many",
@@ -263,8 +268,13 @@ def legend(answer: Answer) -> str:
         "             s/w/a: source files of each type (session / wiki / adr);",
         f"             ✦ crystal-ready: at least {rank.CRYSTAL_MIN_TYPES} source types, "
         f"{rank.CRYSTAL_MIN_FILES} files and a fact of confidence ≥ "
-        f"{rank.CRYSTAL_MIN_CONFIDENCE};",
-        "             facts: predicate: object · the file that states it.",
+        f"{rank.CRYSTAL_MIN_CONFIDENCE}.",
+        "  facts      predicate: object · the file that states it (note N: the note listed "
+        "above as N);",
+        "             facts from the question's notes first, then decisions, reasons and "
+        "summaries before",
+        "             properties, links and tags; a fact longer than two lines ends with …",
+        "             (--json and --format md have it whole).",
         "  More: docs/ranking.md (the order and the score), docs/relevance.md (the labels).",
     ]
     if answer.mode == "fallback":
@@ -282,15 +292,6 @@ def silence_line(answer: Answer) -> str:
     else:
         why = r.warning or "no note came back"
     return f"no_match: {LABEL_WORDS['no_match']} ({why})"
-
-
-def short_path(path: str, width: int = 40) -> str:
-    """A vault path cut in the middle to ``width`` characters, keeping folder and ending."""
-    if len(path) <= width:
-        return path
-    keep = width - 1
-    head = keep // 2
-    return path[:head] + "…" + path[len(path) - (keep - head) :]
 
 
 def _one_line(text: str | None, width: int) -> str:
@@ -320,7 +321,7 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
     if r.label == "no_match":
         lines.append(f"_{silence_line(answer)}_")
         return "\n".join(lines) + "\n"
-    head = _label_line(answer)
+    head = label_line(answer)
     if answer.degraded_reason:
         head += f" · degraded: {answer.degraded_reason}"
     lines.append(f"_{head}_")
@@ -417,77 +418,6 @@ def _cut(lines: list[str], max_chars: int) -> str:
         kept.append(line)
         size += len(line) + 1
     return "\n".join([*kept, tail])[:max_chars]
-
-
-def to_rich(answer: Answer) -> RenderableType:
-    """What people read at a terminal: the best notes with an excerpt, then the subjects
-    with one fact per line; fits 100 columns (paths shortened, long lines cut)."""
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
-    r = answer.relevance
-    style = {"strong": "bold green", "moderate": "green", "weak": "yellow"}.get(r.label, "red")
-    header = Text()
-    header.append(f"{answer.query}\n", style="bold")
-    if r.label == "no_match":
-        header.append(silence_line(answer), style="dim")
-        return header
-    header.append(label_in_words(answer) + "\n", style=style)
-    header.append(_label_line(answer), style="dim")
-    if answer.degraded_reason:
-        header.append(f"\ndegraded: {answer.degraded_reason}", style="magenta")
-    parts: list[RenderableType] = [header]
-    for note in (r.hint, r.warning, answer.notice):
-        if note:
-            parts.append(Text(f"note: {note}", style="italic"))
-    if answer.hits:
-        notes = Table(title="notes", title_justify="left", expand=True, show_edge=False)
-        words_only = all(h.cosine is None for h in answer.hits)
-        notes.add_column("bm25" if words_only else "cos", justify="right", width=5, no_wrap=True)
-        notes.add_column("note", ratio=3, no_wrap=True, overflow="ellipsis")
-        notes.add_column("path", ratio=2, no_wrap=True, overflow="ellipsis")
-        for h in answer.hits[:NOTES_SHOWN]:
-            title = Text(h.title, style="bold")
-            if h.excerpt:
-                title.append("\n" + " ".join(h.excerpt.split()), style="dim")
-            score = f"{h.cosine:.3f}" if h.cosine is not None else f"{h.bm25 or 0:.2f}"
-            notes.add_row(score, title, short_path(h.path))
-        parts.append(notes)
-    if answer.subjects:
-        table = Table(title="subjects", title_justify="left", expand=True, show_edge=False)
-        table.add_column("#", justify="right", width=2, no_wrap=True)
-        table.add_column("subject", ratio=2, overflow="fold")
-        table.add_column("why", width=11, overflow="fold")
-        table.add_column("score", justify="right", width=5)
-        table.add_column("s/w/a", width=8, no_wrap=True)
-        table.add_column("facts", ratio=4, no_wrap=True, overflow="ellipsis")
-        for i, s in enumerate(answer.subjects, start=1):
-            why = "\n".join(
-                p
-                for p in (
-                    s.band,
-                    EVIDENCE_WORDS.get(s.evidence or "", s.evidence),
-                    None if s.best_cosine is None else f"{s.best_cosine:.3f}",
-                    None if s.best_bm25 is None else f"bm25 {s.best_bm25:.2f}",
-                )
-                if p
-            )
-            table.add_row(
-                str(i),
-                s.subject + (" ✦" if s.crystal_ready else ""),
-                why,
-                str(s.score),
-                "/".join(str(s.per_type.get(t, 0)) for t in ("session", "wiki", "adr")),
-                "\n".join(
-                    f"{f.predicate}: {' '.join(f.object.split())} · {short_path(f.source_file, 30)}"
-                    for f in s.facts
-                ),
-            )
-        parts.append(table)
-    elif answer.mode == "fallback" and not answer.hits:
-        parts.append(Text("no subject's name holds the question's words", style="dim"))
-    return Group(*parts)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from pipeline.config import Settings
 from pipeline.errors import EXIT_FAILURE, ConfigError, ServiceError
 from pipeline.model import Answer
 from pipeline.query import MAX_COUNT, PRESETS, RETRIEVALS, QueryOptions
-from pipeline.render import answer_from_dict, legend, to_dict, to_markdown, to_rich
+from pipeline.render import answer_from_dict, legend, to_dict, to_markdown
+from pipeline.render_text import TEXT_SUBJECTS_SHOWN, TextAnswer
 
 #: Said on stderr when this process must load the model (seconds) itself.
 #: Said on stderr when a question loads the model the slow way (preparing it, or torch).
@@ -23,7 +24,12 @@ def query_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """The options shared by `vault-ko query` and `vault-ko-query`."""
     options = [
         click.argument("text", nargs=-1, required=True),
-        click.option("--top-k", type=click.IntRange(0, MAX_COUNT), help="Subjects to return [20]."),
+        click.option(
+            "--top-k",
+            type=click.IntRange(0, MAX_COUNT),
+            help="Subjects to return [20; the text answer of a plain question shows 5 of "
+            "them and counts the rest].",
+        ),
         click.option(
             "--hits", type=click.IntRange(1, MAX_COUNT), help="Notes to fetch from the graph [20]."
         ),
@@ -120,7 +126,8 @@ def run_query(app: AppContext, vault: str | None, text: tuple[str, ...], **kw: A
         if kw["explain"]:
             click.echo("\n```\n" + legend(answer) + "\n```")
     else:
-        out.print(to_rich(answer))
+        plain = kw["top_k"] is None and kw["preset"] is None
+        out.print(TextAnswer(answer, TEXT_SUBJECTS_SHOWN if plain else None))
         if kw["explain"]:
             out.print(legend(answer), markup=False, highlight=False)
     return EXIT_FAILURE if kw["strict"] and answer.mode == "fallback" else 0

@@ -7,7 +7,8 @@ import math
 from rich.console import Console
 
 from pipeline.model import Answer, FactView, Hit, Relevance, SubjectRank
-from pipeline.render import short_path, to_dict, to_markdown, to_rich
+from pipeline.render import to_dict, to_markdown
+from pipeline.render_text import TextAnswer, short_path
 
 LONG_PATH = "sessions/2026-02-05-gyorsitotar-invalidalas-hibakereses-and-a-very-long-tail.md"
 HIT = Hit("wiki/redis.md", "Redis", "wiki", 0.123456, "Redis is our in-memory store.")
@@ -40,7 +41,7 @@ def subject(name: str = "Redis", long: bool = False) -> SubjectRank:
 
 def text_of(answer: Answer, width: int = 100) -> str:
     console = Console(record=True, width=width)
-    console.print(to_rich(answer))
+    console.print(TextAnswer(answer))
     return console.export_text()
 
 
@@ -90,19 +91,28 @@ def test_people_read_the_best_notes_first_then_the_subjects() -> None:
         assert out.index("wiki/redis.md") < out.index("tagged")
 
 
-def test_the_table_fits_100_columns_with_long_paths_titles_and_facts() -> None:
+def test_the_answer_fits_100_columns_wrapping_facts_and_keeping_names_whole() -> None:
     a = Answer("q", "semantic", None, relevance("strong"), (LONG_HIT, HIT), (subject(long=True),))
     text = text_of(a, 100)
     assert max(len(line) for line in text.splitlines()) <= 100
-    assert "…" in text  # something was shortened, not wrapped
-    facts = [line for line in text.splitlines() if "tagged:" in line]
-    assert len(facts) == 2  # one fact per line
+    words = set(text.split())
+    assert (
+        "sessions/2026-02-05-gyorsitotar-invalidalas-hibakereses-and-a-very-long-tail.md" in words
+    )
+    facts = [line for line in text.splitlines() if line.lstrip().startswith("tagged:")]
+    assert len(facts) == 2  # each fact starts its own line
+    assert "on and on a… · note 1" in text  # cut at a word, its source kept
 
 
-def test_short_path_keeps_both_ends() -> None:
+def test_short_path_leaves_out_folders_never_part_of_a_name() -> None:
     assert short_path("wiki/redis.md") == "wiki/redis.md"
-    cut = short_path(LONG_PATH, 30)
-    assert len(cut) == 30 and cut.startswith("sessions/") and cut.endswith("tail.md")
+    deep = "projects/2026/q1/cache/notes/2026-02-03-warm-cache-design-spike.md"
+    assert short_path(deep, 60) == "projects/…/cache/notes/2026-02-03-warm-cache-design-spike.md"
+    assert short_path(deep, 50) == "projects/…/2026-02-03-warm-cache-design-spike.md"
+    assert short_path(deep, 44) == "…/2026-02-03-warm-cache-design-spike.md"
+    assert short_path(deep, 38) == "2026-02-03-warm-cache-design-spike.md"
+    assert short_path(deep, 10) == "…/2026-02-03-warm-cache-design-spike.md"  # whole name
+    assert short_path(LONG_PATH, 30).endswith(LONG_PATH.rsplit("/", 1)[1])
 
 
 def test_routing_answer_lists_its_notes() -> None:
@@ -175,7 +185,7 @@ def test_the_legend_explains_every_column_mark_and_evidence_value() -> None:
 
     answer = Answer("why redis?", "semantic", None, relevance("strong"), (HIT,), (subject(),))
     text = legend(answer)
-    for term in ("label", "cos", "path", "score", "s/w/a", "✦ crystal-ready", "facts"):
+    for term in ("label", "cos", "where it is", "score", "s/w/a", "✦ crystal-ready", "facts"):
         assert term in text, term
     for words in EVIDENCE_WORDS.values():
         assert words in text, words

@@ -1,0 +1,220 @@
+"""The answer people read at a terminal: the best notes, then the top subjects with their
+facts, laid out for the console's width.
+
+Nothing is cut mid-word or mid-name: titles and facts wrap under their own indent, paths
+lose middle folders (never part of a name) when they do not fit, and only a note's excerpt
+is cut to its one line. rich is imported when an answer is printed, never by the hook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pipeline.model import Answer, FactView, Hit, SubjectRank
+from pipeline.render import (
+    EVIDENCE_WORDS,
+    NOTES_SHOWN,
+    label_in_words,
+    label_line,
+    silence_line,
+)
+
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderResult
+    from rich.text import Text
+
+#: Subjects the text answer of a plain question shows (no preset, no --top-k): the rest
+#: are counted in one line that names the option showing them.
+TEXT_SUBJECTS_SHOWN = 5
+#: Lines a fact may take in the text answer; a longer one ends at a word with "…" (JSON,
+#: markdown and the hook carry it whole).
+FACT_LINES = 2
+#: Where a note's title starts (after its number and cosine), a subject's name (after its
+#: rank) and its facts.
+NOTE_GUTTER = 12
+SUBJECT_GUTTER = 5
+FACT_INDENT = 7
+LABEL_STYLE = {"strong": "bold green", "moderate": "green", "weak": "yellow"}
+
+
+def short_path(path: str, width: int = 40) -> str:
+    """``path`` within ``width`` characters by leaving out folders after the first one (then
+    that one too), never part of a name; a file name longer than ``width`` stays whole."""
+    if len(path) <= width:
+        return path
+    parts = path.split("/")
+    if len(parts) == 1:
+        return path
+    first, folders, name = parts[0], parts[1:-1], parts[-1]
+    for kept in range(len(folders) - 1, -1, -1):
+        candidate = "/".join([first, "…", *folders[len(folders) - kept :], name])
+        if len(candidate) <= width:
+            return candidate
+    bare = f"…/{name}"
+    return bare if len(bare) <= width or len(name) > width else name
+
+
+def subjects_shown(answer: Answer, limit: int | None) -> tuple[SubjectRank, ...]:
+    return answer.subjects if limit is None else answer.subjects[:limit]
+
+
+@dataclass(frozen=True)
+class TextAnswer:
+    """An answer as rich renders it: ``subjects`` limits the subjects shown (None: all) and
+    the rest are counted, naming the ``--top-k`` that shows them."""
+
+    answer: Answer
+    subjects: int | None = None
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.text import Text
+
+        width = max(options.max_width, 40)
+        answer = self.answer
+        for text in _head(answer):
+            yield from _indented(console, text, "", 0, width)
+        if answer.relevance.label == "no_match":
+            return
+        notes = answer.hits[:NOTES_SHOWN]
+        if notes:
+            yield Text("notes", style="bold")
+            for number, hit in enumerate(notes, start=1):
+                yield from _note_lines(console, number, hit, width)
+        shown = subjects_shown(answer, self.subjects)
+        if shown:
+            yield Text(_subjects_heading(answer, len(shown)), style="bold")
+            numbers = {hit.path: i for i, hit in enumerate(notes, start=1)}
+            for rank, subject in enumerate(shown, start=1):
+                yield from _subject_lines(console, rank, subject, width, numbers)
+        elif answer.mode == "fallback" and not answer.hits:
+            yield Text("no subject's name holds the question's words", style="dim")
+
+
+def _head(answer: Answer) -> list[Text]:
+    """The question, the label in words, and the measurements when the words leave some
+    out (another mode or calibration than the vault's own)."""
+    from rich.text import Text
+
+    r = answer.relevance
+    head = [Text(answer.query, style="bold")]
+    if r.label == "no_match":
+        return [*head, Text(silence_line(answer), style="dim")]
+    head.append(Text(label_in_words(answer), style=LABEL_STYLE.get(r.label, "red")))
+    if answer.mode != "semantic" or r.calibration != "vault" or r.z is None:
+        head.append(Text(label_line(answer), style="dim"))
+    if answer.degraded_reason:
+        head.append(Text(f"degraded: {answer.degraded_reason}", style="magenta"))
+    notes = (r.hint, r.warning, answer.notice)
+    return head + [Text(f"note: {n}", style="italic") for n in notes if n]
+
+
+def _subjects_heading(answer: Answer, shown: int) -> str:
+    total = len(answer.subjects)
+    if shown >= total:
+        return "subjects"
+    return f"subjects ({shown} of {total}; {total - shown} more: --top-k {total})"
+
+
+def _indented(console: Console, text: Text, first: str, indent: int, width: int) -> Iterator[Text]:
+    """``text`` wrapped at words to ``width``, after ``first`` on its first line and under
+    ``indent`` spaces on the others."""
+    from rich.text import Text
+
+    for i, line in enumerate(text.wrap(console, width - indent)):
+        line.rstrip()
+        prefix = first.ljust(indent) if i == 0 else " " * indent
+        yield Text(prefix) + line
+
+
+def _note_lines(console: Console, number: int, hit: Hit, width: int) -> Iterator[Text]:
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    score = f"{hit.cosine:.3f}" if hit.cosine is not None else f"{hit.bm25 or 0:.2f}"
+    first = f"{number:>3}  {score:>5}"
+    room = width - NOTE_GUTTER
+    title = Text(hit.title, style="bold")
+    path = short_path(hit.path, room - cell_len(hit.title) - 3)
+    marked = path == hit.path or "…" in path  # a bare file name would hide its folder
+    if marked and cell_len(hit.title) + 3 + cell_len(path) <= room:
+        title.append(" · ")
+        title.append(path, style="cyan")
+        yield from _indented(console, title, first, NOTE_GUTTER, width)
+    else:
+        yield from _indented(console, title, first, NOTE_GUTTER, width)
+        yield Text(" " * NOTE_GUTTER) + Text(short_path(hit.path, room), style="cyan")
+    if hit.excerpt:
+        yield Text(" " * NOTE_GUTTER) + Text(_one_line(hit.excerpt, room), style="dim")
+
+
+def _one_line(text: str, width: int) -> str:
+    """``text`` on one line of ``width`` cells, cut at a word with an ellipsis if longer."""
+    from rich.cells import cell_len, set_cell_size
+
+    flat = " ".join(text.split())
+    if cell_len(flat) <= width:
+        return flat
+    cut = set_cell_size(flat, width - 1)
+    word_end = cut.rfind(" ")
+    if word_end > width // 2:
+        cut = cut[:word_end]
+    return cut.rstrip() + "…"
+
+
+def _subject_lines(
+    console: Console, rank: int, s: SubjectRank, width: int, notes: Mapping[str, int]
+) -> Iterator[Text]:
+    from rich.text import Text
+
+    line = Text(s.subject, style="bold")
+    if s.crystal_ready:
+        line.append(" ✦", style="bold magenta")
+    line.append("  " + _measures(s), style="dim")
+    yield from _indented(console, line, f"{rank:>3}", SUBJECT_GUTTER, width)
+    for fact in s.facts:
+        text = _fact_text(console, fact, width, notes)
+        yield from _indented(console, text, "", FACT_INDENT, width)
+
+
+def _measures(s: SubjectRank) -> str:
+    parts = [p for p in (s.band, EVIDENCE_WORDS.get(s.evidence or "", s.evidence)) if p]
+    if s.best_cosine is not None:
+        parts.append(f"cos {s.best_cosine:.3f}")
+    elif s.best_bm25 is not None:
+        parts.append(f"bm25 {s.best_bm25:.2f}")
+    parts.append(f"score {s.score}")
+    parts.append("s/w/a " + "/".join(str(s.per_type.get(t, 0)) for t in ("session", "wiki", "adr")))
+    return " · ".join(parts)
+
+
+def _fact_text(console: Console, fact: FactView, width: int, notes: Mapping[str, int]) -> Text:
+    """``predicate: object · where`` (the note's number when it is listed above, else its
+    path) in at most ``FACT_LINES`` lines: a longer object ends at a word with "…"."""
+    number = notes.get(fact.source_file)
+    source = (
+        f"note {number}"
+        if number is not None
+        else short_path(fact.source_file, max(24, (width - FACT_INDENT) // 2))
+    )
+    words = fact.object.split()
+
+    def text_of(kept: int) -> Text:
+        from rich.text import Text
+
+        text = Text(f"{fact.predicate}: ", style="cyan")
+        text.append(" ".join(words[:kept]) + ("…" if kept < len(words) else ""))
+        text.append(f" · {source}", style="dim")
+        return text
+
+    def fits(kept: int) -> bool:
+        return len(text_of(kept).wrap(console, width - FACT_INDENT)) <= FACT_LINES
+
+    if fits(len(words)):
+        return text_of(len(words))
+    low, high = 1, len(words) - 1  # the most words that fit (at least one)
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid - 1)
+    return text_of(low)

@@ -1,0 +1,92 @@
+"""The text answer people read: it fits the screen, keeps names whole and cuts no word."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from pipeline.model import Answer
+from pipeline.render import answer_from_dict
+from pipeline.render_text import FACT_LINES, TEXT_SUBJECTS_SHOWN, TextAnswer
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "answers"
+#: The answer `vault-ko query --json "why did we choose redis for the warm cache?"` gave on
+#: examples/vault (timings dropped); the .txt files are its text at 80 and 100 columns.
+REDIS = DATA / "redis-warm-cache.json"
+
+
+def redis_answer() -> Answer:
+    return answer_from_dict(json.loads(REDIS.read_text(encoding="utf-8")))
+
+
+def text_at(answer: Answer, width: int, subjects: int | None = TEXT_SUBJECTS_SHOWN) -> str:
+    console = Console(record=True, width=width, soft_wrap=True, color_system=None)
+    console.print(TextAnswer(answer, subjects))
+    return console.export_text()
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_redis_answer_matches_its_snapshot(width: int) -> None:
+    """Set UPDATE_SNAPSHOTS=1 to rewrite the snapshot after a deliberate change."""
+    got = text_at(redis_answer(), width)
+    snapshot = DATA / f"redis-warm-cache.{width}.txt"
+    if os.environ.get("UPDATE_SNAPSHOTS"):
+        snapshot.write_text(got, encoding="utf-8")
+    assert got == snapshot.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_every_line_fits_the_width(width: int) -> None:
+    text = text_at(redis_answer(), width)
+    assert max(len(line) for line in text.splitlines()) <= width
+
+
+def test_the_redis_answer_fits_a_screen_and_names_what_it_leaves_out() -> None:
+    answer = redis_answer()
+    text = text_at(answer, 100)
+    assert len(text.splitlines()) <= 46
+    assert text.splitlines()[1].startswith("strong: the vault clearly knows this")
+    assert f"(5 of 20; 15 more: --top-k {len(answer.subjects)})" in text
+    shown = [s.subject for s in answer.subjects[:5]]
+    assert all(name in text for name in shown)
+    assert answer.subjects[5].subject not in text.split("subjects (", 1)[1]
+
+
+def test_the_decision_is_under_its_subject() -> None:
+    text = text_at(redis_answer(), 100)
+    block = text.split("0007 Use Redis as the warm cache ✦", 1)[1].split("\n  3  ", 1)[0]
+    assert "decision: We will build a Warm cache on our existing Redis cluster." in block
+
+
+def test_a_long_fact_ends_at_a_word_within_its_lines() -> None:
+    answer = redis_answer()
+    objects = [" ".join(f.object.split()) for s in answer.subjects[:5] for f in s.facts]
+    text = text_at(answer, 80)
+    facts = re.findall(r"^ {7}(\w[\w-]*): (.*(?:\n {7}(?!\w[\w-]*: ).*)*)", text, re.M)
+    assert len(facts) == sum(len(s.facts) for s in answer.subjects[:5])
+    for _, body in facts:
+        lines = body.count("\n") + 1
+        assert lines <= FACT_LINES
+        flat = " ".join(body.split()).rsplit(" · ", 1)[0]
+        if flat.endswith("…"):
+            kept = flat[:-1]
+            assert any(o.startswith(kept) and o[len(kept)] == " " for o in objects), flat
+        else:
+            assert flat in objects
+
+
+def test_facts_from_the_notes_above_name_the_note_by_its_number() -> None:
+    text = text_at(redis_answer(), 100)
+    assert "decided_in: 0007 Use Redis as the warm cache · note 1" in text
+
+
+def test_without_a_limit_every_subject_is_shown_and_none_is_counted() -> None:
+    answer = redis_answer()
+    text = text_at(answer, 100, subjects=None)
+    assert "more: --top-k" not in text
+    assert all(s.subject.split()[0] in text for s in answer.subjects)
