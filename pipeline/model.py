@@ -49,6 +49,45 @@ POOL_ORDER: Final = (
 SAMPLE_PARTITION: Final = ("predicate", "source_type", "title_object")
 
 
+#: Predicates that say what the vault holds about a subject, in the order an answer
+#: prefers them: the decision, its reasons and consequences, what the note says, the
+#: decision about it, where it stands, when, other names, and last the sentence another
+#: note mentions it in (``context``: on the judged sets it answers the question more often
+#: than any other property; docs/ranking.md has the measurement).
+INFORMATIVE_PREDICATES: Final = (
+    "decision",
+    "decisions",
+    "rationale",
+    "consequences",
+    "summary",
+    "decided_in",
+    "status",
+    "adr_status",
+    "superseded_by",
+    "supersedes",
+    "date",
+    "alias",
+    "context",
+)
+#: Predicates that only say where a subject appears: links and mentions, tags, headings,
+#: web links, the note's title. An answer shows them after the others.
+STRUCTURAL_PREDICATES: Final = frozenset(
+    {"mentioned_in", "links_to", "tagged", "section", "references", TITLE_PREDICATE}
+)
+_INFORMATIVE_RANK: Final = {p: i for i, p in enumerate(INFORMATIVE_PREDICATES)}
+
+
+def predicate_preference(predicate: str) -> tuple[int, int]:
+    """(tier, rank) of a predicate when an answer chooses facts: tier 0 informative (ranked
+    as listed), 1 any other property (an owner, the participants), 2 structural. A
+    function of the predicate alone, so it is the same for every fact of a partition."""
+    key = predicate.casefold()
+    rank = _INFORMATIVE_RANK.get(key)
+    if rank is not None:
+        return (0, rank)
+    return (2, 0) if key in STRUCTURAL_PREDICATES else (1, 0)
+
+
 def pool_key(item: Any, get: Callable[[Any, str], Any] = getattr) -> tuple[Any, ...]:
     """``POOL_ORDER`` as a sort key of a Fact (or, with ``get=operator.getitem``, of a
     facts row)."""

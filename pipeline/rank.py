@@ -41,6 +41,7 @@ from pipeline.model import (
     SubjectSummary,
     normalize_text,
     pool_key,
+    predicate_preference,
     summaries_from_facts,
     summarize,
 )
@@ -146,9 +147,11 @@ def representative_facts(
     facts: Sequence[Fact], n: int, evidence: Mapping[str, float] | None = None
 ) -> tuple[FactView, ...]:
     """Up to n facts: those from ``evidence`` files (the hit notes, path → cosine: the
-    evidence that matched this question) first, then the highest confidence, spread over
-    source types and predicates. A fact that only restates the subject's name (its note's
-    ``title``) comes last."""
+    evidence that matched this question) first; among those and then among the rest,
+    informative predicates before other properties before structural ones
+    (``model.predicate_preference``); within that, spread over source types and predicates,
+    then the better hit, the preferred predicate and the highest confidence. A fact that
+    only restates the subject's name (its note's ``title``) comes last."""
     if n <= 0 or not facts:
         return ()
     files = evidence or {}
@@ -156,12 +159,23 @@ def representative_facts(
     def restates_name(f: Fact) -> bool:
         return f.predicate == TITLE_PREDICATE and normalize_text(f.object) == f.subject_norm
 
-    pool = sorted(facts, key=lambda f: (-files.get(f.source_file, -math.inf), *pool_key(f)))
-    # A fact from a hit beats the others; then an unseen type and predicate beat confidence;
-    # pool order (better hit, then confidence) breaks the rest. Each pick is the first fact
-    # in pool order with the smallest (restates, not from a hit, seen count): the scan
-    # stops at the first one that reaches the smallest key still possible.
-    flags = [(restates_name(f), f.source_file not in files) for f in pool]
+    pool = sorted(
+        facts,
+        key=lambda f: (
+            -files.get(f.source_file, -math.inf),
+            predicate_preference(f.predicate),
+            *pool_key(f),
+        ),
+    )
+    # A fact from a hit beats the others; then an informative predicate beats a structural
+    # one; then an unseen type and predicate beat the rest; pool order (better hit, the
+    # preferred predicate, confidence) breaks ties. Each pick is the first fact in pool
+    # order with the smallest (restates, not from a hit, tier, seen count): the scan stops
+    # at the first one that reaches the smallest key still possible.
+    flags = [
+        (restates_name(f), f.source_file not in files, predicate_preference(f.predicate)[0])
+        for f in pool
+    ]
     left = Counter(flags)
     taken = [False] * len(pool)
     chosen: list[Fact] = []

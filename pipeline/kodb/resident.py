@@ -50,6 +50,7 @@ from pipeline.model import (
     Fact,
     Note,
     SubjectSummary,
+    predicate_preference,
 )
 
 #: Rows fetched per step of the scan (the scan's memory is one step plus the columns).
@@ -405,6 +406,7 @@ class ResidentKodb:
         self._made: dict[int, Fact] = {}
         titles = [i for i, p in enumerate(data.predicates) if p == TITLE_PREDICATE]
         self._title_pred = titles[0] if titles else -1
+        self._pred_pref = [predicate_preference(p) for p in data.predicates]
 
     def over(self, base: Any) -> ResidentKodb:
         """The same copy over another base (its look-up tables are shared)."""
@@ -627,10 +629,12 @@ class ResidentKodb:
         files (what ``summaries.sample_select`` takes), less the facts
         ``rank.representative_facts`` can never pick.
 
-        Its pick is the first fact in pool order (evidence first, then confidence,
-        predicate, type, …) with the fewest of its type and predicate already shown; after
-        ``j`` picks at most ``j`` of each are shown. Within a tier (evidence files, other
-        files) spanning at least ``n`` predicates outside ``title``, a predicate not shown
+        Its picks go class by class (evidence files, then other files; within each,
+        informative, other and structural predicates: ``model.predicate_preference``), and
+        within a class a pick is the first fact in pool order (better hit, preferred
+        predicate, confidence, predicate, type, …) with the fewest of its type and
+        predicate already shown; after ``j`` picks at most ``j`` of each are shown. Within a
+        class spanning at least ``n`` predicates outside ``title``, a predicate not shown
         is always left, so a partition's second fact (type and predicate shown) never
         wins; and a partition's first fact wins only while fewer than ``n`` first facts of
         its type come before it (their predicates cannot all be shown). With ``n`` facts
@@ -651,13 +655,11 @@ class ResidentKodb:
                 i += 1
             if i < hi:
                 heads[p] = i
-        kept = None  # partitions outside title whose first fact is kept (None: n each)
-        if len({pred_of[p] for p in heads} - {title}) >= n:
-            kept = self._first_per_type(
-                {p: (head, pred_of[p], self._part_type[p]) for p, head in heads.items()}, n
-            )
+        kept, spanning = self._kept_heads(
+            {p: (head, pred_of[p], self._part_type[p]) for p, head in heads.items()}, n
+        )
         for p, head in heads.items():
-            if kept is not None and pred_of[p] != title:
+            if pred_of[p] != title and self._class_of(pred_of[p]) in spanning:
                 if p in kept:
                     picked.append(head)
                 continue
@@ -671,7 +673,8 @@ class ResidentKodb:
         return picked
 
     def _evidence_tier(self, chosen: Sequence[int], n: int) -> list[int]:
-        """The evidence files' facts that may be picked: in each file the first fact of
+        """The evidence files' facts that may be picked: all of a predicate class that
+        spans fewer than ``n`` predicates; of the others, in each file the first fact of
         each partition, of those the first ``n`` of each type (see ``_sample``)."""
         if not chosen:
             return []
@@ -679,32 +682,58 @@ class ResidentKodb:
         idx = np.asarray(chosen, dtype=np.int64)
         parts = (np.searchsorted(d.part_start, idx, "right") - 1).tolist()
         files, preds, types = d.file[idx].tolist(), d.pred[idx].tolist(), d.stype[idx].tolist()
+        title = self._title_pred
+        spanning = self._spanning_classes(preds, n)
         firsts: dict[tuple[int, int], tuple[int, int, int]] = {}
+        picked: list[int] = []
         for pos, part, f, pred, kind in zip(chosen, parts, files, preds, types, strict=True):
-            firsts.setdefault((f, part), (pos, pred, kind))  # chosen is in partition order
+            if pred == title or self._class_of(pred) not in spanning:
+                picked.append(pos)
+            else:
+                firsts.setdefault((f, part), (pos, pred, kind))  # chosen is in partition order
         by_file: dict[int, dict[int, tuple[int, int, int]]] = {}
         for (f, part), head in firsts.items():
             by_file.setdefault(f, {})[part] = head
-        title = self._title_pred
-        if len({p for p in preds if p != title}) < n:
-            return list(chosen)
-        picked = [pos for pos, pred in zip(chosen, preds, strict=True) if pred == title]
         for heads in by_file.values():
             kept = self._first_per_type(heads, n)
-            picked.extend(head for part, (head, pred, _) in heads.items() if part in kept)
+            picked.extend(head for part, (head, _, _) in heads.items() if part in kept)
         return picked
+
+    def _class_of(self, pred: int) -> int:
+        """The predicate's tier (``model.predicate_preference``)."""
+        return self._pred_pref[pred][0]
+
+    def _spanning_classes(self, preds: Iterable[int], n: int) -> set[int]:
+        """The predicate tiers holding at least ``n`` predicates outside ``title``."""
+        per_class: dict[int, set[int]] = {}
+        for pred in preds:
+            if pred != self._title_pred:
+                per_class.setdefault(self._class_of(pred), set()).add(pred)
+        return {c for c, found in per_class.items() if len(found) >= n}
+
+    def _kept_heads(
+        self, heads: Mapping[int, tuple[int, int, int]], n: int
+    ) -> tuple[set[int], set[int]]:
+        """Of other files' partitions (partition -> (first fact, predicate, type)): the
+        predicate tiers spanning ``n`` predicates, and those of their partitions whose
+        first fact may be picked (``_first_per_type``)."""
+        spanning = self._spanning_classes((pred for _, pred, _ in heads.values()), n)
+        of_spanning = {p: h for p, h in heads.items() if self._class_of(h[1]) in spanning}
+        return self._first_per_type(of_spanning, n), spanning
 
     def _first_per_type(self, heads: Mapping[int, tuple[int, int, int]], n: int) -> set[int]:
         """Of partitions' first facts (partition -> (position, predicate, type)) of one
-        tier, the partitions outside ``title`` whose first fact comes among the first
-        ``n`` of its type in pool order: by confidence, then predicate (one partition per
-        predicate and type, so nothing else ties)."""
-        conf, title = self._data.conf, self._title_pred
-        by_type: dict[int, list[tuple[float, int, int]]] = {}
+        tier of files, the partitions outside ``title`` whose first fact comes among the
+        first ``n`` of its type and predicate class in pool order: by the predicate's
+        preference, confidence, then predicate (one partition per predicate and type, so
+        nothing else ties)."""
+        conf, title, pref = self._data.conf, self._title_pred, self._pred_pref
+        groups: dict[tuple[int, int], list[tuple[tuple[int, int], float, int, int]]] = {}
         for part, (head, pred, kind) in heads.items():
             if pred != title:
-                by_type.setdefault(kind, []).append((-float(conf[head]), pred, part))
-        return {part for group in by_type.values() for _, _, part in sorted(group)[:n]}
+                key = (pref[pred][0], kind)
+                groups.setdefault(key, []).append((pref[pred], -float(conf[head]), pred, part))
+        return {entry[-1] for group in groups.values() for entry in sorted(group)[:n]}
 
     def _facts(self, positions: Sequence[int]) -> dict[int, Fact]:
         """The facts at these positions (those made before from the cache; a hub's best

@@ -261,7 +261,7 @@ def test_facts_from_the_hit_notes_come_first(tmp_path: Path) -> None:
     redis = next(s for s in p.ask("why redis for the warm cache?").subjects if s.subject == "Redis")
     shown = [(f.predicate, f.object) for f in redis.facts]
     assert ("decided_in", "0007 Use Redis as the warm cache") in shown
-    assert ("decided_in", "0002 Use PostgreSQL") not in shown  # not a hit this time
+    assert ("decided_in", "0002 Use PostgreSQL") not in shown[:2]  # not a hit this time
     assert all(f.source_file in {h.path for h in HITS} for f in redis.facts[:2])
     assert not any(f.predicate == "title" for f in redis.facts)  # it only restates the name
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.model import SOURCE_TYPES, Fact, normalize_text
+from pipeline.model import SOURCE_TYPES, Fact, normalize_text, predicate_preference
 from pipeline.rank import OrderRule, rank_subjects, representative_facts, score_of
 
 
@@ -168,6 +168,7 @@ def _picks_by_full_scan(facts: list[Fact], n: int, evidence: dict[str, float]) -
         facts,
         key=lambda f: (
             -evidence.get(f.source_file, -math.inf),
+            predicate_preference(f.predicate),
             -f.confidence,
             f.predicate,
             f.source_type,
@@ -185,6 +186,7 @@ def _picks_by_full_scan(facts: list[Fact], n: int, evidence: dict[str, float]) -
                 pool[i].predicate == "title"
                 and normalize_text(pool[i].object) == pool[i].subject_norm,
                 pool[i].source_file not in evidence,
+                predicate_preference(pool[i].predicate)[0],
                 (pool[i].source_type in types) + (pool[i].predicate in preds),
                 i,
             ),
@@ -200,7 +202,7 @@ def _picks_by_full_scan(facts: list[Fact], n: int, evidence: dict[str, float]) -
 @given(
     rows=st.lists(
         st.tuples(
-            st.sampled_from(("is", "has", "title")),
+            st.sampled_from(("is", "has", "title", "decision", "summary", "mentioned_in")),
             st.sampled_from(("Redis", "redis", "x", "y")),
             st.sampled_from((0.1, 0.5, 0.5, 0.9)),
             st.sampled_from(SOURCE_TYPES),

@@ -135,7 +135,7 @@ def test_resident_counts_and_files_subjects_equal_the_store(db: KoDB) -> None:
 few_predicate_rows = st.lists(
     st.tuples(
         st.sampled_from(("Hub", "hub", "Other")),
-        st.sampled_from(("is", "is", "has", "title")),
+        st.sampled_from(("is", "is", "has", "title", "decision", "mentioned_in")),
         st.sampled_from(("a", "b", "Hub", "hub", "c")),
         st.sampled_from((0.2, 0.5, 0.5, 0.9)),
         st.sampled_from(SOURCE_TYPES),
@@ -243,7 +243,7 @@ def test_summaries_restricted_to_some_files_go_to_the_base(db: KoDB) -> None:
 #: the copy keeps only each type's first partitions (``ResidentKodb._reachable``).
 rich_rows = st.lists(
     st.tuples(
-        st.sampled_from(("p1", "p2", "p3", "p4")),
+        st.sampled_from(("p1", "p2", "decision", "summary", "mentioned_in", "context")),
         st.sampled_from(SOURCE_TYPES),
         st.sampled_from((0.3, 0.5, 0.5, 0.9)),
         st.sampled_from(("wiki/a.md", "wiki/b.md", "adr/c.md", "sessions/d.md")),
