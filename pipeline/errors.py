@@ -101,11 +101,24 @@ class KodbError(VaultKoError):
 
 
 class GraphError(VaultKoError):
+    """``url``: the graph's URL (credentials masked), when the error is about one."""
+
     exit_code = EXIT_UNAVAILABLE
+
+    def __init__(self, message: str, *, url: str | None = None) -> None:
+        super().__init__(message)
+        self.url = url
 
 
 class GraphUnavailable(GraphError):
-    """The graph cannot answer now (down, timed out, transient, or breaker open)."""
+    """The graph cannot answer now (down, timed out, transient, or breaker open);
+    ``retry_in``: seconds before the breaker lets a call try it again, when it is open."""
+
+    def __init__(
+        self, message: str, *, url: str | None = None, retry_in: float | None = None
+    ) -> None:
+        super().__init__(message, url=url)
+        self.retry_in = retry_in
 
 
 class GraphQueryError(GraphError):

@@ -291,7 +291,7 @@ def redact_freshness(report: dict[str, Any], private: PrivateNotes) -> dict[str,
         return report
     out = dict(report)
     out["notes"] = {
-        state: [p for p in paths if not private.is_private(p)]
+        state: None if paths is None else [p for p in paths if not private.is_private(p)]
         for state, paths in report.get("notes", {}).items()
     }
     out["skipped"] = [s for s in report.get("skipped", []) if not private.is_private(s["path"])]

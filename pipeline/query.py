@@ -12,6 +12,7 @@ and MCP call ``ask`` and render its Answer.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
     from pipeline.embed import Embedder, LazyEmbedder
     from pipeline.graph import GraphClient
     from pipeline.kodb.reader import KodbReader
+
+log = logging.getLogger(__name__)
 
 
 #: The most subjects, notes or facts per subject any surface may ask for: past it numbers
@@ -150,10 +153,14 @@ def cosine_of(vector: Any, embedding: Sequence[float]) -> float:
 
 
 def degraded_reason(exc: GraphError) -> str:
-    """Why an answer is degraded: the graph is unreachable, or it refused (a missing Cypher
-    file, a server too old, a refused query vector): either way the question is answered."""
-    kind = "graph unavailable" if isinstance(exc, GraphUnavailable) else "graph error"
-    return f"{kind}: {exc}"
+    """Why an answer is degraded, in words: the graph is unreachable, or it refused (a
+    missing Cypher file, a server too old, a refused query vector); either way the question
+    is answered from the notes' words. The driver's text goes to the log (``-v``)."""
+    from pipeline.graph.reason import in_words, retry_words
+
+    log.info("the graph failed, answering from the notes' words: %s", exc)
+    parts = (in_words(exc), "answering from the notes' words", retry_words(exc))
+    return "; ".join(p for p in parts if p)
 
 
 class Timer:

@@ -106,7 +106,8 @@ def _head(answer: Answer) -> list[Text]:
         head.append(Text(label_line(answer), style="dim"))
     if answer.degraded_reason:
         head.append(Text(f"degraded: {answer.degraded_reason}", style="magenta"))
-    notes = (r.hint, r.warning, answer.notice)
+    # In fallback the warning says what the degraded line already does.
+    notes = (r.hint, None if answer.mode == "fallback" else r.warning, answer.notice)
     return head + [Text(f"note: {n}", style="italic") for n in notes if n]
 
 

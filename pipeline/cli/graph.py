@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import click
@@ -119,6 +120,7 @@ def graph_status(ctx: click.Context, as_json: bool) -> None:
     # Imported here: the client pulls in numpy and tenacity, which `vault-ko --help` and
     # the other commands' start-up need not pay for.
     from pipeline.app import App
+    from pipeline.graph.reason import graph_reason
 
     app = ctx.ensure_object(AppContext)
     settings = app.settings()
@@ -138,12 +140,15 @@ def graph_status(ctx: click.Context, as_json: bool) -> None:
         table.add_row("agent", status.agent or "-")
         latency = "-" if status.latency_ms is None else f"{status.latency_ms:.1f} ms"
         table.add_row("latency", latency)
+        verbose = logging.getLogger("pipeline").isEnabledFor(logging.INFO)
         if status.reason:
-            table.add_row("reason", status.reason)
+            table.add_row("reason", graph_reason(status.reason, status.url))
+            if verbose:
+                table.add_row("detail", status.reason)
         circuit = breaker.state
         if breaker.opened_at is not None and breaker.state != CLOSED:
             age = time.time() - breaker.opened_at
-            circuit += f" ({age:.0f}s ago: {breaker.reason})"
+            circuit += f" ({age:.0f}s ago: {graph_reason(breaker.reason or '', status.url)})"
         table.add_row("circuit", circuit)
         if info.record is not None:
             local = f"pid {info.record.pid}" if info.running else "not running"

@@ -110,7 +110,7 @@ def run(command: click.Command, args: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except VaultKoError as exc:
         # The errors' own messages are masked where they are made; this is the last guard.
-        err.print(Text.assemble(("error: ", "bold red"), mask_url(str(exc))), soft_wrap=True)
+        err.print(Text.assemble(("error: ", "bold red"), mask_url(_in_words(exc))), soft_wrap=True)
         # The line is all there is to say: end without the interpreter's teardown, which
         # aborts ("terminate called…", exit 134) when the error came while a thread was
         # still reading the model (a query preloads it while KO-DB opens).
@@ -118,3 +118,15 @@ def run(command: click.Command, args: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+
+
+def _in_words(exc: VaultKoError) -> str:
+    """The error's message; a graph error's in words, its driver's text logged (``-v``)."""
+    from pipeline.errors import GraphError
+
+    if not isinstance(exc, GraphError):
+        return str(exc)
+    from pipeline.graph.reason import in_words, retry_words
+
+    logging.getLogger("pipeline").info("the graph failed: %s", exc)
+    return "; ".join(p for p in (in_words(exc), retry_words(exc, "try again in {} s")) if p)

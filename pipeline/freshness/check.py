@@ -30,6 +30,7 @@ from pipeline.freshness.report import (
     GraphCheck,
     KodbCheck,
 )
+from pipeline.graph.reason import graph_reason
 from pipeline.ingest import SkippedNote, skip_reason
 from pipeline.model import Calibration, Note
 from pipeline.vault.parse import EMBED_TEXT_VERSION, read_note
@@ -397,52 +398,6 @@ def _open_graph(
     if why is not None:
         errors.append(why)
     return graph, check
-
-
-#: Phrases of driver and socket errors, and what they mean in a few words.
-_CAUSES: tuple[tuple[str, str], ...] = (
-    ("connection refused", "connection refused"),
-    ("timed out", "timed out"),
-    ("timeout", "timed out"),
-    ("name or service not known", "unknown host name"),
-    ("nodename nor servname", "unknown host name"),
-    ("name resolution", "unknown host name"),
-    ("getaddrinfo failed", "unknown host name"),
-    ("connection reset", "connection reset"),
-    ("no route to host", "no route to host"),
-    ("network is unreachable", "network unreachable"),
-    ("certificate", "TLS certificate rejected"),
-)
-
-
-def graph_reason(raw: str, url: str | None) -> str:
-    """Why the graph could not be read, in words: "the graph is not reachable at
-    127.0.0.1:7687 (connection refused)". A message already meant for people (the local
-    graph is not started) and one with no known cause are kept as they are: the raw text
-    then says more than a guess would."""
-    where = f" at {_host_port(url)}" if url and _host_port(url) else ""
-    lower = raw.lower()
-    if "refused the credentials" in lower:
-        return f"the graph{where} refused the credentials (check graph_user and the password)"
-    for phrase, words in _CAUSES:
-        if phrase in lower:
-            return f"the graph is not reachable{where} ({words})"
-    if not raw:
-        return f"the graph{where} did not answer"
-    if "not started" in lower or not where or where[4:] in raw:
-        return raw
-    return f"the graph is not reachable{where}: {raw}"
-
-
-def _host_port(url: str) -> str:
-    """host:port of a graph URL, without its scheme or credentials ("" if there is none)."""
-    from urllib.parse import urlsplit
-
-    try:
-        netloc = urlsplit(url).netloc
-    except ValueError:
-        return ""
-    return netloc.rpartition("@")[2].split(" ")[0]
 
 
 def _detail(raw: str | None, why: str | None) -> str | None:

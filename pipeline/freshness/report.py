@@ -272,7 +272,7 @@ class FreshnessReport:
         """The JSON document of ``vault-ko freshness --json`` (keys are a contract).
 
         Counts the check could not know (the graph was down) are null, and
-        ``counts_unknown_reason`` says why; the path lists are then empty."""
+        ``counts_unknown_reason`` says why; their path lists are null too."""
         counts: dict[str, int | None] = {**self.counts, "fresh": len(self.classification.fresh)}
         if not self.compared:
             counts = dict.fromkeys(counts)
@@ -285,7 +285,10 @@ class FreshnessReport:
             "notes_on_disk": self.notes_on_disk,
             "counts": counts,
             "counts_unknown_reason": None if self.compared else self.unknown_reason,
-            "notes": {s: list(self.classification.paths(s)) for s in OUT_OF_DATE},
+            "notes": {
+                s: list(self.classification.paths(s)) if self.compared else None
+                for s in OUT_OF_DATE
+            },
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
             "oldest_stale_seconds": _round(self.oldest_stale_seconds),
             "by_type": {t.source_type: t.to_dict() for t in self.by_type},

@@ -123,6 +123,12 @@ class Breaker:
             return f"circuit half-open for {self.url}: another process is probing the graph"
         return None
 
+    def _wait(self, state: BreakerState, now: float) -> float | None:
+        """Seconds of cool-down left while the circuit is open (None otherwise)."""
+        if state.state != OPEN:
+            return None
+        return max(0.0, self.cooldown - (now - (state.opened_at or now)))
+
     # -- the call protocol ------------------------------------------------------------
     def before_call(self) -> bool:
         """Admit a call: False for a normal call, True for the half-open probe.
@@ -136,7 +142,7 @@ class Breaker:
         now = self._clock()
         refusal = self._refusal(state, now)
         if refusal is not None:
-            raise GraphUnavailable(refusal)
+            raise GraphUnavailable(refusal, url=self.url, retry_in=self._wait(state, now))
         self._write(replace(state, state=HALF_OPEN, probe_started_at=now))
         return True
 

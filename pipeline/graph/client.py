@@ -172,22 +172,26 @@ def translate(exc: BaseException, url: str, user: str | None = None) -> GraphErr
     if isinstance(exc, GraphError):
         return exc
     if is_transient(exc):
-        return GraphUnavailable(f"graph at {url} unavailable: {_short(exc)}")
+        return GraphUnavailable(f"graph at {url} unavailable: {_short(exc)}", url=url)
     if isinstance(exc, ne.AuthError) or (
         isinstance(exc, ArcadeHttpError) and exc.status in (401, 403)
     ):
         return GraphQueryError(
-            f"graph at {url} refused the credentials of user {user!r}: {_short(exc)}"
+            f"graph at {url} refused the credentials of user {user!r}: {_short(exc)}", url=url
         )
     if isinstance(exc, ne.Neo4jError):
-        return GraphQueryError(f"graph at {url} rejected a query: {exc.code}: {_short(exc)}")
+        return GraphQueryError(
+            f"graph at {url} rejected a query: {exc.code}: {_short(exc)}", url=url
+        )
     if isinstance(exc, OSError):  # a network fault we do not retry (e.g. unknown host)
-        return GraphUnavailable(f"graph at {url} unreachable: {_short(exc)}")
+        return GraphUnavailable(f"graph at {url} unreachable: {_short(exc)}", url=url)
     if isinstance(exc, ne.ConfigurationError | ValueError):
-        return GraphQueryError(f"graph at {url}: invalid configuration or value: {_short(exc)}")
+        return GraphQueryError(
+            f"graph at {url}: invalid configuration or value: {_short(exc)}", url=url
+        )
     if isinstance(exc, VaultKoError):  # e.g. ConfigError for an unknown dialect
         return GraphQueryError(str(exc))
-    return GraphQueryError(f"graph at {url}: {type(exc).__name__}: {_short(exc)}")
+    return GraphQueryError(f"graph at {url}: {type(exc).__name__}: {_short(exc)}", url=url)
 
 
 # --- where the graph is ---------------------------------------------------------------
@@ -394,7 +398,7 @@ class GraphClient:
             return error
         if self.breaker.record_slow(str(error)):
             return error
-        return GraphUnavailable(f"{error} (it answers a ping: slow, not down)")
+        return GraphUnavailable(f"{error} (it answers a ping: slow, not down)", url=error.url)
 
     def _answers_ping(self) -> bool:
         """Whether the graph answers one quick ping: a single attempt, no retry, no breaker,

@@ -102,7 +102,10 @@ def warm_up(app: App) -> str | None:
     try:
         app.graph.ping()
     except GraphError as exc:
-        return f"graph unavailable at start ({exc}); answers are degraded until it is back"
+        from pipeline.graph.reason import in_words
+
+        log.info("the graph failed at start: %s", exc)
+        return f"{in_words(exc)} at start; answers come from the notes' words until it is back"
     app.load_model().embed([WARM_UP_TEXT])
     app.refresh_calibration()
     return None

@@ -120,7 +120,7 @@ def test_with_no_service_and_no_graph_the_word_answer_is_injected_marked(
 ) -> None:
     # No service: the hook answers in-process; the graph is not running either, so by words.
     context = context_of(run_hook(service_kit, unserved, REDIS))
-    assert "[degraded: graph unavailable: the local graph is not started" in context
+    assert "[degraded: the local graph is not started" in context
     assert "Redis" in context
 
 

@@ -545,6 +545,8 @@ def test_graph_down_json_has_null_counts_and_says_why_in_words(graph_down) -> No
         ("missing", "stale", "orphaned", "model_mismatch", "fresh")
     )
     assert data["counts_unknown_reason"] == IN_WORDS
+    assert data["notes"] == dict.fromkeys(("missing", "stale", "orphaned", "model_mismatch"))
+    assert data["skipped"] == []  # the scan reads the disk: known
     for per_type in data["by_type"].values():
         assert per_type["fresh"] is per_type["missing"] is per_type["stale"] is None
         assert per_type["coverage"] is None

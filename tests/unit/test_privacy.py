@@ -204,3 +204,9 @@ def test_freshness_json_loses_private_paths_but_keeps_counts() -> None:
     assert out["notes"]["missing"] == ["wiki/b.md"]
     assert out["skipped"] == [] and out["kodb"]["orphan_fact_files"] == []
     assert out["counts"] == {"missing": 2} and out["kodb"]["facts"] == 3
+
+
+def test_freshness_json_of_a_graph_down_check_keeps_its_unknown_lists_null() -> None:
+    report = {"notes": {"missing": None, "stale": None}, "skipped": [], "kodb": {}}
+    out = redact_freshness(report, PRIVATE)
+    assert out["notes"] == {"missing": None, "stale": None}

@@ -178,3 +178,41 @@ def test_a_failure_opens_at_once_whatever_the_slow_count(tmp_path: Path, clock: 
     assert breaker.read().state == OPEN
     with pytest.raises(GraphUnavailable, match="connection refused"):
         breaker.before_call()
+
+
+def test_a_refusal_says_where_and_when_the_graph_is_tried_again(
+    tmp_path: Path, clock: Clock
+) -> None:
+    from pipeline.graph.reason import in_words, retry_words
+    from pipeline.query import degraded_reason
+
+    breaker = make(tmp_path, clock, "bolt://u:secret@127.0.0.1:43251")
+    breaker.record_failure(
+        "graph at bolt://127.0.0.1:43251 unavailable: Couldn't connect to 127.0.0.1:43251 "
+        "(resolved to ('127.0.0.1:43251',)): Failed to establish connection to "
+        "ResolvedIPv4Address(('127.0.0.1', 43251)) (reason [Errno 111] Connection refused)"
+    )
+    clock.now += 10
+    with pytest.raises(GraphUnavailable) as info:
+        breaker.before_call()
+    assert "circuit open" in str(info.value)  # the log keeps the whole story
+    assert (
+        in_words(info.value) == "the graph is not reachable at 127.0.0.1:43251 (connection refused)"
+    )
+    assert retry_words(info.value) == "it will be retried in 20 s"
+    reason = degraded_reason(info.value)
+    assert reason.startswith("the graph is not reachable at 127.0.0.1:43251 (connection refused); ")
+    assert "answering from the notes' words" in reason
+    assert "Errno" not in reason and "ResolvedIPv4Address" not in reason and "secret" not in reason
+
+
+def test_an_unknown_driver_text_is_not_shown_in_words() -> None:
+    from pipeline.errors import GraphQueryError
+    from pipeline.graph.reason import in_words
+
+    odd = GraphUnavailable("graph at bolt://h:7 unavailable: SessionExpired xyz", url="bolt://h:7")
+    assert in_words(odd) == "the graph at h:7 did not answer"
+    refused = GraphQueryError("graph at bolt://h:7 rejected a query: Neo.X: boom", url="bolt://h:7")
+    assert in_words(refused) == "the graph at h:7 refused a query"
+    ours = GraphQueryError("the Cypher files are not installed")
+    assert in_words(ours) == "the Cypher files are not installed"
