@@ -8,7 +8,6 @@ from pipeline.errors import GraphError, GraphUnavailable
 
 #: Phrases of driver and socket errors, and what they mean in a few words.
 _CAUSES: tuple[tuple[str, str], ...] = (
-    ("slow, not down", "it answers, but too slowly"),
     ("did not answer within", "no answer in time"),
     ("connection refused", "connection refused"),
     ("timed out", "timed out"),
@@ -31,6 +30,8 @@ def graph_reason(raw: str, url: str | None) -> str:
     then says more than a guess would."""
     where = f" at {_host_port(url)}" if url and _host_port(url) else ""
     lower = raw.lower()
+    if "slow, not down" in lower:
+        return f"the graph{where} answers, but too slowly"
     if "refused the credentials" in lower:
         return f"the graph{where} refused the credentials (check graph_user and the password)"
     for phrase, words in _CAUSES:
