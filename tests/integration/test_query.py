@@ -124,16 +124,16 @@ def test_sync_is_idempotent_and_calibration_current(synced: Pipeline) -> None:
     report = sync_vault(synced.settings, synced.kodb, synced.graph, synced.embedder)
     assert report.embed.embedded == 0
     assert report.calibrated is False
-    assert report.calibration is not None and report.calibration.n_notes == 68
+    assert report.calibration is not None and report.calibration.n_notes == 91
 
 
 def test_sync_re_embedding_the_vault_under_new_text_rules_recalibrates(synced: Pipeline) -> None:
     with synced.graph._session() as session:  # nodes as an older release wrote them
         session.run("MATCH (n:Note) SET n.text_version = null")
     report = sync_vault(synced.settings, synced.kodb, synced.graph, synced.embedder)
-    assert report.embed.embedded == 68
+    assert report.embed.embedded == 91
     assert report.calibrated is True
-    assert report.calibration_reasons == ("68 of 68 notes re-embedded by this run",)
+    assert report.calibration_reasons == ("91 of 91 notes re-embedded by this run",)
     again = sync_vault(synced.settings, synced.kodb, synced.graph, synced.embedder)
     assert (again.embed.embedded, again.calibrated) == (0, False)
 
@@ -168,7 +168,7 @@ def test_hostile_and_accented_questions_are_data(synced: Pipeline, question: str
         a = synced.ask(question, QueryOptions(semantic=semantic))
         assert a.query == question.strip()
         assert a.mode == ("semantic" if semantic else "fallback")
-    assert len(synced.graph.note_states()) == before == 68
+    assert len(synced.graph.note_states()) == before == 91
 
 
 def test_hungarian_words_find_the_hungarian_subject_in_fallback(synced: Pipeline) -> None:
@@ -327,7 +327,7 @@ def test_sync_and_calibrate_cli_json(synced: Pipeline, graph_env) -> None:  # ty
     result = CliRunner().invoke(cli, ["--vault", vault, "sync", "--json"], env=env)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["ingest"]["notes"] == 68
+    assert data["ingest"]["notes"] == 91
     assert data["embed"]["embedded"] == 0
     assert data["calibrated"] is False
     result = CliRunner().invoke(cli, ["--vault", vault, "calibrate", "--json"], env=env)
@@ -335,7 +335,7 @@ def test_sync_and_calibrate_cli_json(synced: Pipeline, graph_env) -> None:  # ty
     data = json.loads(result.stdout)
     assert data["used"] == "vault"
     assert data["stored"]["trusted"] is True
-    assert data["stored"]["n_notes"] == 68
+    assert data["stored"]["n_notes"] == 91
     assert data["stored"]["probe_set_version"] == 2
     assert 0 < data["floor_cosine"] < 0.42
 

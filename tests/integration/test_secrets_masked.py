@@ -111,7 +111,7 @@ def test_no_command_prints_or_stores_a_password(graph: str, pg_url: str, tmp_pat
         assert "Traceback" not in done.stderr, f"{shown}:\n{done.stderr}"
         printed.append((shown, done.stdout + done.stderr))
     # The runs reached the stores: KO-DB was written, the graph was refused or unreachable.
-    assert any('"added": 68' in text or "68 notes" in text for _, text in printed)
+    assert any('"added": 91' in text or "91 notes" in text for _, text in printed)
     refused = "unavailable" if graph == "password-in-env" else "invalid configuration"
     assert any(refused in text for _, text in printed)
     for shown, text in printed:

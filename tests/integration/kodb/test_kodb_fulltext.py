@@ -129,7 +129,7 @@ def test_ingest_keeps_the_index_and_an_old_kodb_gets_it_at_the_next_ingest(
     with KoDB.open(kodb_url) as db:
         assert db.note_text_count() == 0  # migrated, but nothing indexed yet
         report = ingest_vault(settings_, db)
-        assert report.updated == report.notes_total == db.note_text_count() == 68
+        assert report.updated == report.notes_total == db.note_text_count() == 91
         assert found(db, "gyorsitotar")[0].startswith(("adr/0018", "wiki/gyors"))
         # An edit is reindexed, a deletion removed, by the next incremental ingest.
         (vault / "wiki" / "redis.md").write_text("# Redis\n\nNow about okapis only.\n", "utf-8")
