@@ -215,11 +215,13 @@ def build_server(tools: VaultTools) -> FastMCP:
         """Ask the notes vault a question. Returns the answer JSON: relevance.label
         (strong/moderate/weak/no_match, or unscored in fallback), mode (semantic or
         fallback = degraded), the best notes (hits) and the subjects ranked by how many
-        files and source types corroborate them, with their facts. no_match: the vault has
-        nothing relevant. Options: top_k subjects (20), hits notes (20), facts_per_subject
-        (3), semantic (false: word search only), preset (session, wiki-gap, crystallize,
-        routing, episodic). A question has at most 200,000 characters; counts are at most
-        10,000."""
+        files and source types corroborate them, with their facts. Hits and subjects that
+        are decisions carry status (current, superseded, deprecated, rejected, proposed)
+        and superseded_by (what replaced them): prefer the current decision, which comes
+        before the one it replaced. no_match: the vault has nothing relevant. Options:
+        top_k subjects (20), hits notes (20), facts_per_subject (3), semantic (false: word
+        search only), preset (session, wiki-gap, crystallize, routing, episodic). A question
+        has at most 200,000 characters; counts are at most 10,000."""
         return guarded(
             tools.ask,
             question,

@@ -26,7 +26,7 @@ CalibrationSource = Literal["vault", "embedder-default", "none"]
 #: Why a subject is a candidate of an answer (see bridge.py): a hit note is its own note,
 #: a hit's title names it (the seed's LIKE bridge), several of the best hits link to it,
 #: or (degraded mode) its name holds words of the question.
-Evidence = Literal["own", "title", "mentioned", "words"]
+Evidence = Literal["own", "title", "mentioned", "words", "successor"]
 
 #: The predicate of a note's title fact: its object may only restate the subject's name.
 TITLE_PREDICATE: Final = "title"
@@ -192,6 +192,8 @@ class Hit:
     cosine: float | None
     excerpt: str | None = None  # the note's summary from the registry, for people to read
     bm25: float | None = None
+    status: str | None = None  # its decision's status (pipeline/succession.py), if it is one
+    superseded_by: str | None = None  # the note of the decision that replaced it
 
 
 @dataclass(frozen=True)
@@ -236,6 +238,8 @@ class SubjectRank:
     band: Band | None = None  # z-band of best_cosine (None in degraded mode)
     evidence: Evidence | None = None
     best_bm25: float | None = None  # degraded mode: the word score of that hit
+    status: str | None = None  # its decision's status (pipeline/succession.py), if it is one
+    superseded_by: str | None = None  # the subject of the decision that replaced it
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pipeline.graph.reader import GraphReader
     from pipeline.kodb.reader import KodbReader
     from pipeline.model import Calibration
+    from pipeline.succession import Succession
 
 
 @dataclass(frozen=True)
@@ -211,6 +212,20 @@ class PublicKodb:
     ) -> Calibration | None:
         """The store's: a calibration names no note."""
         return self._kodb.latest_calibration(embedder, dims)
+
+    def succession(self) -> Succession:
+        """The store's, or, when notes are private, the decisions public facts and notes
+        state (a private note's word never marks a public decision replaced)."""
+        if not self._private:
+            return self._kodb.succession()
+        from pipeline.kodb.decisions import recomputed
+
+        return recomputed(self.decision_facts(), self.notes())
+
+    def decision_facts(self) -> list[Fact]:
+        return [
+            f for f in self._kodb.decision_facts() if not self._private.is_private(f.source_file)
+        ]
 
     def close(self) -> None:
         """The owner of the store closes it."""

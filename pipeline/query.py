@@ -44,6 +44,7 @@ from pipeline.model import (
 )
 from pipeline.privacy import PrivateNotes, redact
 from pipeline.rank import DEFAULT_ORDER, OrderRule, rank_summaries
+from pipeline.succession import order_with_successors
 
 if TYPE_CHECKING:
     import numpy as np
@@ -397,6 +398,7 @@ class Pipeline:
         shown = [
             replace(h, excerpt=registry[h.path].summary) if h.path in registry else h for h in shown
         ]
+        shown = self._marked_hits(shown, timer)
         if relevance.label == "no_match" or not opts.subjects or opts.top_k == 0 or not shown:
             return Answer(text, "semantic", None, relevance, tuple(shown), (), notice=notice)
         with timer.stage("bridge_ms"):
@@ -422,6 +424,7 @@ class Pipeline:
             return self._no_content(text, reason)
         with timer.stage("fulltext_ms"):
             hits, registry = self._word_hits(text, opts)
+        hits = self._marked_hits(hits, timer)
         if opts.session_notes_only and not hits:
             notice = self._no_session_notes(opts.hits)
         if opts.subjects and opts.top_k:
@@ -495,10 +498,11 @@ class Pipeline:
         words (``words``: degraded mode, wiki-gap) follow every subject a hit is about, so
         they are looked for only while fewer than ``top_k`` of those are ranked."""
 
-        def ranked(found: Sequence[SubjectSummary]) -> tuple[SubjectRank, ...]:
-            return self._rank(
-                found, opts, candidates, timer, relevance, evidence, top_bm25=top_bm25
-            )
+        def ranked(
+            found: Sequence[SubjectSummary], among: Mapping[str, Candidate] | None = None
+        ) -> tuple[SubjectRank, ...]:
+            chosen = candidates if among is None else among
+            return self._rank(found, opts, chosen, timer, relevance, evidence, top_bm25=top_bm25)
 
         with timer.stage("kodb_ms"):
             counted = self._summaries(candidates, opts, evidence, sample=False)
@@ -518,7 +522,53 @@ class Pipeline:
                     {k: c for k, c in candidates.items() if k in kept}, opts, evidence
                 )
             subjects = ranked(shown)
+        subjects = self._with_successors(subjects, candidates, opts, timer, evidence, ranked)
         return subjects, candidates
+
+    def _marked_hits(self, hits: Sequence[Hit], timer: Timer) -> list[Hit]:
+        """The hits with their decisions' status and successor's note (succession.py)."""
+        with timer.stage("kodb_ms"):
+            by_path = self.kodb.succession().by_path
+        return [
+            replace(h, status=d.status, superseded_by=d.successor_path)
+            if (d := by_path.get(h.path)) is not None
+            else h
+            for h in hits
+        ]
+
+    def _with_successors(
+        self,
+        subjects: tuple[SubjectRank, ...],
+        candidates: Mapping[str, Candidate],
+        opts: QueryOptions,
+        timer: Timer,
+        evidence: dict[str, float],
+        ranked: Callable[..., tuple[SubjectRank, ...]],
+    ) -> tuple[SubjectRank, ...]:
+        """The succession rule (``succession.order_with_successors``): a superseded
+        decision's successor comes before it, joining the answer when it was not in it
+        (evidence ``successor``, with its own hit's cosine, else the old one's); the
+        answer's gate (crystal-ready) and ``top_k`` hold."""
+        with timer.stage("kodb_ms"):
+            succession = self.kodb.succession()
+        if not subjects or not succession:
+            return subjects
+
+        def join(norm: str, old: SubjectRank) -> SubjectRank | None:
+            own = candidates.get(norm)
+            candidate = Candidate(
+                norm,
+                "successor",
+                cosine=own.cosine if own is not None else old.best_cosine,
+                path=own.path if own is not None else None,
+                bm25=own.bm25 if own is not None else old.best_bm25,
+            )
+            with timer.stage("kodb_ms"):
+                found = self._summaries({norm: candidate}, opts, evidence)
+            joined = ranked(found, {norm: candidate})
+            return joined[0] if joined else None
+
+        return order_with_successors(subjects, succession, join, opts.top_k)
 
     def _summaries(
         self,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import math
 import textwrap
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -17,6 +18,8 @@ from pipeline.model import Answer, Calibration, FactView, Hit, Relevance, Subjec
 from pipeline.noisefloor import is_tight_vault
 
 _FLOAT_DIGITS = 4
+#: The answer JSON's version: 2 added ``status`` and ``superseded_by`` to hits and subjects.
+ANSWER_SCHEMA_VERSION = 2
 
 
 def _num(value: float | None, digits: int | None = _FLOAT_DIGITS) -> float | None:
@@ -51,6 +54,8 @@ def _subject(s: SubjectRank, *, digits: int | None = _FLOAT_DIGITS) -> dict[str,
         "best_bm25": _num(s.best_bm25, digits),
         "band": s.band,
         "evidence": s.evidence,
+        "status": s.status,
+        "superseded_by": s.superseded_by,
         "crystal_ready": s.crystal_ready,
         "predicates": dict(s.predicates),
         "facts": [
@@ -76,6 +81,7 @@ def _answer(answer: Answer, *, digits: int | None = _FLOAT_DIGITS) -> dict[str, 
     for key in ("top_cosine", "z", "noise_floor", "sigma", "floor_cosine"):
         rel[key] = _num(rel[key], digits)
     return {
+        "schema_version": ANSWER_SCHEMA_VERSION,
         "query": answer.query,
         "mode": answer.mode,
         "degraded_reason": answer.degraded_reason,
@@ -88,6 +94,8 @@ def _answer(answer: Answer, *, digits: int | None = _FLOAT_DIGITS) -> dict[str, 
                 "cosine": _num(h.cosine, digits),
                 "bm25": _num(h.bm25, digits),
                 "excerpt": h.excerpt,
+                "status": h.status,
+                "superseded_by": h.superseded_by,
             }
             for h in answer.hits
         ],
@@ -126,6 +134,8 @@ def answer_from_dict(data: dict[str, Any]) -> Answer:
             _float(h["cosine"]),
             h.get("excerpt"),
             _float(h.get("bm25")),
+            h.get("status"),
+            h.get("superseded_by"),
         )
         for h in data["hits"]
     )
@@ -154,6 +164,8 @@ def answer_from_dict(data: dict[str, Any]) -> Answer:
             band=s.get("band"),
             evidence=s.get("evidence"),
             best_bm25=_float(s.get("best_bm25")),
+            status=s.get("status"),
+            superseded_by=s.get("superseded_by"),
         )
         for s in data["subjects"]
     )
@@ -178,6 +190,7 @@ EVIDENCE_WORDS = {
     "title": "title match",
     "mentioned": "mentioned",
     "words": "name words",
+    "successor": "successor",
 }
 #: What each evidence value means (the --explain legend).
 EVIDENCE_MEANING = {
@@ -185,7 +198,28 @@ EVIDENCE_MEANING = {
     "title": "its name holds the title of a note the search found",
     "mentioned": "several of the best notes link to it",
     "words": "its name holds words of the question (the notes' words were searched)",
+    "successor": "the decision that replaced one the search found (it joins right after)",
 }
+
+
+def status_words(status: str | None, superseded_by: str | None) -> str | None:
+    """A decision's status in words for people and agents ("superseded by 0014 …")."""
+    if status == "superseded":
+        return f"superseded by {superseded_by}" if superseded_by else "superseded"
+    return status
+
+
+def shown_status(s: SubjectRank, successors: set[str]) -> str | None:
+    """What an answer says of a subject's status: every status but current, which is said
+    only of a subject that replaced another one in the answer."""
+    if s.status == "current" and s.subject not in successors:
+        return None
+    return status_words(s.status, s.superseded_by)
+
+
+def successors_in(subjects: Sequence[SubjectRank]) -> set[str]:
+    """The subjects named as the successor of another subject of the answer."""
+    return {s.superseded_by for s in subjects if s.superseded_by}
 
 
 def label_line(answer: Answer) -> str:
@@ -305,6 +339,11 @@ def _score_words(h: Hit) -> str:
     return f"bm25 {h.bm25:.2f}" if h.bm25 is not None else h.source_type
 
 
+def _hit_status(h: Hit) -> str | None:
+    """A hit's decision status in words (not said of a current one)."""
+    return None if h.status == "current" else status_words(h.status, h.superseded_by)
+
+
 def _why(s: SubjectRank) -> str:
     parts = [p for p in (s.band, EVIDENCE_WORDS.get(s.evidence or "", s.evidence)) if p]
     return " · ".join(parts)
@@ -332,15 +371,19 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
         lines += ["", "### Notes"]
         for i, h in enumerate(answer.hits[:NOTES_SHOWN], start=1):
             score = _score_words(h)
-            line = f"{i}. **{h.title}** (`{h.path}`, {score})"
+            status = _hit_status(h)
+            line = f"{i}. **{h.title}** (`{h.path}`, {score}{f'; {status}' if status else ''})"
             if h.excerpt:
                 line += f" — {_one_line(h.excerpt, MD_EXCERPT_CHARS)}"
             lines.append(line)
     if answer.subjects:
         lines += ["", "### Subjects"]
+    successors = successors_in(answer.subjects)
     for s in answer.subjects:
         mark = " ✦ crystal-ready" if s.crystal_ready else ""
-        why = f"{_why(s)}; " if _why(s) else ""
+        status = shown_status(s, successors)
+        why = "; ".join(p for p in (status, _why(s)) if p)
+        why = f"{why}; " if why else ""
         lines.append(
             f"- **{s.subject}** ({why}score {s.score}; {s.source_count} files: {_types(s)}){mark}"
         )
@@ -389,15 +432,19 @@ def to_context_pack(answer: Answer, *, max_chars: int) -> str | None:
     if answer.hits:
         lines.append("Notes:")
         for h in answer.hits[:CONTEXT_NOTES]:
-            line = f"- {h.title} ({h.path})"
+            status = _hit_status(h)
+            line = f"- {h.title} ({h.path}{f'; {status}' if status else ''})"
             if h.excerpt:
                 line += f": {_one_line(h.excerpt, CONTEXT_TEXT_CHARS)}"
             lines.append(line)
     if answer.subjects:
         lines.append("Subjects (ranked by how many files and source types corroborate them):")
+    successors = successors_in(answer.subjects)
     for s in answer.subjects:
         mark = ", crystal-ready" if s.crystal_ready else ""
-        lines.append(f"- {s.subject} ({s.source_count} files: {_types(s)}{mark})")
+        status = shown_status(s, successors)
+        said = f"{status}; " if status else ""
+        lines.append(f"- {s.subject} ({said}{s.source_count} files: {_types(s)}{mark})")
         for f in s.facts:
             text = _one_line(f.object, CONTEXT_TEXT_CHARS)
             lines.append(f"  - {f.predicate}: {text} [{f.source_file}]")

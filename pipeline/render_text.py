@@ -18,7 +18,10 @@ from pipeline.render import (
     NOTES_SHOWN,
     label_in_words,
     label_line,
+    shown_status,
     silence_line,
+    status_words,
+    successors_in,
 )
 
 if TYPE_CHECKING:
@@ -80,14 +83,17 @@ class TextAnswer:
         notes = answer.hits[:NOTES_SHOWN]
         if notes:
             yield Text("notes", style="bold")
+            numbered = {hit.path: i for i, hit in enumerate(notes, start=1)}
             for number, hit in enumerate(notes, start=1):
-                yield from _note_lines(console, number, hit, width)
+                yield from _note_lines(console, number, hit, width, numbered)
         shown = subjects_shown(answer, self.subjects)
         if shown:
             yield Text(_subjects_heading(answer, len(shown)), style="bold")
             numbers = {hit.path: i for i, hit in enumerate(notes, start=1)}
+            successors = successors_in(answer.subjects)
             for rank, subject in enumerate(shown, start=1):
-                yield from _subject_lines(console, rank, subject, width, numbers)
+                status = shown_status(subject, successors)
+                yield from _subject_lines(console, rank, subject, width, numbers, status)
         elif answer.mode == "fallback" and not answer.hits:
             yield Text("no subject's name holds the question's words", style="dim")
 
@@ -129,7 +135,9 @@ def _indented(console: Console, text: Text, first: str, indent: int, width: int)
         yield Text(prefix) + line
 
 
-def _note_lines(console: Console, number: int, hit: Hit, width: int) -> Iterator[Text]:
+def _note_lines(
+    console: Console, number: int, hit: Hit, width: int, numbered: Mapping[str, int]
+) -> Iterator[Text]:
     from rich.cells import cell_len
     from rich.text import Text
 
@@ -137,9 +145,15 @@ def _note_lines(console: Console, number: int, hit: Hit, width: int) -> Iterator
     first = f"{number:>3}  {score:>5}"
     room = width - NOTE_GUTTER
     title = Text(hit.title, style="bold")
-    path = short_path(hit.path, room - cell_len(hit.title) - 3)
+    successor = hit.superseded_by
+    if successor in numbered:
+        successor = f"note {numbered[successor]}"
+    status = status_words(hit.status, successor) if hit.status != "current" else None
+    if status:
+        title.append(f" [{status}]", style="yellow")
+    path = short_path(hit.path, room - title.cell_len - 3)
     marked = path == hit.path or "…" in path  # a bare file name would hide its folder
-    if marked and cell_len(hit.title) + 3 + cell_len(path) <= room:
+    if marked and title.cell_len + 3 + cell_len(path) <= room:
         title.append(" · ")
         title.append(path, style="cyan")
         yield from _indented(console, title, first, NOTE_GUTTER, width)
@@ -165,13 +179,20 @@ def _one_line(text: str, width: int) -> str:
 
 
 def _subject_lines(
-    console: Console, rank: int, s: SubjectRank, width: int, notes: Mapping[str, int]
+    console: Console,
+    rank: int,
+    s: SubjectRank,
+    width: int,
+    notes: Mapping[str, int],
+    status: str | None,
 ) -> Iterator[Text]:
     from rich.text import Text
 
     line = Text(s.subject, style="bold")
     if s.crystal_ready:
         line.append(" ✦", style="bold magenta")
+    if status:
+        line.append(f" [{status}]", style="yellow")
     line.append("  " + _measures(s), style="dim")
     yield from _indented(console, line, f"{rank:>3}", SUBJECT_GUTTER, width)
     for fact in s.facts:

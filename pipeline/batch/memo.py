@@ -14,6 +14,7 @@ from pipeline.model import Calibration, Fact, Note, SubjectSummary
 
 if TYPE_CHECKING:
     from pipeline.kodb.reader import KodbReader
+    from pipeline.succession import Succession
 
 #: KO-DB cache entries kept across chunks before the cache is emptied (memory stays flat).
 CACHE_MAX_ENTRIES: Final = 200_000
@@ -39,6 +40,7 @@ class CachedKodb:
         self._rows: dict[str, Note | None] = {}
         self._counts: dict[str | None, int] = {}
         self._searches: dict[tuple[tuple[str, ...], int], tuple[tuple[str, float], ...]] = {}
+        self._succession: Succession | None = None
         # The stored summaries' rows and sample facts: a question's sample reads only its
         # own files' facts and what no earlier question read (a hub's lists, read by most).
         from pipeline.kodb.summaries import ReadCache
@@ -66,6 +68,15 @@ class CachedKodb:
         self, embedder: str | None = None, dims: int | None = None
     ) -> Calibration | None:
         return self._kodb.latest_calibration(embedder, dims)  # type: ignore[no-any-return]
+
+    def succession(self) -> Succession:
+        """Read once per memo (a batch of questions over unchanged facts)."""
+        if self._succession is None:
+            self._succession = self._kodb.succession()
+        return self._succession
+
+    def decision_facts(self) -> list[Fact]:
+        return self._kodb.decision_facts()  # type: ignore[no-any-return]
 
     # -- memoised ---------------------------------------------------------------------------
     def notes_at(self, paths: Iterable[str]) -> dict[str, Note]:

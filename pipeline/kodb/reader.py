@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from pipeline.model import Calibration, Fact, Note, SubjectSummary
+    from pipeline.succession import Succession
 
 
 @runtime_checkable
@@ -100,6 +101,16 @@ class KodbReader(Protocol):
         self, embedder: str | None = None, dims: int | None = None
     ) -> Calibration | None:
         """The most recent noise-floor calibration (of one model and dimension if given)."""
+        ...
+
+    # --- decisions ----------------------------------------------------------------------
+
+    def succession(self) -> Succession:
+        """Every decision's status and successor (pipeline/succession.py)."""
+        ...
+
+    def decision_facts(self) -> list[Fact]:
+        """The facts decisions are read from: statuses and successions."""
         ...
 
     def close(self) -> None:

@@ -52,6 +52,7 @@ from pipeline.model import (
     SubjectSummary,
     predicate_preference,
 )
+from pipeline.succession import Succession
 
 #: Rows fetched per step of the scan (the scan's memory is one step plus the columns).
 SCAN_CHUNK: Final = 20_000
@@ -404,6 +405,7 @@ class ResidentKodb:
         # Question-independent results kept across answers (shared by ``over`` views).
         self._counted: dict[int, Mapping[str, Any]] = {}
         self._made: dict[int, Fact] = {}
+        self._succession: Succession | None = None
         titles = [i for i, p in enumerate(data.predicates) if p == TITLE_PREDICATE]
         self._title_pred = titles[0] if titles else -1
         self._pred_pref = [predicate_preference(p) for p in data.predicates]
@@ -413,6 +415,7 @@ class ResidentKodb:
         view = ResidentKodb.__new__(ResidentKodb)
         view.__dict__.update(self.__dict__)
         view._base = base
+        view._succession = None  # another base may hide other decisions
         return view
 
     @property
@@ -514,6 +517,15 @@ class ResidentKodb:
     ) -> Calibration | None:
         """The base's (a calibration changes without the facts changing)."""
         return self._base.latest_calibration(embedder, dims)  # type: ignore[no-any-return]
+
+    def succession(self) -> Succession:
+        """The base's, read once: it changes with the facts, and so does this copy."""
+        if self._succession is None:
+            self._succession = self._base.succession()
+        return self._succession
+
+    def decision_facts(self) -> list[Fact]:
+        return self._base.decision_facts()  # type: ignore[no-any-return]
 
     # -- the summaries --------------------------------------------------------------------
     def subject_summaries(

@@ -198,6 +198,20 @@ subject_stats = sa.Table(
     sa.Column("sample_depth", sa.Integer, nullable=False),
 )
 
+#: Each decision's status and successor (pipeline/succession.py; migration 11), rebuilt
+#: from the facts that state them at the end of every write (kodb/decisions.py).
+decisions = sa.Table(
+    "decisions",
+    metadata,
+    sa.Column("subject_norm", sa.Text, primary_key=True),
+    sa.Column("subject", sa.Text, nullable=False),
+    sa.Column("path", sa.Text, nullable=True),
+    sa.Column("status", sa.String(16), nullable=True),
+    sa.Column("successor", sa.Text, nullable=True),
+    sa.Column("successor_norm", sa.Text, nullable=True),
+    sa.Column("successor_path", sa.Text, nullable=True),
+)
+
 #: The SQLite FTS5 table over note_texts (external content, kept in sync by triggers).
 note_texts_fts = sa.table(
     "note_texts_fts", sa.column("rowid"), sa.column("note_texts_fts"), sa.column("rank")
@@ -395,6 +409,15 @@ def _m010_fact_file_subject_index(conn: Connection, dialect: Dialect) -> None:
     )
 
 
+def _m011_decisions(conn: Connection, dialect: Dialect) -> None:
+    """The ``decisions`` table, filled from the facts already stored (ingest re-extracts
+    the notes under the new succession rules afterwards: extractor version 6)."""
+    from pipeline.kodb import decisions as decision_table
+
+    decisions.create(conn, checkfirst=True)
+    decision_table.rebuild(conn)
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema change: ``apply(conn, dialect)`` runs once, recorded under ``version``."""
@@ -416,6 +439,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "subject_word_index", _m008_subject_word_index),
     Migration(9, "pg_subject_word_index", _m009_pg_subject_word_index),
     Migration(10, "fact_file_subject_index", _m010_fact_file_subject_index),
+    Migration(11, "decisions", _m011_decisions),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

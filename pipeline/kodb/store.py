@@ -28,12 +28,22 @@ from sqlalchemy.engine import Connection, Engine
 
 from pipeline.config import mask_url
 from pipeline.errors import KodbError
-from pipeline.kodb import facts, notes, schema, stats, subject_search, summaries, writes
+from pipeline.kodb import (
+    decisions,
+    facts,
+    notes,
+    schema,
+    stats,
+    subject_search,
+    summaries,
+    writes,
+)
 from pipeline.kodb.dialects import Dialect
 from pipeline.kodb.engine import open_engine, short
 from pipeline.kodb.notes import PG_RANK_NORMALIZATION, TITLE_WEIGHT
 from pipeline.kodb.writes import IMPORT_BATCH, ImportResult
 from pipeline.model import Calibration, Fact, Note, NoteText, SubjectSummary
+from pipeline.succession import Succession
 
 if TYPE_CHECKING:
     from pipeline.kodb.resident import ResidentFacts
@@ -403,6 +413,16 @@ class KoDB:
         """The most recent calibration, optionally for one embedder and/or dimension."""
         with self._tx() as conn:
             return stats.latest_calibration(conn, embedder, dims)
+
+    def succession(self) -> Succession:
+        """Every decision's status and successor (the ``decisions`` table)."""
+        with self._tx() as conn:
+            return decisions.read(conn)
+
+    def decision_facts(self) -> list[Fact]:
+        """The facts decisions are read from (statuses and successions)."""
+        with self._tx() as conn:
+            return decisions.decision_facts(conn)
 
 
 def _stat(path: Path) -> os.stat_result | None:

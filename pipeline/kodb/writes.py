@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, replace
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from pipeline.kodb import notes, schema, summaries
+from pipeline.kodb import decisions, notes, schema, summaries
 from pipeline.kodb.chunking import CHUNK, batches, chunks
 from pipeline.kodb.dialects import Dialect
 from pipeline.kodb.match import word_runs
@@ -52,6 +52,7 @@ def apply_ingest(
     prune_subjects(conn, dialect, touched)
     notes.replace_texts(conn, dialect, texts, removed_list)
     refresh_stats(conn, dialect)
+    decisions.rebuild(conn)
     dialect.flush_indexes(conn)
 
 
@@ -66,6 +67,7 @@ def import_facts(
         seen += len(batch)
         inserted += insert_facts(conn, dialect, batch, now)
     refresh_stats(conn, dialect)
+    decisions.rebuild(conn)
     dialect.flush_indexes(conn)
     return ImportResult(inserted=inserted, existing=seen - inserted)
 

@@ -17,6 +17,9 @@ Rules and confidences (the confidence says how directly the note states the fact
     tag ``#a/b`` (body or frontmatter)     note subject   ``tagged`` (≤ 100)    0.90
     ADR decision (frontmatter / section)   note subject   ``decision``          0.90
     ADR "Superseded by [[X]]"              note subject   ``superseded_by``     0.90
+    ADR "Replaced by", "Felváltotta" [[X]] note subject   ``superseded_by``     0.90
+    ADR "Supersedes", "Replaces",          note subject   ``supersedes``        0.90
+      "helyettesíti" [[X]]
     ADR ``Date:`` line (Nygard preamble)   note subject   ``date``              0.90
     link in an ADR's decision              link target    ``decided_in``        0.85
     wikilink / embed ``[[X]]``             note subject   ``links_to``          0.80
@@ -49,7 +52,10 @@ links to the note itself are ignored. ADR rules apply to notes of source type ``
 the status is the first known word of frontmatter ``status`` or of the first line of the
 ``## Status`` section, normalised to proposed / accepted / rejected / deprecated /
 superseded (``approved`` counts as accepted, ``draft`` and ``in review`` as proposed;
-an unknown word gives no ``adr_status``); the decision is frontmatter ``decision`` or the
+Hungarian words count too: elfogadva, elutasítva, elavult, felváltva, javasolt; an unknown
+word gives no ``adr_status``). The succession phrases other than "Superseded by" count in
+the Status section or at the start of a paragraph or callout (elsewhere they are more
+likely about something the ADR discusses); the decision is frontmatter ``decision`` or the
 first paragraph of the ``## Decision`` section, as plain text cut to 300 characters.
 
 Link resolution: ``extract_facts(note, resolve)`` takes a resolver (ingest builds one over
@@ -101,7 +107,9 @@ EXTRACTOR = INGEST_EXTRACTOR
 #:    ``LinkResolver.public``), never the private note's subject (issue 35).
 #: 5: ``[[target\|alias]]`` (a table's escaped pipe) links to target; at most MAX_TAGS
 #:    tags per note; a file-name date must be a real calendar day (issue 35, item 17).
-EXTRACTOR_VERSION = 5
+#: 6: succession in other words ("Replaced by", "Supersedes", "Replaces", Hungarian
+#:    "felváltotta", "helyettesíti") and Hungarian status words (issue 37).
+EXTRACTOR_VERSION = 6
 
 #: resolve(link target as written) -> the subject of the note it names, or None.
 Resolver = Callable[[str], str | None]
@@ -166,6 +174,21 @@ ADR_STATUS_WORDS: Mapping[str, str] = {
     "deprecated": "deprecated",
     "superseded": "superseded",
     "superceded": "superseded",  # a common misspelling in real ADRs
+    "replaced": "superseded",
+    # Hungarian
+    "javasolt": "proposed",
+    "javaslat": "proposed",
+    "tervezet": "proposed",
+    "elfogadva": "accepted",
+    "elfogadott": "accepted",
+    "elutasítva": "rejected",
+    "elutasított": "rejected",
+    "elvetve": "rejected",
+    "elvetett": "rejected",
+    "elavult": "deprecated",
+    "felváltva": "superseded",
+    "felváltott": "superseded",
+    "leváltva": "superseded",
 }
 
 #: Section headings that hold an ADR's status and decision (Nygard, MADR and common variants).
@@ -175,6 +198,15 @@ DECISION_SECTIONS = frozenset({"decision", "decisions", "decision outcome", "the
 _HEADING_NOISE = re.compile(r"^[\W\d_]+")
 _WORD = re.compile(r"[^\W\d_]+")
 _SUPERSEDED_BY = re.compile(r"\bsuperseded\s+by\b[\s:]*", re.IGNORECASE)
+#: Other ways an ADR names its successor ("by") or the decision it replaces ("of"), in
+#: English and Hungarian; they count in the Status section or at the start of a paragraph
+#: or callout, where they are about the ADR itself rather than something it discusses.
+_SUCCESSION_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\b(?:superceded|replaced)\s+by\b[\s:]*", re.IGNORECASE), "by"),
+    (re.compile(r"\bfelváltotta\b[\s:]*", re.IGNORECASE), "by"),
+    (re.compile(r"\b(?:supersedes|supercedes|replaces)\b[\s:]*", re.IGNORECASE), "of"),
+    (re.compile(r"\b(?:helyettesíti|felváltja)\b[\s:]*", re.IGNORECASE), "of"),
+)
 _DATE_LINE = re.compile(r"\s*date\s*:\s*(?P<value>\S.{0,40}?)\s*\Z", re.IGNORECASE)
 
 
@@ -379,6 +411,7 @@ def _adr_facts(note: ParsedNote, links: _Links) -> Iterator[tuple[str, str, str,
             decided = [span.subject for span in first.spans]
 
     yield from _superseded_by(note, status_blocks, links)
+    yield from _succession_phrases(note, status_blocks, links)
 
     if "date" not in {k.casefold() for k in fm}:
         for block in note.blocks:
@@ -410,6 +443,33 @@ def _superseded_by(
             if target:
                 yield note.subject, "superseded_by", target, CONF_SUPERSEDED_BY
                 return
+
+
+def _succession_phrases(
+    note: ParsedNote, status_blocks: list[Block], links: _Links
+) -> Iterator[tuple[str, str, str, float]]:
+    """'Replaced by [[X]]', 'Felváltotta: [[X]]' (X replaced this ADR); 'Supersedes [[X]]',
+    'Replaces [[X]]', '… helyettesíti a [[X]] döntést' (this ADR replaced X): the first
+    link after the phrase, in the Status section or a block that starts with the phrase."""
+    in_status = {id(b) for b in status_blocks}
+    for block in note.blocks:
+        if block.kind == "heading" or not block.spans:
+            continue
+        starts = [s.start for s in block.spans]
+        for pattern, direction in _SUCCESSION_PHRASES:
+            for m in pattern.finditer(block.text):
+                if id(block) not in in_status and block.text[: m.start()].strip(" >*_[]!"):
+                    continue
+                k = bisect.bisect_left(starts, m.end())
+                if k >= len(starts):
+                    continue
+                target = links.span_subject(block.spans[k].subject)
+                if not target or target == note.subject:
+                    continue
+                if direction == "by":
+                    yield note.subject, "superseded_by", target, CONF_SUPERSEDED_BY
+                else:
+                    yield note.subject, "supersedes", target, CONF_SUPERSEDED_BY
 
 
 def _link_facts(note: ParsedNote, links: _Links) -> Iterator[tuple[str, str, str, float]]:

@@ -319,6 +319,52 @@ def test_the_facts_shown_answer_the_judged_questions(synced: Pipeline) -> None:
     assert answered / shown >= 0.8
 
 
+FLAGS_OLD = "0006 Use LaunchDarkly for feature flags"
+FLAGS_NEW = "0014 Move feature flags in-house on PostgreSQL"
+
+
+@pytest.mark.parametrize("semantic", [True, False], ids=["semantic", "fallback"])
+def test_the_current_decision_comes_before_the_one_it_replaced(
+    synced: Pipeline, semantic: bool
+) -> None:
+    opts = QueryOptions.from_settings(synced.settings, semantic=semantic)
+    a = synced.ask("how are feature flags managed now", opts)
+    names = [s.subject for s in a.subjects]
+    assert FLAGS_NEW in names and FLAGS_OLD in names
+    assert names.index(FLAGS_NEW) < names.index(FLAGS_OLD)
+    old = a.subjects[names.index(FLAGS_OLD)]
+    new = a.subjects[names.index(FLAGS_NEW)]
+    assert (old.status, old.superseded_by) == ("superseded", FLAGS_NEW)
+    assert (new.status, new.superseded_by) == ("current", None)
+    hit = next(h for h in a.hits if h.path == "adr/0006-use-launchdarkly-for-feature-flags.md")
+    assert hit.status == "superseded"
+    assert hit.superseded_by == "adr/0014-move-feature-flags-in-house-on-postgresql.md"
+    assert score_of(old.source_count, old.per_type, old.total_facts) == old.score
+
+
+def test_a_successor_the_search_missed_joins_right_after_the_old_decision(
+    synced: Pipeline,
+) -> None:
+    opts = QueryOptions.from_settings(synced.settings, top_k=3, hits=1)
+    a = synced.ask("SOPS encrypted secrets files committed in the repository", opts)
+    names = [s.subject for s in a.subjects]
+    old = "0022 Keep secrets in SOPS-encrypted files in the repository"
+    new = "0027 Move secrets to AWS Secrets Manager"
+    assert old in names, names
+    assert names[names.index(old) + 1] == new
+    joined = a.subjects[names.index(new)]
+    assert joined.evidence == "successor" and len(a.subjects) <= 3
+
+
+def test_the_hook_and_markdown_say_what_replaced_a_decision(synced: Pipeline) -> None:
+    from pipeline.render import to_context_pack, to_markdown
+
+    a = synced.ask("how are feature flags managed now")
+    said = f"superseded by {FLAGS_NEW}"
+    assert said in to_markdown(a)
+    assert said in (to_context_pack(a, max_chars=20_000) or "")
+
+
 def test_sync_and_calibrate_cli_json(synced: Pipeline, graph_env) -> None:  # type: ignore[no-untyped-def]
     from pipeline.cli import cli
 

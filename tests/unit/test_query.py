@@ -16,6 +16,7 @@ from pipeline.config import load_settings
 from pipeline.errors import GraphQueryError, GraphUnavailable
 from pipeline.graph.cypher import CypherLoadError
 from pipeline.kodb import text
+from pipeline.kodb.decisions import recomputed
 from pipeline.kodb.match import reference_search
 from pipeline.model import (
     Calibration,
@@ -27,6 +28,7 @@ from pipeline.model import (
 )
 from pipeline.query import QueryOptions
 from pipeline.rank import score_of
+from pipeline.succession import PREDICATES, Succession
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -126,6 +128,12 @@ class FakeKodb:
         keep = None if only_files is None else set(only_files)
         facts = self.facts_for_subjects(subject_norms)
         return summaries_from_facts(f for f in facts if keep is None or f.source_file in keep)
+
+    def decision_facts(self) -> list[Fact]:
+        return [f for f in self.facts if f.predicate in PREDICATES]
+
+    def succession(self) -> Succession:
+        return recomputed(self.decision_facts(), self.registry)
 
     def latest_calibration(self, embedder: str | None = None, dims: int | None = None):
         return self.cal

@@ -49,6 +49,7 @@ def test_json_contract_keys_and_non_finite_numbers_as_null() -> None:
     a = Answer("q", "semantic", None, relevance("strong", None), (HIT,), (subject(),), {"x": 1.26})
     d = to_dict(a)
     assert list(d) == [
+        "schema_version",
         "query",
         "mode",
         "degraded_reason",
@@ -66,6 +67,8 @@ def test_json_contract_keys_and_non_finite_numbers_as_null() -> None:
         "cosine": 0.1235,
         "bm25": None,
         "excerpt": "Redis is our in-memory store.",
+        "status": None,
+        "superseded_by": None,
     }
     s = d["subjects"][0]
     assert s["score"] == 38 and s["per_type"] == {"session": 1, "wiki": 1, "adr": 1}

@@ -24,11 +24,13 @@ from pipeline.graph.backends import score_scale
 from pipeline.graph.records import Candidate, NoteState
 from pipeline.graph.scoring import exact_rescore
 from pipeline.kodb import text as kodb_text
+from pipeline.kodb.decisions import recomputed
 from pipeline.kodb.match import reference_search
 from pipeline.model import Calibration, Fact, Note, SubjectSummary, summaries_from_facts
 from pipeline.query import QueryOptions
 from pipeline.render import to_dict
 from pipeline.session import load_context
+from pipeline.succession import PREDICATES, Succession
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DIMS = 8
@@ -191,6 +193,12 @@ class FakeKodb:
         keep = None if only_files is None else set(only_files)
         facts = self.facts_for_subjects(subject_norms)
         return summaries_from_facts(f for f in facts if keep is None or f.source_file in keep)
+
+    def decision_facts(self) -> list[Fact]:
+        return [f for f in self.facts if f.predicate in PREDICATES]
+
+    def succession(self) -> Succession:
+        return recomputed(self.decision_facts(), self.notes())
 
     def latest_calibration(self, embedder=None, dims=None) -> Calibration:
         return Calibration(MODEL, DIMS, 2, 0.30, 0.10, 0.2, 60, 1770, 60, time.time())

@@ -47,6 +47,8 @@ CALLS: dict[str, Callable[[KodbReader], Any]] = {
         ["redis", SECRET_SUBJECT], sample_size=5, evidence_files=[SECRET_FILE]
     ),
     "latest_calibration": lambda r: r.latest_calibration(),
+    "succession": lambda r: r.succession(),
+    "decision_facts": lambda r: r.decision_facts(),
     "close": lambda r: r.close(),
 }
 
@@ -84,6 +86,14 @@ def store(kodb_url: str) -> Iterator[KoDB]:
                     [
                         fact("Redis", SECRET_FILE, object="the admin is hunter2"),
                         fact("Vault password", SECRET_FILE, object=SECRET_WORD + "2"),
+                        # A private decision replacing a public subject: no public answer
+                        # may say the public one is superseded, nor by what.
+                        fact(
+                            "Redis", SECRET_FILE, predicate="superseded_by", object="Vault password"
+                        ),
+                        fact(
+                            "Vault password", SECRET_FILE, predicate="adr_status", object="accepted"
+                        ),
                     ],
                 ),
             ],
@@ -130,6 +140,8 @@ def test_the_store_itself_shows_the_secrets_the_probes_look_for(store: KoDB) -> 
     shown = [m for m, call in CALLS.items() if _shows_a_secret(call(store))]
     assert {"notes", "note_texts", "subject_norms", "facts_for_subjects"} <= set(shown)
     assert {"search_subjects", "search_subjects_many", "subject_source_files"} <= set(shown)
+    assert {"succession", "decision_facts"} <= set(shown)
+    assert store.succession().of("redis").status == "superseded"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -150,3 +162,4 @@ def test_the_private_view_filters_every_method(store: KoDB, view: str) -> None:
     summary = reader.subject_summaries(["redis"], sample_size=5)["redis"]
     assert summary.source_count == 1, "the private note's fact is not counted"
     assert reader.latest_calibration() == store.latest_calibration()
+    assert reader.succession().of("redis") is None, "only a private note said it was replaced"

@@ -331,6 +331,7 @@ def as_code_before_migration_7(patch: pytest.MonkeyPatch) -> None:
     patch.setattr(kodb_writes, "refresh_stats", lambda conn, dialect: 0)
     patch.setattr(kodb_summaries, "invalidate", lambda conn, dialect, keys, chunk: None)
     patch.setattr(kodb_summaries, "store_whole", lambda conn, rows, ids, older, chunk: 0)
+    as_code_before_migration_11(patch)
 
     def add_subjects(conn: Any, dialect: Any, subjects: dict[str, str]) -> None:
         s = kodb_schema.subjects_v1
@@ -338,6 +339,61 @@ def as_code_before_migration_7(patch: pytest.MonkeyPatch) -> None:
         dialect.insert_rows(conn, s, rows, s.c.subject_key)
 
     patch.setattr(kodb_writes, "add_subjects", add_subjects)
+
+
+def as_code_before_migration_11(patch: pytest.MonkeyPatch) -> None:
+    """The code of a vault-ko before migration 11, which never wrote ``decisions``."""
+    from pipeline.kodb import decisions
+
+    patch.setattr(decisions, "rebuild", lambda conn: 0)
+
+
+def test_migration_11_fills_the_decisions_of_an_existing_database(
+    kodb_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as patch:
+        patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:10])
+        as_code_before_migration_11(patch)
+        with KoDB.open(kodb_url) as old:
+            old.import_facts(
+                [
+                    fact(
+                        "0006 Flags vendor",
+                        "adr/0006.md",
+                        predicate="adr_status",
+                        object="superseded",
+                    ),
+                    fact(
+                        "0014 Flags in-house",
+                        "adr/0014.md",
+                        predicate="supersedes",
+                        object="0006 Flags vendor",
+                    ),
+                ]
+            )
+    with KoDB.open(kodb_url) as upgraded:
+        assert upgraded.schema_versions()[-1] == 11
+        old_one = upgraded.succession().of("0006 flags vendor")
+        assert old_one is not None and old_one.successor == "0014 Flags in-house"
+
+
+def test_decisions_follow_every_write(db: KoDB) -> None:
+    old, new = note("adr/0006.md"), note("adr/0014.md")
+    db.apply_ingest(
+        [
+            (old, [fact("0006", "adr/0006.md", predicate="adr_status", object="accepted")]),
+            (new, [fact("0014", "adr/0014.md", predicate="adr_status", object="accepted")]),
+        ],
+        [],
+    )
+    assert db.succession().of("0006").status == "current"  # type: ignore[union-attr]
+    db.import_facts([fact("0014", "adr/0014.md", predicate="supersedes", object="0006")])
+    got = db.succession().of("0006")
+    assert got is not None and (got.status, got.successor) == ("superseded", "0014")
+    assert got.path == "adr/0006.md" and got.successor_path == "adr/0014.md"
+    db.apply_ingest([], ["adr/0006.md"])  # its note deleted: its facts and decision go
+    assert db.succession().of("0006") is not None  # the import still says it was replaced
+    assert db.succession().of("0006").path is None  # type: ignore[union-attr]
 
 
 def test_migration_3_upgrades_a_schema_2_database_keeping_its_rows(
@@ -474,6 +530,7 @@ def test_migration_9_indexes_the_words_of_a_schema_8_postgresql_database(
     names = ["Warm cache", "Redis warm-cache policy", "gyorsítótár_x", "C++ build"]
     with monkeypatch.context() as patch:
         patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:8])
+        as_code_before_migration_11(patch)
         with KoDB.open(pg_url) as old:
             old.import_facts([fact(n, f"wiki/{i}.md") for i, n in enumerate(names)])
     assert word_index() == []
@@ -508,6 +565,7 @@ def test_migration_10_indexes_facts_by_file_and_subject_in_a_schema_9_database(
 
     with monkeypatch.context() as patch:
         patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:9])
+        as_code_before_migration_11(patch)
         with KoDB.open(kodb_url) as old:
             old.import_facts([fact("Redis", "wiki/a.md"), fact("Kafka", "wiki/a.md")])
             old.import_facts([fact("Redis", "wiki/b.md", predicate="uses")])

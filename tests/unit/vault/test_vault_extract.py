@@ -257,6 +257,11 @@ def test_adr_rules_only_apply_to_adr_notes() -> None:
         ("Deprecated in favour of X", "deprecated"),
         ("Rejected", "rejected"),
         ("Superseded by ADR-9", "superseded"),
+        ("Elfogadva.", "accepted"),
+        ("Elavult. Felváltotta: a 29-es döntés", "deprecated"),
+        ("Elutasítva", "rejected"),
+        ("Felváltva (2026. május)", "superseded"),
+        ("Javasolt", "proposed"),
         ("Whatever", None),
     ],
 )
@@ -417,3 +422,53 @@ def test_body_tags_are_capped_per_note_keeping_the_first() -> None:
 def test_a_file_name_date_must_be_a_real_calendar_day(path: str, date: str | None) -> None:
     got = triples(facts_of("Body text of the daily note.\n", path, "session", own=True))
     assert {o for _, p, o, _ in got if p == "date"} == ({date} if date else set())
+
+
+SUCCESSION_NOTES = {
+    "adr/0023-two.md": "---\ntitle: 0023 Two approvals\n---\n# 23\n\n## Status\n\n"
+    "Accepted on 2025-10-06. Superseded by [[0028-one]] in April 2026.\n",
+    "adr/0028-one.md": "---\ntitle: 0028 One approval\n---\n# 28\n\n## Status\n\n"
+    "Accepted. Replaces [[0023-two]].\n",
+    "adr/0025-havi.md": "---\ntitle: 0025 Havi frissítés\n---\n# 25\n\n## Status\n\n"
+    "Elavult. Felváltotta: [[0029-renovate]] (2026. május).\n",
+    "adr/0029-renovate.md": "---\ntitle: 0029 Renovate\n---\n# 29\n\n## Status\n\n"
+    "Elfogadva. Ez a döntés helyettesíti a [[0025-havi]] döntést.\n",
+    "adr/0027-sm.md": "---\ntitle: 0027 Secrets Manager\n---\n# 27\n\n"
+    "Supersedes [[0022-sops]].\n\n## Context\n\nThe old way was replaced by [[Vault]] "
+    "elsewhere, and this text replaces [[Nothing]] either.\n",
+}
+TITLES = {
+    "0028-one": "0028 One approval",
+    "0023-two": "0023 Two approvals",
+    "0029-renovate": "0029 Renovate",
+    "0025-havi": "0025 Havi frissítés",
+    "0022-sops": "0022 SOPS",
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("adr/0023-two.md", ("0023 Two approvals", "superseded_by", "0028 One approval")),
+        ("adr/0028-one.md", ("0028 One approval", "supersedes", "0023 Two approvals")),
+        ("adr/0025-havi.md", ("0025 Havi frissítés", "superseded_by", "0029 Renovate")),
+        ("adr/0029-renovate.md", ("0029 Renovate", "supersedes", "0025 Havi frissítés")),
+        ("adr/0027-sm.md", ("0027 Secrets Manager", "supersedes", "0022 SOPS")),
+    ],
+)
+def test_succession_in_status_sections_and_lines_in_both_languages(
+    path: str, expected: tuple[str, str, str]
+) -> None:
+    got = facts_of(SUCCESSION_NOTES[path], path, "adr", TITLES.get)
+    succession = {
+        (f.subject, f.predicate, f.object)
+        for f in got
+        if f.predicate in ("superseded_by", "supersedes")
+    }
+    assert succession == {expected}  # prose in Context ("replaced by [[Vault]]") is not one
+
+
+def test_succession_phrases_are_read_in_adrs_only() -> None:
+    text = "---\ntitle: Meeting\n---\n# M\n\nReplaces [[0023-two]] as the rule.\n"
+    got = facts_of(text, "sessions/m.md", "session", TITLES.get)
+    assert not [f for f in got if f.predicate in ("superseded_by", "supersedes")]
