@@ -7,6 +7,7 @@ The TOML file groups keys in sections (``[graph] url = …``); a section key ``u
 from __future__ import annotations
 
 import dataclasses
+import datetime as _dt
 import os
 import tomllib
 from collections.abc import Mapping
@@ -74,6 +75,7 @@ class Settings:
     query_facts_per_subject: int = 3
     query_facts_per_predicate_cap: int = 3
     query_retrieval: str = "dense"  # dense | hybrid (dense and full-text hits fused)
+    query_today: str = ""  # the ISO day time phrases are read against ("": the real today)
     calibration_max_drift: float = 0.10  # share of notes added/removed since calibration
     calibration_max_age_days: float = 90.0
     calibration_max_pairs: int = 20_000  # note pairs sampled for μ, σ on large vaults
@@ -434,6 +436,7 @@ RULES: dict[str, Rule] = {
     "query_facts_per_subject": _count(0, MAX_COUNT),
     "query_facts_per_predicate_cap": _count(1, MAX_COUNT),
     "query_retrieval": Rule("str", choices=RETRIEVALS),
+    "query_today": Rule("day", empty=True),
     "calibration_max_drift": Rule("float", low=0.0),  # as freshness --calibration-max-drift
     "calibration_max_age_days": Rule("float", low=0.0),
     "calibration_max_pairs": _count(1),
@@ -453,6 +456,7 @@ _KIND_NAMES = {
     "globs": "a list of strings",
     "path": "a path (a string)",
     "url": "a URL (a string)",
+    "day": "a day as YYYY-MM-DD (a string)",
 }
 
 
@@ -539,6 +543,11 @@ def _check(rule: Rule, value: Any) -> None:
             raise _Invalid("must not be empty")
     elif rule.kind == "url":
         _check_url(rule, value)
+    elif rule.kind == "day" and (value.strip() or not rule.empty):
+        try:
+            _dt.date.fromisoformat(value.strip())
+        except ValueError:
+            raise _Invalid(f"must be a day as YYYY-MM-DD, got {got}") from None
 
 
 def _check_url(rule: Rule, value: str) -> None:

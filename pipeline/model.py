@@ -170,6 +170,7 @@ class Note:
     subject: str | None = None  # the note's own subject; None: the same as its title
     summary: str | None = None  # its first paragraph, clipped (the excerpt answers show)
     extractor_version: int | None = None  # the extraction rules its facts came from
+    date: str | None = None  # ISO day: frontmatter date/created, the file name, an ADR Date:
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,7 @@ class Hit:
     bm25: float | None = None
     status: str | None = None  # its decision's status (pipeline/succession.py), if it is one
     superseded_by: str | None = None  # the note of the decision that replaced it
+    date: str | None = None  # the note's ISO date (Note.date), None when it has none
 
 
 @dataclass(frozen=True)
@@ -304,6 +306,25 @@ class Answer:
     subjects: tuple[SubjectRank, ...]
     timings_ms: dict[str, float] = field(default_factory=dict)
     notice: str | None = None  # why a preset found nothing ("no session notes in this vault")
+    time_window: TimeWindow | None = None  # the period the question asks about
+
+
+@dataclass(frozen=True)
+class TimeWindow:
+    """The days a question asks about (``timewindow.parse_window``): ``text`` is the phrase
+    it was read from, ``start``..``end`` inclusive ISO days. ``applied``: the answer's notes
+    were chosen by it (False when no note is dated within it); ``undated``: notes without a
+    date it kept, marked so; ``outside``: dated notes it left out."""
+
+    text: str
+    start: str
+    end: str
+    applied: bool = True
+    undated: int = 0
+    outside: int = 0
+
+    def holds(self, day: str) -> bool:
+        return self.start <= day <= self.end
 
 
 def summarize(facts: Sequence[Fact]) -> SubjectSummary:

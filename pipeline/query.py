@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from datetime import date
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from pipeline import bridge
@@ -39,12 +40,14 @@ from pipeline.model import (
     Relevance,
     SubjectRank,
     SubjectSummary,
+    TimeWindow,
     clean_text,
     normalize_text,
 )
 from pipeline.privacy import PrivateNotes, redact
 from pipeline.rank import DEFAULT_ORDER, OrderRule, rank_summaries
 from pipeline.succession import order_with_successors
+from pipeline.timewindow import apply_window, parse_window, recent_first
 
 if TYPE_CHECKING:
     import numpy as np
@@ -77,6 +80,7 @@ class QueryOptions:
     session_notes_only: bool = False  # episodic recall
     per_token: bool = False  # wiki-gap: every query word searched on its own
     retrieval: str = "dense"  # dense | hybrid (RETRIEVALS)
+    today: str | None = None  # ISO day time phrases are read against (None: today)
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> QueryOptions:
@@ -86,6 +90,7 @@ class QueryOptions:
             facts_per_subject=settings.query_facts_per_subject,
             facts_per_predicate_cap=settings.query_facts_per_predicate_cap,
             retrieval=settings.query_retrieval,
+            today=settings.query_today.strip() or None,
         )
         preset = overrides.get("preset")
         if preset:
@@ -178,6 +183,13 @@ class Timer:
 
     def add(self, name: str, ms: float) -> None:
         self.ms[name] = round(self.ms.get(name, 0.0) + ms, 3)
+
+
+def _with_note(hit: Hit, note: Note | None) -> Hit:
+    """The hit with what the registry knows of its note: its summary and its date."""
+    if note is None:
+        return hit
+    return replace(hit, excerpt=note.summary, date=note.date)
 
 
 class Pipeline:
@@ -325,7 +337,8 @@ class Pipeline:
         except ModelUnavailable as exc:  # a process that must not load torch (the hook)
             return [], str(exc)
         self.embed_batches += batches
-        k = max(opts.hits, EPISODIC_SCAN) if opts.session_notes_only else opts.hits
+        scan = opts.session_notes_only or any(self.window_of(q, opts) for q in questions)
+        k = max(opts.hits, EPISODIC_SCAN) if scan else opts.hits
         found: list[list[Hit]] = []
         with shared.stage("graph_ms"):
             try:
@@ -392,15 +405,23 @@ class Pipeline:
             shown = [h for h in shown if h.source_type == "session"]
             if not shown:
                 notice = self._no_session_notes(len(hits))
+        shown, window = self._in_window(text, shown, opts, timer, relevance.sigma)
         shown = shown[: opts.hits]
         with timer.stage("kodb_ms"):
             registry = self.kodb.notes_at(h.path for h in shown)
-        shown = [
-            replace(h, excerpt=registry[h.path].summary) if h.path in registry else h for h in shown
-        ]
+        shown = [_with_note(h, registry.get(h.path)) for h in shown]
         shown = self._marked_hits(shown, timer)
         if relevance.label == "no_match" or not opts.subjects or opts.top_k == 0 or not shown:
-            return Answer(text, "semantic", None, relevance, tuple(shown), (), notice=notice)
+            return Answer(
+                text,
+                "semantic",
+                None,
+                relevance,
+                tuple(shown),
+                (),
+                notice=notice,
+                time_window=window,
+            )
         with timer.stage("bridge_ms"):
             candidates = bridge.semantic_candidates(
                 shown, relevance.floor_cosine, self.kodb, registry=registry
@@ -412,7 +433,43 @@ class Pipeline:
         )
         if opts.crystal_only and not subjects and candidates:
             notice = "no crystal-ready subject among the relevant ones"
-        return Answer(text, "semantic", None, relevance, tuple(shown), subjects, notice=notice)
+        return Answer(
+            text,
+            "semantic",
+            None,
+            relevance,
+            tuple(shown),
+            subjects,
+            notice=notice,
+            time_window=window,
+        )
+
+    def window_of(self, text: str, opts: QueryOptions) -> TimeWindow | None:
+        """The period ``text`` asks about, read against ``opts.today`` (else today)."""
+        today = date.fromisoformat(opts.today) if opts.today else date.today()
+        return parse_window(text, today)
+
+    def _in_window(
+        self,
+        text: str,
+        hits: list[Hit],
+        opts: QueryOptions,
+        timer: Timer,
+        sigma: float | None,
+    ) -> tuple[list[Hit], TimeWindow | None]:
+        """The hits of the question's period (``timewindow.apply_window``: undated notes
+        kept and counted; no note dated in it: all kept, and the window says it was not
+        applied); without one, episodic recall prefers recent sessions among equally
+        relevant ones."""
+        window = self.window_of(text, opts)
+        if window is None and not opts.session_notes_only:
+            return hits, None
+        with timer.stage("kodb_ms"):
+            dated = self.kodb.notes_at(h.path for h in hits)
+        hits = [_with_note(h, dated.get(h.path)) for h in hits]
+        if window is None:
+            return recent_first(hits, sigma), None
+        return apply_window(hits, window, opts.hits)
 
     def fallback_answer(self, text: str, opts: QueryOptions, timer: Timer, reason: str) -> Answer:
         """Degraded mode: word search on KO-DB, ranked the same way; never loads the model.
@@ -423,7 +480,7 @@ class Pipeline:
         if not bridge.content_words(text):
             return self._no_content(text, reason)
         with timer.stage("fulltext_ms"):
-            hits, registry = self._word_hits(text, opts)
+            hits, registry, window = self._word_hits(text, opts)
         hits = self._marked_hits(hits, timer)
         if opts.session_notes_only and not hits:
             notice = self._no_session_notes(opts.hits)
@@ -448,23 +505,39 @@ class Pipeline:
             "unscored",
             "degraded mode: notes and subjects found by words (KO-DB full text), not by meaning",
         )
-        return Answer(text, "fallback", reason, relevance, tuple(hits), subjects, notice=notice)
+        return Answer(
+            text,
+            "fallback",
+            reason,
+            relevance,
+            tuple(hits),
+            subjects,
+            notice=notice,
+            time_window=window,
+        )
 
-    def _word_hits(self, text: str, opts: QueryOptions) -> tuple[list[Hit], Mapping[str, Note]]:
+    def _word_hits(
+        self, text: str, opts: QueryOptions
+    ) -> tuple[list[Hit], Mapping[str, Note], TimeWindow | None]:
         """Degraded mode's note hits: KO-DB's full-text search on the question's words,
-        best first, with ``bm25`` (larger is better) and no cosine; and the registry rows of
-        the notes found (the bridge reads them)."""
-        k = max(opts.hits, EPISODIC_SCAN) if opts.session_notes_only else opts.hits
+        best first, with ``bm25`` (larger is better) and no cosine, in the question's
+        period when it names one; the registry rows of the notes found (the bridge reads
+        them); and the period."""
+        window = self.window_of(text, opts)
+        scan = opts.session_notes_only or window is not None
+        k = max(opts.hits, EPISODIC_SCAN) if scan else opts.hits
         found = self.kodb.search_notes(bridge.query_terms(text), k)
         registry = self.kodb.notes_at(p for p, _ in found)
         hits = [
-            Hit(p, n.title, n.source_type, None, n.summary, score)
+            _with_note(Hit(p, n.title, n.source_type, None, bm25=score), n)
             for p, score in found
             if (n := registry.get(p)) is not None
         ]
         if opts.session_notes_only:
             hits = [h for h in hits if h.source_type == "session"]
-        return hits[: opts.hits], registry
+        if window is not None:
+            hits, window = apply_window(hits, window, opts.hits)
+        return hits[: opts.hits], registry, window
 
     def _no_content(self, text: str, reason: str | None) -> Answer:
         """The answer to a question without content words: no_match, nothing searched."""

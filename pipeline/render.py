@@ -14,11 +14,20 @@ from typing import Any
 
 from pipeline import noisefloor as nf
 from pipeline.calibrate import Basis, is_trusted
-from pipeline.model import Answer, Calibration, FactView, Hit, Relevance, SubjectRank
+from pipeline.model import (
+    Answer,
+    Calibration,
+    FactView,
+    Hit,
+    Relevance,
+    SubjectRank,
+    TimeWindow,
+)
 from pipeline.noisefloor import is_tight_vault
 
 _FLOAT_DIGITS = 4
-#: The answer JSON's version: 2 added ``status`` and ``superseded_by`` to hits and subjects.
+#: The answer JSON's version: 2 added ``status`` and ``superseded_by`` to hits and
+#: subjects, ``date`` to hits and ``time_window``.
 ANSWER_SCHEMA_VERSION = 2
 
 
@@ -96,13 +105,41 @@ def _answer(answer: Answer, *, digits: int | None = _FLOAT_DIGITS) -> dict[str, 
                 "excerpt": h.excerpt,
                 "status": h.status,
                 "superseded_by": h.superseded_by,
+                "date": h.date,
             }
             for h in answer.hits
         ],
         "subjects": [to_dict(s, digits=digits) for s in answer.subjects],
+        "time_window": _window(answer.time_window),
         "notice": answer.notice,
         "timings_ms": {k: round(v, 1) for k, v in answer.timings_ms.items()},
     }
+
+
+def _window(w: TimeWindow | None) -> dict[str, Any] | None:
+    if w is None:
+        return None
+    return {
+        "text": w.text,
+        "from": w.start,
+        "to": w.end,
+        "applied": w.applied,
+        "undated": w.undated,
+        "outside": w.outside,
+    }
+
+
+def _window_from(data: dict[str, Any] | None) -> TimeWindow | None:
+    if not data:
+        return None
+    return TimeWindow(
+        data["text"],
+        data["from"],
+        data["to"],
+        bool(data.get("applied", True)),
+        int(data.get("undated", 0)),
+        int(data.get("outside", 0)),
+    )
 
 
 def _float(value: Any) -> float | None:
@@ -136,6 +173,7 @@ def answer_from_dict(data: dict[str, Any]) -> Answer:
             _float(h.get("bm25")),
             h.get("status"),
             h.get("superseded_by"),
+            h.get("date"),
         )
         for h in data["hits"]
     )
@@ -178,6 +216,7 @@ def answer_from_dict(data: dict[str, Any]) -> Answer:
         subjects=subjects,
         timings_ms={k: float(v) for k, v in (data.get("timings_ms") or {}).items()},
         notice=data.get("notice"),
+        time_window=_window_from(data.get("time_window")),
     )
 
 
@@ -200,6 +239,19 @@ EVIDENCE_MEANING = {
     "words": "its name holds words of the question (the notes' words were searched)",
     "successor": "the decision that replaced one the search found (it joins right after)",
 }
+
+
+def window_words(w: TimeWindow) -> str:
+    """What an answer says of the period it understood and what it did with it."""
+    span = f"{w.text} ({w.start} – {w.end})"
+    if not w.applied:
+        return f"period {span}: no note is dated within it, so it was not applied"
+    said = f"period {span}: only notes dated within it"
+    if w.undated:
+        said += f", and {w.undated} undated (marked)"
+    if w.outside:
+        said += f"; {w.outside} dated outside it left out"
+    return said
 
 
 def status_words(status: str | None, superseded_by: str | None) -> str | None:
@@ -339,9 +391,17 @@ def _score_words(h: Hit) -> str:
     return f"bm25 {h.bm25:.2f}" if h.bm25 is not None else h.source_type
 
 
-def _hit_status(h: Hit) -> str | None:
-    """A hit's decision status in words (not said of a current one)."""
-    return None if h.status == "current" else status_words(h.status, h.superseded_by)
+def hit_marks(h: Hit, window: TimeWindow | None, successor: str | None = None) -> str | None:
+    """What an answer says of a hit beside its title: its decision's status (not of a
+    current one; ``successor`` names what replaced it, else its path), and in an answer
+    chosen by a period, its date or that it has none."""
+    parts = []
+    if h.status != "current":
+        parts.append(status_words(h.status, successor or h.superseded_by))
+    if window is not None and window.applied:
+        parts.append(h.date or "undated")
+    said = "; ".join(p for p in parts if p)
+    return said or None
 
 
 def _why(s: SubjectRank) -> str:
@@ -367,11 +427,13 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
     for note in (r.hint, r.warning, answer.notice):
         if note:
             lines.append(f"_note: {note}_")
+    if answer.time_window is not None:
+        lines.append(f"_{window_words(answer.time_window)}_")
     if answer.hits:
         lines += ["", "### Notes"]
         for i, h in enumerate(answer.hits[:NOTES_SHOWN], start=1):
             score = _score_words(h)
-            status = _hit_status(h)
+            status = hit_marks(h, answer.time_window)
             line = f"{i}. **{h.title}** (`{h.path}`, {score}{f'; {status}' if status else ''})"
             if h.excerpt:
                 line += f" — {_one_line(h.excerpt, MD_EXCERPT_CHARS)}"
@@ -429,10 +491,12 @@ def to_context_pack(answer: Answer, *, max_chars: int) -> str | None:
     for note in (r.hint, None if answer.mode == "fallback" else r.warning, answer.notice):
         if note:
             lines.append(f"[{note}]")
+    if answer.time_window is not None:
+        lines.append(f"[{window_words(answer.time_window)}]")
     if answer.hits:
         lines.append("Notes:")
         for h in answer.hits[:CONTEXT_NOTES]:
-            status = _hit_status(h)
+            status = hit_marks(h, answer.time_window)
             line = f"- {h.title} ({h.path}{f'; {status}' if status else ''})"
             if h.excerpt:
                 line += f": {_one_line(h.excerpt, CONTEXT_TEXT_CHARS)}"

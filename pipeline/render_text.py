@@ -12,16 +12,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipeline.model import Answer, FactView, Hit, SubjectRank
+from pipeline.model import Answer, FactView, Hit, SubjectRank, TimeWindow
 from pipeline.render import (
     EVIDENCE_WORDS,
     NOTES_SHOWN,
+    hit_marks,
     label_in_words,
     label_line,
     shown_status,
     silence_line,
-    status_words,
     successors_in,
+    window_words,
 )
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ class TextAnswer:
             yield Text("notes", style="bold")
             numbered = {hit.path: i for i, hit in enumerate(notes, start=1)}
             for number, hit in enumerate(notes, start=1):
-                yield from _note_lines(console, number, hit, width, numbered)
+                yield from _note_lines(console, number, hit, width, numbered, answer.time_window)
         shown = subjects_shown(answer, self.subjects)
         if shown:
             yield Text(_subjects_heading(answer, len(shown)), style="bold")
@@ -114,7 +115,10 @@ def _head(answer: Answer) -> list[Text]:
         head.append(Text(f"degraded: {answer.degraded_reason}", style="magenta"))
     # In fallback the warning says what the degraded line already does.
     notes = (r.hint, None if answer.mode == "fallback" else r.warning, answer.notice)
-    return head + [Text(f"note: {n}", style="italic") for n in notes if n]
+    head += [Text(f"note: {n}", style="italic") for n in notes if n]
+    if answer.time_window is not None:
+        head.append(Text(window_words(answer.time_window), style="cyan"))
+    return head
 
 
 def _subjects_heading(answer: Answer, shown: int) -> str:
@@ -136,7 +140,12 @@ def _indented(console: Console, text: Text, first: str, indent: int, width: int)
 
 
 def _note_lines(
-    console: Console, number: int, hit: Hit, width: int, numbered: Mapping[str, int]
+    console: Console,
+    number: int,
+    hit: Hit,
+    width: int,
+    numbered: Mapping[str, int],
+    window: TimeWindow | None,
 ) -> Iterator[Text]:
     from rich.cells import cell_len
     from rich.text import Text
@@ -148,9 +157,9 @@ def _note_lines(
     successor = hit.superseded_by
     if successor in numbered:
         successor = f"note {numbered[successor]}"
-    status = status_words(hit.status, successor) if hit.status != "current" else None
-    if status:
-        title.append(f" [{status}]", style="yellow")
+    marks = hit_marks(hit, window, successor)
+    if marks:
+        title.append(f" [{marks}]", style="yellow")
     path = short_path(hit.path, room - title.cell_len - 3)
     marked = path == hit.path or "…" in path  # a bare file name would hide its folder
     if marked and title.cell_len + 3 + cell_len(path) <= room:

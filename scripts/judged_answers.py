@@ -1,6 +1,6 @@
 """The answer JSON of every judged question, as a user would get it, for before/after checks.
 
-    python scripts/judged_answers.py OUT.json            # snapshot both judged sets
+    python scripts/judged_answers.py OUT.json            # snapshot every judged set
     python scripts/judged_answers.py OUT.json --against BEFORE.json  # and compare
 
 Each judged vault is copied to a temporary folder (its own state, KO-DB and local graph),
@@ -34,7 +34,14 @@ SETS = {
         ROOT / "tests/data/judged/examples-vault.jsonl",
     ),
     "library": (ROOT / "tests/data/vaults/library", ROOT / "tests/data/judged/library.jsonl"),
+    "examples-vault-current": (
+        ROOT / "examples" / "vault",
+        ROOT / "tests/data/judged/examples-vault-current.jsonl",
+    ),
 }
+#: A set's expectations (``<set>.expect.jsonl`` beside it): the day each question is asked
+#: on (``--today``), for the sets whose questions name periods.
+EXPECT_SUFFIX = ".expect.jsonl"
 RETRIEVALS = ("dense", "hybrid")
 VOLATILE = ("timings_ms",)
 
@@ -58,6 +65,11 @@ def _stable(answer: dict[str, Any]) -> dict[str, Any]:
 
 def snapshot_set(name: str, vault: Path, judged: Path, env: dict[str, str]) -> dict[str, Any]:
     questions = [json.loads(line)["question"] for line in judged.read_text().splitlines() if line]
+    expect = judged.with_name(judged.name.removesuffix(".jsonl") + EXPECT_SUFFIX)
+    today: dict[str, str] = {}
+    if expect.exists():
+        rows = [json.loads(line) for line in expect.read_text().splitlines() if line]
+        today = {r["question"]: r["today"] for r in rows if r.get("today")}
     with tempfile.TemporaryDirectory(prefix=f"judged-{name}-") as tmp:
         copy = Path(tmp) / "vault"
         shutil.copytree(vault, copy, ignore=shutil.ignore_patterns(".vault-ko"))
@@ -65,11 +77,23 @@ def snapshot_set(name: str, vault: Path, judged: Path, env: dict[str, str]) -> d
         try:
             _run([*base, "graph", "up"], env)
             _run([*base, "sync", "--json"], env)
+            # An older vault-ko has no --today: it reads no time phrase anyway.
+            dated = "--today" in _run([*base, "query", "--help"], env)
             answers: dict[str, Any] = {}
             for retrieval in RETRIEVALS:
                 for q in questions:
+                    day = ["--today", today[q]] if dated and q in today else []
                     out = _run(
-                        [*base, "query", q, "--json", "--no-service", "--retrieval", retrieval],
+                        [
+                            *base,
+                            "query",
+                            q,
+                            "--json",
+                            "--no-service",
+                            "--retrieval",
+                            retrieval,
+                            *day,
+                        ],
                         env,
                     )
                     answer = json.loads(out)

@@ -50,6 +50,12 @@ def query_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "KO-DB's full text, fused by rank) [the query.retrieval setting: dense].",
         ),
         click.option(
+            "--today",
+            type=click.DateTime(formats=["%Y-%m-%d"]),
+            help="Read the question's time phrases ('last month', 'in March') against this "
+            "day [the query.today setting, else today].",
+        ),
+        click.option(
             "--preset",
             type=click.Choice(sorted(PRESETS)),
             help="The seed's strategies: session 20×3, wiki-gap 30 per word, crystallize 5 "
@@ -98,6 +104,7 @@ def run_query(app: AppContext, vault: str | None, text: tuple[str, ...], **kw: A
         semantic=kw["semantic"],
         preset=kw["preset"],
         retrieval=kw["retrieval"],
+        today=kw["today"].date().isoformat() if kw["today"] else None,
     )
     question = " ".join(text)
     if not question.strip():

@@ -62,7 +62,9 @@ def in_words(exc: GraphError) -> str:
     lower = raw.lower()
     url = exc.url
     where = f" at {_host_port(url)}" if url and _host_port(url) else ""
-    if "half-open" in lower:
+    if "invalid configuration" in lower:
+        words = f"the graph's URL or settings are not valid{where and ' (' + where[4:] + ')'}"
+    elif "half-open" in lower:
         words = f"another process is checking whether the graph{where} is back"
     elif "not started" in lower or not url:
         words = raw  # our own words (the local graph is not started, a missing Cypher file)

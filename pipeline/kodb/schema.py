@@ -114,6 +114,9 @@ notes = sa.Table(
     # The extraction rules (extract.EXTRACTOR_VERSION) its facts came from; NULL: before
     # migration 4, so ingest re-extracts the note once.
     sa.Column("extractor_version", sa.Integer, nullable=True),
+    # Its ISO day (ParsedNote.date); NULL: it has none, or a row written before migration 12
+    # (extractor version 7 re-ingests those notes).
+    sa.Column("date", sa.Text, nullable=True),
 )
 
 #: ``notes`` as migration 1 created it (without ``subject``), kept apart from ``metadata`` so
@@ -418,6 +421,14 @@ def _m011_decisions(conn: Connection, dialect: Dialect) -> None:
     decision_table.rebuild(conn)
 
 
+def _m012_note_date(conn: Connection, dialect: Dialect) -> None:
+    """``notes.date``, NULL in existing rows until ingest re-reads their notes (extractor
+    version 7)."""
+    present = {c["name"] for c in sa.inspect(conn).get_columns(notes.name)}
+    if "date" not in present:
+        conn.exec_driver_sql('ALTER TABLE notes ADD COLUMN "date" TEXT')
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema change: ``apply(conn, dialect)`` runs once, recorded under ``version``."""
@@ -440,6 +451,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "pg_subject_word_index", _m009_pg_subject_word_index),
     Migration(10, "fact_file_subject_index", _m010_fact_file_subject_index),
     Migration(11, "decisions", _m011_decisions),
+    Migration(12, "note_date", _m012_note_date),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -28,12 +28,13 @@ import json
 import logging
 import os
 import time
+from datetime import date
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from pipeline import __version__
@@ -68,6 +69,14 @@ Count = Annotated[int, Field(ge=0, le=MAX_COUNT), BeforeValidator(whole_number)]
 Hits = Annotated[int, Field(ge=1, le=MAX_COUNT), BeforeValidator(whole_number)]
 
 
+def _real_day(value: str) -> str:
+    date.fromisoformat(value)  # ValueError: not a calendar day (a 422)
+    return value
+
+
+Day = Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}$"), AfterValidator(_real_day)]
+
+
 class QueryRequest(BaseModel):
     """One question and the options `vault-ko query` has."""
 
@@ -82,6 +91,11 @@ class QueryRequest(BaseModel):
     preset: Preset | None = None  # type: ignore[valid-type]
     retrieval: Literal["dense", "hybrid"] | None = Field(
         default=None, description="dense or hybrid [the service's query_retrieval]."
+    )
+    today: Day | None = Field(
+        default=None,
+        description="The day (YYYY-MM-DD) the question's time phrases are read against "
+        "[the service's query_today, else today].",
     )
     full_precision: bool = Field(
         default=False, description="Floats unrounded (the CLI renders them as it would)."
@@ -368,6 +382,7 @@ def _answer_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAn
             semantic=body.semantic,
             preset=body.preset,
             retrieval=body.retrieval,
+            today=body.today,
         )
         answer = warm.ask(body.question, opts)
         request.state.mode, request.state.label = answer.mode, answer.relevance.label

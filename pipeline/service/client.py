@@ -192,5 +192,6 @@ def query_body(question: str, opts: Any, *, full_precision: bool = False) -> dic
         "semantic": opts.semantic,
         "preset": opts.preset,
         "retrieval": opts.retrieval,
+        "today": opts.today,
         "full_precision": full_precision,
     }

@@ -79,7 +79,6 @@ then links in order of first mention).
 from __future__ import annotations
 
 import bisect
-import datetime as _dt
 import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import PurePosixPath
@@ -87,6 +86,7 @@ from typing import Any
 
 from pipeline.model import INGEST_EXTRACTOR, Fact, fact_key, normalize_text
 from pipeline.vault.parse import (
+    DATE_LINE,
     NOTE_META_KEYS,
     Block,
     ParsedNote,
@@ -94,6 +94,7 @@ from pipeline.vault.parse import (
     is_attachment,
     link_subject,
     lone_link,
+    name_date,
     stringify,
     unwrap_value,
     wikilink_subjects,
@@ -109,7 +110,9 @@ EXTRACTOR = INGEST_EXTRACTOR
 #:    tags per note; a file-name date must be a real calendar day (issue 35, item 17).
 #: 6: succession in other words ("Replaced by", "Supersedes", "Replaces", Hungarian
 #:    "felváltotta", "helyettesíti") and Hungarian status words (issue 37).
-EXTRACTOR_VERSION = 6
+#: 7: each note's date (frontmatter date/created, file name, ADR Date:) in the registry
+#:    (KO-DB migration 12, issue 37).
+EXTRACTOR_VERSION = 7
 
 #: resolve(link target as written) -> the subject of the note it names, or None.
 Resolver = Callable[[str], str | None]
@@ -137,9 +140,6 @@ MAX_SECTIONS = 30
 MAX_REFERENCES = 50
 #: A note's ``tagged`` facts (frontmatter tags first, then the body's in order).
 MAX_TAGS = 100
-#: Years a file-name date may name: four-digit years, leaving out the 0000 and 9999 that
-#: stand for "no date" in templates and sorting tricks.
-NAME_DATE_YEARS = range(1000, 3000)
 #: Headings that structure every note of a template and so say nothing about one note.
 TEMPLATE_HEADINGS = frozenset(
     {
@@ -207,7 +207,6 @@ _SUCCESSION_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(?:supersedes|supercedes|replaces)\b[\s:]*", re.IGNORECASE), "of"),
     (re.compile(r"\b(?:helyettesíti|felváltja)\b[\s:]*", re.IGNORECASE), "of"),
 )
-_DATE_LINE = re.compile(r"\s*date\s*:\s*(?P<value>\S.{0,40}?)\s*\Z", re.IGNORECASE)
 
 
 def extract_facts(note: ParsedNote, resolve: Resolver | None = None) -> tuple[Fact, ...]:
@@ -230,22 +229,6 @@ def extract_facts(note: ParsedNote, resolve: Resolver | None = None) -> tuple[Fa
     raw.extend(_link_facts(note, links))
     raw.extend(_own_facts(note, has_date=any(p == "date" for _, p, _, _ in raw)))
     return _finalise(raw, note)
-
-
-_NAME_DATE = re.compile(r"(\d{4}-\d{2}-\d{2})(?!\d)")
-
-
-def name_date(stem: str) -> str | None:
-    """The ISO date a file name starts with, when it is a real calendar day of a year in
-    NAME_DATE_YEARS; else None (an impossible date is simply not a date)."""
-    m = _NAME_DATE.match(stem)
-    if not m:
-        return None
-    try:
-        day = _dt.date.fromisoformat(m.group(1))
-    except ValueError:
-        return None
-    return m.group(1) if day.year in NAME_DATE_YEARS else None
 
 
 def _own_facts(note: ParsedNote, *, has_date: bool) -> Iterator[tuple[str, str, str, float]]:
@@ -417,7 +400,7 @@ def _adr_facts(note: ParsedNote, links: _Links) -> Iterator[tuple[str, str, str,
         for block in note.blocks:
             if block.section_level > 1:
                 break  # the Nygard "Date:" line sits above the first section
-            m = _DATE_LINE.match(block.text) if block.kind == "paragraph" else None
+            m = DATE_LINE.match(block.text) if block.kind == "paragraph" else None
             if m:
                 yield subject, "date", m["value"], CONF_ADR_DATE
                 break

@@ -130,6 +130,38 @@ SUMMARY_MAX_CHARS = 300
 SUMMARY_MIN_WORDS = 5
 _FIELD_LINE_START = re.compile(r"\s*[^\W\d][\w\- ]{0,60}?\s*::")
 _DATE_PREAMBLE = re.compile(r"\s*date\s*:", re.IGNORECASE)
+#: A Nygard ADR's "Date: 2017-01-01" line, with its value.
+DATE_LINE = re.compile(r"\s*date\s*:\s*(?P<value>\S.{0,40}?)\s*\Z", re.IGNORECASE)
+_ISO_DAY = re.compile(r"(\d{4}-\d{2}-\d{2})(?!\d)")
+#: Years a note's date may name: four-digit years, leaving out the 0000 and 9999 that
+#: stand for "no date" in templates and sorting tricks.
+NAME_DATE_YEARS = range(1000, 3000)
+#: Frontmatter keys that date a note, in order of preference.
+DATE_KEYS = ("date", "created")
+
+
+def iso_day(value: Any) -> str | None:
+    """The ISO day of a YAML date or datetime, or of a string starting with one, when it
+    is a real calendar day of a year in NAME_DATE_YEARS; else None."""
+    if isinstance(value, _dt.datetime):
+        value = value.date()
+    if isinstance(value, _dt.date):
+        day = value
+    else:
+        m = _ISO_DAY.match(str(value).strip())
+        if not m:
+            return None
+        try:
+            day = _dt.date.fromisoformat(m.group(1))
+        except ValueError:
+            return None
+    return day.isoformat() if day.year in NAME_DATE_YEARS else None
+
+
+def name_date(stem: str) -> str | None:
+    """The ISO date a file name starts with, when it is a real calendar day of a year in
+    NAME_DATE_YEARS; else None (an impossible date is simply not a date)."""
+    return iso_day(stem) if _ISO_DAY.match(stem) else None
 
 
 #: Version of ``embed_text``'s rules, stored with each embedding: a note embedded under other
@@ -254,6 +286,30 @@ class ParsedNote:
                 return clip_text(block.text, SUMMARY_MAX_CHARS)
         return clip_text(first, SUMMARY_MAX_CHARS) if first else None
 
+    @cached_property
+    def date(self) -> str | None:
+        """The note's day: frontmatter ``date`` or ``created``, else the ISO date its file
+        name starts with, else an ADR's ``Date:`` line; never the file's mtime (a copy or a
+        checkout changes that)."""
+        keys = {str(k).strip().casefold(): v for k, v in self.frontmatter.items()}
+        for key in DATE_KEYS:
+            value = keys.get(key)
+            if isinstance(value, list) and value:
+                value = value[0]
+            day = iso_day(value) if value is not None else None
+            if day:
+                return day
+        day = name_date(PurePosixPath(self.path).stem)
+        if day or self.source_type != "adr":
+            return day
+        for block in self.blocks:
+            if block.section_level > 1:
+                break  # the Nygard "Date:" line sits above the first section
+            m = DATE_LINE.match(block.text) if block.kind == "paragraph" else None
+            if m:
+                return iso_day(m["value"])
+        return None
+
     @property
     def note(self) -> Note:
         """The registry row of this note, with its own subject and summary."""
@@ -266,6 +322,7 @@ class ParsedNote:
             bytes=self.bytes,
             subject=self.subject,
             summary=self.summary,
+            date=self.date,
         )
 
 

@@ -269,7 +269,7 @@ def test_graph_down_token_required_and_sigterm(tmp_path: Path, service_kit: Any)
             assert c.get("/healthz", headers=auth).json()["model_loaded"] is False
             data = c.post("/query", json={"question": "warm cache"}, headers=auth).json()
         assert data["mode"] == "fallback"
-        assert data["degraded_reason"].startswith("graph unavailable")
+        assert data["degraded_reason"].startswith("the graph is not reachable at ")
         assert "Warm cache" in [s["subject"] for s in data["subjects"]]
         out = subprocess.run(
             [kit.exe(), "--vault", str(vault), "query", "warm cache", "--json", "--no-service"],
@@ -283,7 +283,7 @@ def test_graph_down_token_required_and_sigterm(tmp_path: Path, service_kit: Any)
         mine, theirs = untimed(data), untimed(json.loads(out.stdout))
         # Both say why they are degraded in their own words (the service's first failure
         # opened the circuit the CLI then found open); the answers are otherwise equal.
-        assert theirs.pop("degraded_reason").startswith("graph unavailable")
+        assert theirs.pop("degraded_reason").startswith("the graph is not reachable at ")
         mine.pop("degraded_reason")
         assert mine == theirs
     finally:

@@ -209,7 +209,7 @@ def test_graph_stopped_between_chunks_writes_every_pack(tmp_path: Path) -> None:
         assert [pk["id"] for pk in packs] == [str(i) for i in range(1, len(texts) + 1)]
         assert [pk["mode"] for pk in packs] == ["semantic"] * 8 + ["fallback"] * (len(texts) - 8)
         for pk in packs[8:]:
-            assert pk["degraded_reason"].startswith("graph unavailable")
+            assert "answering from the notes' words" in pk["degraded_reason"]
             assert pk["relevance"]["label"] == "unscored"
         assert report.written == len(texts)
         assert report.modes == {"fallback": len(texts) - 8, "semantic": 8}

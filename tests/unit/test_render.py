@@ -56,6 +56,7 @@ def test_json_contract_keys_and_non_finite_numbers_as_null() -> None:
         "relevance",
         "hits",
         "subjects",
+        "time_window",
         "notice",
         "timings_ms",
     ]
@@ -69,6 +70,7 @@ def test_json_contract_keys_and_non_finite_numbers_as_null() -> None:
         "excerpt": "Redis is our in-memory store.",
         "status": None,
         "superseded_by": None,
+        "date": None,
     }
     s = d["subjects"][0]
     assert s["score"] == 38 and s["per_type"] == {"session": 1, "wiki": 1, "adr": 1}

@@ -137,7 +137,7 @@ def test_ingest_keeps_the_index_and_an_old_kodb_gets_it_at_the_next_ingest(
         ingest_vault(settings_, db)
         assert found(db, "okapis") == ["wiki/redis.md"]
         assert "wiki/kafka.md" not in found(db, "kafka")
-        assert db.note_text_count() == 67
+        assert db.note_text_count() == 90
 
 
 @pytest.mark.parametrize("limit", [3, 12, 40])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -342,10 +342,31 @@ def as_code_before_migration_7(patch: pytest.MonkeyPatch) -> None:
 
 
 def as_code_before_migration_11(patch: pytest.MonkeyPatch) -> None:
-    """The code of a vault-ko before migration 11, which never wrote ``decisions``."""
+    """The code of a vault-ko before migration 11, which never wrote ``decisions`` nor
+    (migration 12) ``notes.date``."""
     from pipeline.kodb import decisions
+    from pipeline.kodb import notes as kodb_notes
 
     patch.setattr(decisions, "rebuild", lambda conn: 0)
+    upsert = kodb_notes.upsert_notes
+
+    def upsert_without_date(conn: Any, dialect: Any, rows: Any) -> None:
+        upsert(conn, dialect, [{k: v for k, v in r.items() if k != "date"} for r in rows])
+
+    patch.setattr(kodb_notes, "upsert_notes", upsert_without_date)
+
+    def rows_without_date(conn: Any, paths: Any = None) -> dict[str, Note]:
+        t = kodb_schema.notes
+        stmt = sa.select(*[c for c in t.c if c.name != "date"])
+        if paths is not None:
+            stmt = stmt.where(t.c.path.in_(sorted(set(paths))))
+        made = {}
+        for r in conn.execute(stmt):
+            made[r.path] = Note(**{f.name: getattr(r, f.name, None) for f in fields(Note)})
+        return made
+
+    patch.setattr(kodb_notes, "all_notes", lambda conn: rows_without_date(conn))
+    patch.setattr(kodb_notes, "notes_at", rows_without_date)
 
 
 def test_migration_11_fills_the_decisions_of_an_existing_database(
@@ -372,7 +393,7 @@ def test_migration_11_fills_the_decisions_of_an_existing_database(
                 ]
             )
     with KoDB.open(kodb_url) as upgraded:
-        assert upgraded.schema_versions()[-1] == 11
+        assert 11 in upgraded.schema_versions()
         old_one = upgraded.succession().of("0006 flags vendor")
         assert old_one is not None and old_one.successor == "0014 Flags in-house"
 

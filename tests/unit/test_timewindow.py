@@ -1,0 +1,103 @@
+"""Time phrases in questions, English and Hungarian, read against a fixed today."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from pipeline.model import Hit, TimeWindow
+from pipeline.timewindow import apply_window, parse_window, recent_first
+
+TODAY = date(2026, 6, 15)  # a Monday
+EXPECT = Path(__file__).resolve().parents[1] / "data/judged/examples-vault-current.expect.jsonl"
+
+
+@pytest.mark.parametrize(
+    ("question", "text", "start", "end"),
+    [
+        ("what did we decide last month about secrets", "last month", "2026-05-01", "2026-05-31"),
+        ("what did we decide in April 2026", "in April 2026", "2026-04-01", "2026-04-30"),
+        ("what changed since February 2026", "since February 2026", "2026-02-01", "2026-06-15"),
+        ("what happened the last two weeks", "the last two weeks", "2026-06-01", "2026-06-15"),
+        ("what did we try in september", "in september", "2025-09-01", "2025-09-30"),
+        ("last week's incidents", "last week", "2026-06-08", "2026-06-14"),
+        ("so far this month", "so far this month", "2026-06-01", "2026-06-15"),
+        ("mit döntöttünk múlt hónapban", "múlt hónapban", "2026-05-01", "2026-05-31"),
+        ("mi történt márciusban", "márciusban", "2026-03-01", "2026-03-31"),
+        ("2026 márciusában mi volt", "2026 márciusában", "2026-03-01", "2026-03-31"),
+        ("mi változott február óta", "február óta", "2026-02-01", "2026-06-15"),
+        ("decembertől kezdve", "decembertől", "2025-12-01", "2026-06-15"),
+        ("az elmúlt két hétben", "az elmúlt két hétben", "2026-06-01", "2026-06-15"),
+        ("mit csináltunk tavaly", "tavaly", "2025-01-01", "2025-12-31"),
+        ("what did we ship in 2025", "in 2025", "2025-01-01", "2025-12-31"),
+    ],
+)
+def test_a_time_phrase_becomes_a_window(question: str, text: str, start: str, end: str) -> None:
+    w = parse_window(question, TODAY)
+    assert w is not None
+    assert (w.text, w.start, w.end) == (text, start, end)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "what do we use for feature flags today?",  # today: what is current, not a period
+        "how do we rotate the may keys",
+        "we use redis",
+        "a march to the sea",
+        "Mit csináljak először",
+        "március",  # a month named without a case ending says no period
+        "augusztusig",  # until August: no start
+    ],
+)
+def test_words_that_are_no_period_give_no_window(question: str) -> None:
+    assert parse_window(question, TODAY) is None
+
+
+def test_the_judged_windows_are_read_as_their_authors_meant_them() -> None:
+    for line in EXPECT.read_text(encoding="utf-8").splitlines():
+        e = json.loads(line)
+        w = parse_window(e["question"], date.fromisoformat(e["today"]))
+        got = None if w is None else {"from": w.start, "to": w.end}
+        assert got == e["window"], e["question"]
+
+
+def hit(path: str, cosine: float, day: str | None) -> Hit:
+    return Hit(path, path, "session", cosine, date=day)
+
+
+APRIL = TimeWindow("in April 2026", "2026-04-01", "2026-04-30")
+
+
+def test_a_window_keeps_its_notes_and_the_undated_ones_and_counts_what_it_left_out() -> None:
+    hits = [
+        hit("a", 0.9, "2026-03-30"),
+        hit("b", 0.8, "2026-04-02"),
+        hit("c", 0.7, None),
+        hit("d", 0.6, "2026-04-30"),
+        hit("e", 0.5, "2026-05-01"),
+    ]
+    kept, window = apply_window(hits, APRIL, limit=2)
+    assert [h.path for h in kept] == ["b", "c"]  # relevance order kept, then the limit
+    assert (window.applied, window.undated, window.outside) == (True, 1, 2)
+
+
+def test_a_window_no_note_is_dated_in_is_said_but_not_applied() -> None:
+    hits = [hit("a", 0.9, "2026-03-30"), hit("b", 0.8, None)]
+    kept, window = apply_window(hits, APRIL)
+    assert kept == hits and window.applied is False
+
+
+def test_episodic_recall_puts_recent_sessions_first_among_equally_relevant_ones() -> None:
+    hits = [
+        hit("old", 0.80, "2025-10-01"),
+        hit("new", 0.78, "2026-05-01"),
+        hit("undated", 0.79, None),
+        hit("far", 0.40, "2026-06-01"),  # newest, but a whole step less relevant
+    ]
+    got = recent_first(hits, sigma=0.1)  # steps of 0.05 below the best
+    assert [h.path for h in got] == ["new", "old", "undated", "far"]
+    assert recent_first(hits, sigma=None) == hits  # no σ: nothing to compare with
