@@ -237,7 +237,7 @@ EVIDENCE_MEANING = {
     "title": "its name holds the title of a note the search found",
     "mentioned": "several of the best notes link to it",
     "words": "its name holds words of the question (the notes' words were searched)",
-    "successor": "the decision that replaced one the search found (it joins right after)",
+    "successor": "the decision that replaced one the search found (it joins right before it)",
 }
 
 

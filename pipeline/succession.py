@@ -144,8 +144,9 @@ def order_with_successors(
     top_k: int,
 ) -> tuple[SubjectRank, ...]:
     """The answer's subjects with the succession rule: a successor ranked below the subject
-    it replaced moves right before it; a successor not in the answer joins right after it;
-    then the first ``top_k``. Every subject carries its ``status`` and ``superseded_by``."""
+    it replaced moves right before it; a successor not in the answer joins there too (the
+    current decision first, the one it replaced right after); then the first ``top_k``.
+    Every subject carries its ``status`` and ``superseded_by``."""
     out = [_marked(s, succession) for s in subjects]
     if not succession:
         return tuple(out[:top_k])
@@ -165,14 +166,14 @@ def _one_step(
         if d is None or d.successor_norm is None:
             continue
         j = at.get(d.successor_norm)
-        if j is not None and j > i and d.successor_norm not in joined:
-            out.insert(i, out.pop(j))  # a successor that joined stays right after
+        if j is not None and j > i:
+            out.insert(i, out.pop(j))
             return True
         if j is None and d.successor_norm not in joined:
             joined.add(d.successor_norm)
             new = join(d.successor_norm, s)
             if new is not None:
-                out.insert(i + 1, _marked(new, succession))
+                out.insert(i, _marked(new, succession))
                 return True
     return False
 

@@ -227,16 +227,18 @@ def parse_window(question: str, today: date) -> TimeWindow | None:
 def apply_window(
     hits: Sequence[Hit], window: TimeWindow, limit: int | None = None
 ) -> tuple[list[Hit], TimeWindow]:
-    """The hits in ``window`` (their order kept), the first ``limit`` of them, and the
-    window saying what it did. A note without a date is kept and counted (never dropped
-    for having none); a dated one outside the window is left out. When no hit is dated
+    """The hits dated in ``window``, then the undated ones (each in relevance order), the
+    first ``limit`` of them, and the window saying what it did. A note without a date is
+    kept, after the notes the period is about, and counted (never dropped for having none);
+    a dated one outside the window is left out. When no hit is dated
     within the window (a year the question names as a topic, "died in 1960"), every hit is
     kept and the window is marked not applied."""
     if not any(h.date is not None and window.holds(h.date) for h in hits):
         return list(hits[:limit]), replace(window, applied=False)
-    kept = [h for h in hits if h.date is None or window.holds(h.date)]
-    outside = len(hits) - len(kept)
-    kept = kept[:limit]
+    inside = [h for h in hits if h.date is not None and window.holds(h.date)]
+    undated = [h for h in hits if h.date is None]
+    outside = len(hits) - len(inside) - len(undated)
+    kept = (inside + undated)[:limit]
     undated = sum(1 for h in kept if h.date is None)
     return kept, replace(window, applied=True, undated=undated, outside=outside)
 

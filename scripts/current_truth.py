@@ -1,15 +1,16 @@
 """How current an answer's truth is (issue 37), from a ``scripts/judged_answers.py`` snapshot.
 
-    python scripts/judged_answers.py OUT.json --only examples-vault-current
+    python scripts/judged_answers.py OUT.json
     python scripts/current_truth.py OUT.json [--against BEFORE.json] [--json]
 
 The questions and their expectations are ``tests/data/judged/examples-vault-current.jsonl``
-and ``….expect.jsonl`` (written by reading the notes, before the feature). Per split
+and ``….expect.jsonl`` (written by reading the notes, before the feature); the other judged
+sets of the snapshot are measured for nDCG and top-3 only (they must not fall). Per split
 (tune / test / all), for each retrieval:
 
 - ``current_first``: of the questions naming a current decision and one it replaced, the
-  share whose answer ranks every current one above every replaced one it holds (both must
-  be in the answer; a question where either is missing counts as a miss);
+  share whose answer holds every current decision (ADR) above every replaced one it holds
+  (a current decision missing from the answer counts as a miss);
 - ``in_window``: of the questions naming a period, the share whose notes are all dated
   within it or undated (and, when undated, marked: ``date`` null with the window applied);
 - ``ndcg10`` and ``top3``: subject nDCG@10 and whether a grade-2 subject is in the top 3.
@@ -22,14 +23,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SET = "examples-vault-current"
-JUDGED = ROOT / "tests/data/judged/examples-vault-current.jsonl"
-EXPECT = ROOT / "tests/data/judged/examples-vault-current.expect.jsonl"
+JUDGED_DIR = ROOT / "tests/data/judged"
+#: The snapshot's set names -> their judged files (judged_answers.SETS); a set with an
+#: ``.expect.jsonl`` beside it is also measured for succession and periods.
+SETS = ("examples-vault-current", "examples-vault", "library")
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
@@ -44,9 +47,15 @@ def _ndcg(ranked: list[str], grades: dict[str, int], k: int = 10) -> float:
     return dcg / best if best else 0.0
 
 
+#: An ADR's subject starts with its number: the decisions among the expected current
+#: subjects (the topic's wiki page may be expected above the old decision too, but the
+#: succession rule is about decisions).
+ADR_NAME = re.compile(r"^\d{4} ")
+
+
 def _current_first(names: list[str], current: list[str], superseded: list[str]) -> bool:
     pos = {n: i for i, n in enumerate(names)}
-    cur = [pos.get(c.casefold()) for c in current]
+    cur = [pos.get(c.casefold()) for c in current if ADR_NAME.match(c)]
     old = [pos.get(s.casefold()) for s in superseded]
     if any(p is None for p in cur):
         return False
@@ -67,9 +76,15 @@ def _in_window(answer: dict[str, Any], window: dict[str, str]) -> bool:
     return True
 
 
-def measure(answers: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    judged = {r["question"]: r for r in _rows(JUDGED)}
-    expect = {r["question"]: r for r in _rows(EXPECT)}
+def measure(name: str, answers: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    judged = {r["question"]: r for r in _rows(JUDGED_DIR / f"{name}.jsonl")}
+    expect_file = JUDGED_DIR / f"{name}.expect.jsonl"
+    blank = {"current": [], "superseded": [], "window": None}
+    expect = (
+        {r["question"]: r for r in _rows(expect_file)}
+        if expect_file.exists()
+        else dict.fromkeys(judged, blank)
+    )
     out: dict[str, dict[str, Any]] = {}
     for retrieval, by_question in answers.items():
         tallies: dict[str, dict[str, list[float]]] = {}
@@ -108,10 +123,15 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {}
     for label, path in runs.items():
         data = json.loads(path.read_text())
-        if SET not in data:
-            print(f"current_truth: {path} has no {SET!r} answers", file=sys.stderr)
+        if SETS[0] not in data:
+            print(f"current_truth: {path} has no {SETS[0]!r} answers", file=sys.stderr)
             return 2
-        report[label] = measure(data[SET])
+        report[label] = {
+            f"{name}/{key}": figures
+            for name in SETS
+            if name in data
+            for key, figures in measure(name, data[name]).items()
+        }
     if args.json:
         print(json.dumps(report, indent=2))
     for label, sets in report.items():

@@ -342,7 +342,7 @@ def test_the_current_decision_comes_before_the_one_it_replaced(
     assert score_of(old.source_count, old.per_type, old.total_facts) == old.score
 
 
-def test_a_successor_the_search_missed_joins_right_after_the_old_decision(
+def test_a_successor_the_search_missed_joins_right_before_the_old_decision(
     synced: Pipeline,
 ) -> None:
     opts = QueryOptions.from_settings(synced.settings, top_k=3, hits=1)
@@ -351,7 +351,7 @@ def test_a_successor_the_search_missed_joins_right_after_the_old_decision(
     old = "0022 Keep secrets in SOPS-encrypted files in the repository"
     new = "0027 Move secrets to AWS Secrets Manager"
     assert old in names, names
-    assert names[names.index(old) + 1] == new
+    assert names[names.index(old) - 1] == new
     joined = a.subjects[names.index(new)]
     assert joined.evidence == "successor" and len(a.subjects) <= 3
 

@@ -103,7 +103,7 @@ def test_a_successor_below_the_old_decision_moves_right_before_it() -> None:
     assert got[0].status is None and got[0].superseded_by is None
 
 
-def test_a_missing_successor_joins_right_after_and_top_k_holds() -> None:
+def test_a_missing_successor_joins_right_before_and_top_k_holds() -> None:
     asked: list[str] = []
 
     def join(norm: str, old: SubjectRank) -> SubjectRank:
@@ -112,9 +112,9 @@ def test_a_missing_successor_joins_right_after_and_top_k_holds() -> None:
 
     subjects = [rank(OLD, 0.6), rank("Kafka"), rank("Redis")]
     got = order_with_successors(subjects, SUCCESSION, join, 3)
-    assert [s.subject for s in got] == [OLD, NEW, "Kafka"]
+    assert [s.subject for s in got] == [NEW, OLD, "Kafka"]
     assert asked == [NEW.casefold()]
-    assert got[1].evidence == "successor" and got[1].best_cosine == 0.6
+    assert got[0].evidence == "successor" and got[0].best_cosine == 0.6
 
 
 def test_a_successor_that_cannot_join_leaves_the_answer_as_it_was() -> None:

@@ -80,9 +80,11 @@ def test_a_window_keeps_its_notes_and_the_undated_ones_and_counts_what_it_left_o
         hit("d", 0.6, "2026-04-30"),
         hit("e", 0.5, "2026-05-01"),
     ]
-    kept, window = apply_window(hits, APRIL, limit=2)
-    assert [h.path for h in kept] == ["b", "c"]  # relevance order kept, then the limit
+    kept, window = apply_window(hits, APRIL, limit=3)
+    assert [h.path for h in kept] == ["b", "d", "c"]  # the period's notes, then undated
     assert (window.applied, window.undated, window.outside) == (True, 1, 2)
+    kept, window = apply_window(hits, APRIL, limit=2)
+    assert [h.path for h in kept] == ["b", "d"] and window.undated == 0
 
 
 def test_a_window_no_note_is_dated_in_is_said_but_not_applied() -> None:
