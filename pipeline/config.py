@@ -76,6 +76,8 @@ class Settings:
     query_facts_per_predicate_cap: int = 3
     query_retrieval: str = "dense"  # dense | hybrid (dense and full-text hits fused)
     query_today: str = ""  # the ISO day time phrases are read against ("": the real today)
+    watch_debounce: float = 1.0  # seconds of quiet after a change before a watch run
+    watch_mode: str = "events"  # events (inotify & co.) | polling (network shares)
     calibration_max_drift: float = 0.10  # share of notes added/removed since calibration
     calibration_max_age_days: float = 90.0
     calibration_max_pairs: int = 20_000  # note pairs sampled for μ, σ on large vaults
@@ -437,6 +439,8 @@ RULES: dict[str, Rule] = {
     "query_facts_per_predicate_cap": _count(1, MAX_COUNT),
     "query_retrieval": Rule("str", choices=RETRIEVALS),
     "query_today": Rule("day", empty=True),
+    "watch_debounce": Rule("float", low=0.05, high=60.0),
+    "watch_mode": Rule("str", choices=("events", "polling")),
     "calibration_max_drift": Rule("float", low=0.0),  # as freshness --calibration-max-drift
     "calibration_max_age_days": Rule("float", low=0.0),
     "calibration_max_pairs": _count(1),

@@ -53,6 +53,7 @@ COMMANDS = {
     "hook": "pipeline.cli.hook:hook_cmd",
     "mcp": "pipeline.cli.mcp:mcp_cmd",
     "model": "pipeline.cli.model:model_group",
+    "watch": "pipeline.cli.watch:watch_cmd",
 }
 
 

@@ -35,6 +35,7 @@ from pipeline.ingest import SkippedNote, skip_reason
 from pipeline.model import Calibration, Note
 from pipeline.vault.parse import EMBED_TEXT_VERSION, read_note
 from pipeline.vault.scan import ScannedFile, scan_vault, source_type_for
+from pipeline.watch import watcher_status
 
 if TYPE_CHECKING:
     from pipeline.app import App
@@ -342,6 +343,7 @@ def _report(
         graph=got.graph,
         kodb=got.kodb,
         fallback_answers=got.fallbacks,
+        watcher=watcher_status(settings.state_dir),
         reread=got.comparison.reread,
         compared=compared,
         options=options,

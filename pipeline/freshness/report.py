@@ -217,6 +217,8 @@ class FreshnessReport:
     # None when they were compared.
     unknown_reason: str | None = None
     notes_read: bool = True  # False: the notes on disk were not read, skipped is unknown
+    # The vault's watcher (``watch.watcher_status``): running, pid, last_run, lag_s.
+    watcher: dict[str, Any] | None = None
 
     @classmethod
     def failed(
@@ -296,6 +298,8 @@ class FreshnessReport:
             "graph": self.graph.to_dict(),
             "kodb": self.kodb.to_dict(),
             "fallback_answers": self.fallback_answers,
+            "watcher": self.watcher
+            or {"running": False, "pid": None, "last_run": None, "lag_s": None},
             "thresholds": {
                 "max_stale": self.options.max_stale,
                 "max_stale_ratio": self.options.max_stale_ratio,

@@ -1,0 +1,245 @@
+"""`vault-ko watch`: the vault kept current while people edit it.
+
+File events (watchfiles: the Rust notify library; polling as a setting for filesystems
+without events) are filtered to notes the scan would read, debounced, and each burst
+becomes one incremental run of the same sync as `vault-ko sync`: changed notes ingested
+and embedded, deleted ones removed, recalibration when the drift rule says so. A burst of
+a thousand notes (a `git checkout`) is one run, not a thousand.
+
+- One writer at a time: a run holds the vault's writer lock (``pipeline/lock.py``) while it
+  writes and never while idle, so a manual `sync` waits for a run or a run for it.
+- One watcher per vault: ``<state_dir>/watcher.lock`` (flock, released by the OS however
+  the watcher ends); a second one is refused, naming the first.
+- Catch-up: the first run happens at start, so what changed while no watcher ran (a
+  SIGKILL, a reboot) is applied from the KO-DB registry's comparison with the disk.
+- Faults are runs that failed, not a watcher that stops: a note that does not parse is
+  reported and skipped by ingest; a graph that is down leaves KO-DB updated and the
+  embeddings pending (freshness shows them stale) until a later run; a failing KO-DB is
+  logged and retried at the next change or the next retry tick.
+
+The state a watcher shows (``watcher.json``: pid, last run, the oldest change not applied)
+is what `vault-embed-freshness` reports as ``watcher``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import fnmatch
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import Settings
+from pipeline.errors import ConfigError, VaultBusy, VaultKoError
+from pipeline.lock import vault_lock
+from pipeline.vault.scan import ALWAYS_SKIPPED_DIRS, NOTE_SUFFIX, glob_match
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "watcher.json"
+LOCK_FILE = "watcher.lock"
+#: Editors' temporary and swap files: never notes, often written many times a second.
+TEMPORARY = ("*.tmp", ".#*", "*~", "~$*", "*.swp", "*.swx", ".*.sw?", "*.part")
+#: After a failed run, the next try comes this long after, changes or not.
+RETRY_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class WatcherState:
+    """What ``watcher.json`` says: the watcher's pid, when it started, when its last run
+    ended (and how), and since when a change waits to be applied (None: none waits)."""
+
+    pid: int
+    started_at: float
+    last_run: float | None = None
+    last_outcome: str | None = None
+    pending_since: float | None = None
+
+
+def read_state(state_dir: Path) -> WatcherState | None:
+    try:
+        data = json.loads((state_dir / STATE_FILE).read_text(encoding="utf-8"))
+        return WatcherState(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def watcher_status(state_dir: Path, now: float | None = None) -> dict[str, Any]:
+    """``{"running", "pid", "last_run", "lag_s"}`` for freshness, healthz and metrics:
+    running when the watcher lock is held; lag = age of the oldest unapplied change."""
+    state = read_state(state_dir)
+    running = _lock_held(state_dir / LOCK_FILE)
+    if state is None or not running:
+        return {"running": running, "pid": None, "last_run": None, "lag_s": None}
+    now = time.time() if now is None else now
+    lag = None if state.pending_since is None else round(max(0.0, now - state.pending_since), 3)
+    return {"running": True, "pid": state.pid, "last_run": state.last_run, "lag_s": lag}
+
+
+def _lock_held(path: Path) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return True
+        raise
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+class NoteFilter:
+    """The changes worth a run: notes the scan would read (``.md`` outside the always
+    skipped folders, the state dir and the exclude globs), and folders (a moved folder of
+    notes is one event). Editors' temporaries are not."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._root = Path(settings.vault).resolve()
+        self._state = Path(settings.state_dir).resolve()
+        self._excludes = tuple(settings.vault_exclude_globs)
+
+    def __call__(self, change: Any, path: str) -> bool:
+        p = Path(path)
+        try:
+            rel = p.resolve().relative_to(self._root)
+        except ValueError:
+            return False  # outside the vault (a symlink's target): the scan does not follow
+        if p.resolve() == self._state or self._state in p.resolve().parents:
+            return False
+        if any(part in ALWAYS_SKIPPED_DIRS for part in rel.parts[:-1]):
+            return False
+        name = rel.name
+        if name in ALWAYS_SKIPPED_DIRS or any(fnmatch.fnmatch(name, t) for t in TEMPORARY):
+            return False
+        if glob_match(rel.as_posix(), self._excludes):
+            return False
+        return name.endswith(NOTE_SUFFIX) or "." not in name  # a note, or a folder
+
+
+@contextlib.contextmanager
+def only_watcher(state_dir: Path) -> Iterator[None]:
+    """Hold ``watcher.lock`` for the watcher's life; a second watcher is refused."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path = state_dir / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            first = read_state(state_dir)
+            who = f"pid {first.pid}" if first else "another process"
+            raise VaultBusy(
+                f"a watcher already keeps this vault current ({who}; lock file {path}): "
+                "stop it first, or let it run"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+class Watch:
+    """The watch loop over one vault: ``sync()`` is one incremental run (the composition
+    root hands it over, with its stores and model); ``report(line)`` tells people."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        sync: Callable[[], str],
+        *,
+        report: Callable[[str], None],
+        debounce_ms: int,
+        polling: bool,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.settings = settings
+        self._sync = sync
+        self._report = report
+        self._debounce_ms = debounce_ms
+        self._polling = polling
+        self.stop = stop or threading.Event()
+        self._state = WatcherState(pid=os.getpid(), started_at=time.time())
+
+    def run(self) -> None:
+        """Catch up, then one run per burst of changes until ``stop`` is set."""
+        import watchfiles
+
+        state_dir = Path(self.settings.state_dir)
+        with only_watcher(state_dir):
+            self._save()
+            self._run_once(time.time())
+            for changes in watchfiles.watch(
+                self.settings.vault,
+                watch_filter=NoteFilter(self.settings),
+                debounce=self._debounce_ms,
+                step=50,
+                stop_event=self.stop,
+                rust_timeout=int(RETRY_SECONDS * 1000),
+                yield_on_timeout=True,
+                force_polling=self._polling,
+                raise_interrupt=False,
+            ):
+                if changes:
+                    first = time.time() - self._debounce_ms / 1000
+                    pending = self._state.pending_since
+                    self._state = _with(self._state, pending_since=min(pending or first, first))
+                    self._save()
+                if self._state.pending_since is not None:
+                    self._run_once(self._state.pending_since)
+            with contextlib.suppress(OSError):
+                (state_dir / STATE_FILE).unlink()
+
+    def _run_once(self, since: float) -> None:
+        """One run under the writer lock; a failure is reported and retried later."""
+        started = time.time()
+
+        def waiting(holder: Any) -> None:
+            self._report(f"waiting for another vault-ko run ({holder.describe()})…")
+
+        try:
+            with vault_lock(
+                Path(self.settings.state_dir), "vault-ko watch", wait=True, on_wait=waiting
+            ):
+                line = self._sync()
+        except (VaultKoError, OSError) as exc:
+            self._state = _with(self._state, last_run=time.time(), last_outcome=f"failed: {exc}")
+            self._state = _with(self._state, pending_since=self._state.pending_since or since)
+            self._save()
+            self._report(f"run failed (tried again at the next change or in "
+                         f"{RETRY_SECONDS:.0f} s): {exc}")  # fmt: skip
+            return
+        self._state = _with(
+            self._state, last_run=time.time(), last_outcome="ok", pending_since=None
+        )
+        self._save()
+        self._report(f"{line} ({time.time() - started:.1f} s)")
+
+    def _save(self) -> None:
+        path = Path(self.settings.state_dir) / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps(asdict(self._state)), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise ConfigError(f"cannot write the watcher state {path}: {exc}") from exc
+
+
+def _with(state: WatcherState, **changes: Any) -> WatcherState:
+    from dataclasses import replace
+
+    return replace(state, **changes)

@@ -1,0 +1,98 @@
+"""The watcher: which file events count, one watcher per vault, one run per burst, and a
+failed run tried again; with real file events on a temporary folder."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import load_settings
+from pipeline.errors import GraphUnavailable, VaultBusy
+from pipeline.watch import NoteFilter, Watch, only_watcher, read_state, watcher_status
+
+
+def settings_of(tmp_path: Path, **overrides: object):  # type: ignore[no-untyped-def]
+    vault = tmp_path / "vault"
+    (vault / "wiki").mkdir(parents=True, exist_ok=True)
+    return load_settings(vault=vault, overrides={"vault_exclude_globs": ["drafts/**"], **overrides})
+
+
+@pytest.mark.parametrize(
+    ("rel", "counts"),
+    [
+        ("wiki/redis.md", True),
+        ("wiki", True),  # a folder moved or deleted: its notes go with it
+        ("wiki/.redis.md.swp", False),
+        ("wiki/redis.md~", False),
+        ("wiki/.#redis.md", False),
+        ("wiki/~$redis.md", False),
+        ("wiki/redis.md.tmp", False),
+        (".obsidian/workspace.json", False),
+        (".obsidian/plugins/x.md", False),
+        (".git/index", False),
+        (".trash/old.md", False),
+        (".vault-ko/ko.db", False),
+        ("drafts/idea.md", False),
+        ("wiki/diagram.png", False),
+    ],
+)
+def test_only_changes_to_notes_start_a_run(tmp_path: Path, rel: str, counts: bool) -> None:
+    settings = settings_of(tmp_path)
+    assert NoteFilter(settings)(None, str(settings.vault / rel)) is counts
+
+
+def test_a_second_watcher_is_refused_naming_the_first(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with only_watcher(state):
+        (state / "watcher.json").write_text('{"pid": 4242, "started_at": 1.0}')
+        with pytest.raises(VaultBusy, match="pid 4242"), only_watcher(state):
+            pass
+        assert watcher_status(state)["running"] is True
+    assert watcher_status(state) == {"running": False, "pid": None, "last_run": None, "lag_s": None}
+
+
+def _wait(predicate, seconds: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_burst_of_changes_is_one_run_and_a_failed_run_is_tried_again(tmp_path: Path) -> None:
+    settings = settings_of(tmp_path)
+    runs: list[float] = []
+    fail = [True]
+
+    def sync() -> str:
+        runs.append(time.time())
+        if len(runs) == 2 and fail[0]:
+            fail[0] = False
+            raise GraphUnavailable("graph at bolt://h:1 unavailable: connection refused")
+        return "ok"
+
+    said: list[str] = []
+    watch = Watch(settings, sync, report=said.append, debounce_ms=300, polling=False)
+    thread = threading.Thread(target=watch.run, daemon=True)
+    thread.start()
+    try:
+        assert _wait(lambda: len(runs) == 1)  # the catch-up run at start
+        for i in range(50):  # a checkout: many notes at once
+            (settings.vault / "wiki" / f"n{i}.md").write_text(f"# N{i}\n\nbody\n")
+        assert _wait(lambda: len(runs) == 2)
+        assert any("run failed" in s and "connection refused" in s for s in said)
+        assert read_state(settings.state_dir).pending_since is not None  # type: ignore[union-attr]
+        (settings.vault / "wiki" / "n0.md").write_text("# N0\n\nedited\n")
+        assert _wait(lambda: len(runs) == 3)  # the next change tries again
+        assert _wait(lambda: watcher_status(settings.state_dir)["lag_s"] is None)
+        time.sleep(1.0)
+        assert len(runs) == 3  # the burst was one run, not fifty
+    finally:
+        watch.stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert watcher_status(settings.state_dir)["running"] is False
