@@ -27,6 +27,7 @@ import hmac
 import json
 import logging
 import os
+import re
 import time
 from datetime import date
 from typing import Annotated, Any, Literal
@@ -69,12 +70,18 @@ Count = Annotated[int, Field(ge=0, le=MAX_COUNT), BeforeValidator(whole_number)]
 Hits = Annotated[int, Field(ge=1, le=MAX_COUNT), BeforeValidator(whole_number)]
 
 
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
 def _real_day(value: str) -> str:
-    date.fromisoformat(value)  # ValueError: not a calendar day (a 422)
+    """A calendar day as YYYY-MM-DD (JSON Schema's ``date`` format); else a 422."""
+    if not _DAY.fullmatch(value):
+        raise ValueError("must be a day as YYYY-MM-DD")
+    date.fromisoformat(value)  # ValueError: not a calendar day
     return value
 
 
-Day = Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}$"), AfterValidator(_real_day)]
+Day = Annotated[str, Field(json_schema_extra={"format": "date"}), AfterValidator(_real_day)]
 
 
 class QueryRequest(BaseModel):

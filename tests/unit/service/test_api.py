@@ -76,6 +76,9 @@ def test_bad_requests_are_422_with_the_reason(tmp_path: Path) -> None:
             assert r.status_code == 422
             r = await c.post("/query", json={"question": "   "})
             assert r.status_code == 422 and "empty" in r.json()["error"]
+            for day in ("2026-02-30", "0000-01-01", "20260215", "last month"):
+                r = await c.post("/query", json={"question": "x", "today": day})
+                assert r.status_code == 422 and "today" in r.json()["error"], day
             sessions = [{"id": "a", "prompt": "x"}, {"id": "a", "prompt": "y"}]
             r = await c.post("/session-context", json={"sessions": sessions})
             assert r.status_code == 422 and "duplicate" in r.json()["error"]
