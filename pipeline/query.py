@@ -46,7 +46,7 @@ from pipeline.model import (
 )
 from pipeline.privacy import PrivateNotes, redact
 from pipeline.rank import DEFAULT_ORDER, OrderRule, rank_summaries
-from pipeline.succession import order_with_successors
+from pipeline.succession import Succession, order_with_successors
 from pipeline.timewindow import apply_window, parse_window, recent_first
 
 if TYPE_CHECKING:
@@ -190,6 +190,17 @@ def _with_note(hit: Hit, note: Note | None) -> Hit:
     if note is None:
         return hit
     return replace(hit, excerpt=note.summary, date=note.date)
+
+
+def _marked_hits(hits: Sequence[Hit], succession: Succession) -> list[Hit]:
+    """The hits with their decisions' status and successor's note (succession.py)."""
+    by_path = succession.by_path
+    return [
+        replace(h, status=d.status, superseded_by=d.successor_path)
+        if (d := by_path.get(h.path)) is not None
+        else h
+        for h in hits
+    ]
 
 
 class Pipeline:
@@ -405,12 +416,13 @@ class Pipeline:
             shown = [h for h in shown if h.source_type == "session"]
             if not shown:
                 notice = self._no_session_notes(len(hits))
-        shown, window = self._in_window(text, shown, opts, timer, relevance.sigma)
+        shown, window, dated = self._in_window(text, shown, opts, timer, relevance.sigma)
         shown = shown[: opts.hits]
         with timer.stage("kodb_ms"):
-            registry = self.kodb.notes_at(h.path for h in shown)
+            registry = dated if dated is not None else self.kodb.notes_at(h.path for h in shown)
+            succession = self.kodb.succession()
         shown = [_with_note(h, registry.get(h.path)) for h in shown]
-        shown = self._marked_hits(shown, timer)
+        shown = _marked_hits(shown, succession)
         if relevance.label == "no_match" or not opts.subjects or opts.top_k == 0 or not shown:
             return Answer(
                 text,
@@ -429,7 +441,7 @@ class Pipeline:
         evidence = {h.path: h.cosine or 0.0 for h in shown}
         words = (lambda: bridge.term_candidates(text, self.kodb)) if opts.per_token else None
         subjects, candidates = self._subjects(
-            candidates, opts, timer, relevance, evidence, words=words
+            candidates, opts, timer, relevance, evidence, words=words, succession=succession
         )
         if opts.crystal_only and not subjects and candidates:
             notice = "no crystal-ready subject among the relevant ones"
@@ -456,20 +468,21 @@ class Pipeline:
         opts: QueryOptions,
         timer: Timer,
         sigma: float | None,
-    ) -> tuple[list[Hit], TimeWindow | None]:
+    ) -> tuple[list[Hit], TimeWindow | None, Mapping[str, Note] | None]:
         """The hits of the question's period (``timewindow.apply_window``: undated notes
         kept and counted; no note dated in it: all kept, and the window says it was not
         applied); without one, episodic recall prefers recent sessions among equally
-        relevant ones."""
+        relevant ones. Also the registry rows it read for their dates (None: none read)."""
         window = self.window_of(text, opts)
         if window is None and not opts.session_notes_only:
-            return hits, None
+            return hits, None, None
         with timer.stage("kodb_ms"):
             dated = self.kodb.notes_at(h.path for h in hits)
         hits = [_with_note(h, dated.get(h.path)) for h in hits]
         if window is None:
-            return recent_first(hits, sigma), None
-        return apply_window(hits, window, opts.hits)
+            return recent_first(hits, sigma), None, dated
+        kept, window = apply_window(hits, window, opts.hits)
+        return kept, window, dated
 
     def fallback_answer(self, text: str, opts: QueryOptions, timer: Timer, reason: str) -> Answer:
         """Degraded mode: word search on KO-DB, ranked the same way; never loads the model.
@@ -481,7 +494,9 @@ class Pipeline:
             return self._no_content(text, reason)
         with timer.stage("fulltext_ms"):
             hits, registry, window = self._word_hits(text, opts)
-        hits = self._marked_hits(hits, timer)
+        with timer.stage("kodb_ms"):
+            succession = self.kodb.succession()
+        hits = _marked_hits(hits, succession)
         if opts.session_notes_only and not hits:
             notice = self._no_session_notes(opts.hits)
         if opts.subjects and opts.top_k:
@@ -497,6 +512,7 @@ class Pipeline:
                 evidence,
                 top_bm25=best,
                 words=lambda: bridge.term_candidates(text, self.kodb),
+                succession=succession,
             )
             if opts.crystal_only and not subjects and candidates:
                 notice = "no crystal-ready subject among the relevant ones"
@@ -562,6 +578,7 @@ class Pipeline:
         *,
         top_bm25: float | None = None,
         words: Callable[[], dict[str, Candidate]] | None = None,
+        succession: Succession | None = None,
     ) -> tuple[tuple[SubjectRank, ...], dict[str, Candidate]]:
         """The ranked subjects of an answer, and every candidate considered.
 
@@ -595,19 +612,11 @@ class Pipeline:
                     {k: c for k, c in candidates.items() if k in kept}, opts, evidence
                 )
             subjects = ranked(shown)
-        subjects = self._with_successors(subjects, candidates, opts, timer, evidence, ranked)
+        if succession:
+            subjects = self._with_successors(
+                subjects, candidates, opts, timer, evidence, ranked, succession
+            )
         return subjects, candidates
-
-    def _marked_hits(self, hits: Sequence[Hit], timer: Timer) -> list[Hit]:
-        """The hits with their decisions' status and successor's note (succession.py)."""
-        with timer.stage("kodb_ms"):
-            by_path = self.kodb.succession().by_path
-        return [
-            replace(h, status=d.status, superseded_by=d.successor_path)
-            if (d := by_path.get(h.path)) is not None
-            else h
-            for h in hits
-        ]
 
     def _with_successors(
         self,
@@ -617,14 +626,13 @@ class Pipeline:
         timer: Timer,
         evidence: dict[str, float],
         ranked: Callable[..., tuple[SubjectRank, ...]],
+        succession: Succession,
     ) -> tuple[SubjectRank, ...]:
         """The succession rule (``succession.order_with_successors``): a superseded
         decision's successor comes before it, joining the answer when it was not in it
         (evidence ``successor``, with its own hit's cosine, else the old one's); the
         answer's gate (crystal-ready) and ``top_k`` hold."""
-        with timer.stage("kodb_ms"):
-            succession = self.kodb.succession()
-        if not subjects or not succession:
+        if not subjects:
             return subjects
 
         def join(norm: str, old: SubjectRank) -> SubjectRank | None:

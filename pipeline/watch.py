@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -197,7 +197,7 @@ class Watch:
                 if changes:
                     first = time.time() - self._debounce_ms / 1000
                     pending = self._state.pending_since
-                    self._state = _with(self._state, pending_since=min(pending or first, first))
+                    self._state = replace(self._state, pending_since=min(pending or first, first))
                     self._save()
                 if self._state.pending_since is not None:
                     self._run_once(self._state.pending_since)
@@ -217,13 +217,13 @@ class Watch:
             ):
                 line = self._sync()
         except (VaultKoError, OSError) as exc:
-            self._state = _with(self._state, last_run=time.time(), last_outcome=f"failed: {exc}")
-            self._state = _with(self._state, pending_since=self._state.pending_since or since)
+            self._state = replace(self._state, last_run=time.time(), last_outcome=f"failed: {exc}")
+            self._state = replace(self._state, pending_since=self._state.pending_since or since)
             self._save()
-            self._report(f"run failed (tried again at the next change or in "
-                         f"{RETRY_SECONDS:.0f} s): {exc}")  # fmt: skip
+            retry = f"tried again at the next change or in {RETRY_SECONDS:.0f} s"
+            self._report(f"run failed ({retry}): {exc}")
             return
-        self._state = _with(
+        self._state = replace(
             self._state, last_run=time.time(), last_outcome="ok", pending_since=None
         )
         self._save()
@@ -237,9 +237,3 @@ class Watch:
             os.replace(tmp, path)
         except OSError as exc:
             raise ConfigError(f"cannot write the watcher state {path}: {exc}") from exc
-
-
-def _with(state: WatcherState, **changes: Any) -> WatcherState:
-    from dataclasses import replace
-
-    return replace(state, **changes)
