@@ -22,6 +22,12 @@ model, dims) and then:
 A note that cannot be read now (bad YAML, binary, too big, gone) is skipped and reported with
 its reason; it never aborts the run.
 
+A note renamed or moved without a change to its text (an orphan and a new path with the same
+content hash, model, dims and text rules, whose embedded text reads the same at both paths:
+a title taken from the file name changes it) keeps its vector: the stored one is read
+before the orphan is deleted and written under the new path, so only edited notes reach
+the model (``EmbedReport.moved``).
+
 The node's content_hash is the hash of the file as read now, so a note edited after the last
 ingest is embedded again on every run until `vault-ko ingest` catches up (the registry and the
 graph then agree). Edges of unchanged notes are only rewritten when they point at a note this
@@ -42,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pipeline.errors import GraphError, InputError
 from pipeline.graph import GraphNote, NoteState
 from pipeline.model import Note, normalize_text
-from pipeline.vault.parse import EMBED_TEXT_VERSION, read_note
+from pipeline.vault.parse import EMBED_TEXT_VERSION, parse_note, read_note, read_note_bytes
 
 if TYPE_CHECKING:
     import numpy as np
@@ -93,6 +99,7 @@ class GraphStore(Protocol):
         source_paths: Sequence[str],
         pairs: Sequence[tuple[str, str]],
     ) -> int: ...
+    def note_vectors(self, paths: Sequence[str]) -> Mapping[str, Sequence[float]]: ...
 
 
 class NoteRegistry(Protocol):
@@ -122,6 +129,7 @@ class EmbedReport:
     seconds: float
     model: str
     dims: int
+    moved: int = 0  # renamed or moved notes whose stored vector was kept (not in embedded)
 
     def to_dict(self) -> dict[str, Any]:
         """The `vault-ko embed --json` document: counts first, then model, dims, skipped."""
@@ -129,6 +137,7 @@ class EmbedReport:
             "embedded": self.embedded,
             "deleted": self.deleted,
             "unchanged": self.unchanged,
+            "moved": self.moved,
             "links": self.links,
             "seconds": round(self.seconds, 3),
             "model": self.model,
@@ -273,12 +282,16 @@ def sync_embeddings(
 
     registry = dict(kodb.notes())
     states, plan = _plan(graph, registry, model=model, dims=dims, full=full)
+    moves = move_candidates(plan, registry, states, model=model, dims=dims)
+    # Read before the orphans go: their vectors are the moved notes' own.
+    stored = graph.note_vectors(sorted(set(moves.values()))) if moves else {}
     _delete_orphans(graph, plan.orphans)
     parsed, skipped = _parse_to_embed(vault, registry, plan.to_embed, max_bytes)
+    reuse = _kept_vectors(vault, moves, stored, parsed, max_bytes)
     links = _resolve_links(vault, registry, plan, parsed, max_bytes)
-    todo = _longest_first(plan, parsed)
+    todo = _longest_first(plan, parsed, reuse)
     in_graph = (set(states) - set(plan.orphans)) | {item.path for item in links.linkers}
-    embedded, edges = _embed_in_windows(
+    written, edges = _embed_in_windows(
         todo,
         links,
         in_graph,
@@ -288,11 +301,15 @@ def sync_embeddings(
         dims=dims,
         batch_size=batch_size,
         progress=progress,
+        reuse=reuse,
     )
-    if embedded or plan.unchanged:
+    if written or plan.unchanged:
         _warm_index(graph, dims)
+    if reuse:
+        log.info("moved %d notes without embedding them again", len(reuse))
     return EmbedReport(
-        embedded=embedded,
+        embedded=written - len(reuse),
+        moved=len(reuse),
         deleted=len(plan.orphans),
         unchanged=len(plan.unchanged),
         links=len(edges),
@@ -337,6 +354,63 @@ def _plan(
         len(plan.unchanged),
     )
     return states, plan
+
+
+def move_candidates(
+    plan: SyncPlan,
+    registry: Mapping[str, Note],
+    states: Mapping[str, NoteState],
+    *,
+    model: str,
+    dims: int,
+) -> dict[str, str]:
+    """New path -> orphan path, for each note created by this run whose content hash an
+    orphan embedded by this model, at these dims and under these text rules has (a rename
+    or a move). Several of the same content pair up in path order, one to one."""
+    by_hash: dict[str, list[str]] = {}
+    for path in plan.orphans:
+        st = states[path]
+        if st.model == model and st.dims == dims and st.text_version == EMBED_TEXT_VERSION:
+            by_hash.setdefault(st.content_hash, []).append(path)
+    moves: dict[str, str] = {}
+    for path in sorted(plan.created):
+        olds = by_hash.get(registry[path].content_hash)
+        if olds:
+            moves[path] = olds.pop(0)
+    return moves
+
+
+def _kept_vectors(
+    vault: Path,
+    moves: Mapping[str, str],
+    stored: Mapping[str, Sequence[float]],
+    parsed: Mapping[str, _Parsed],
+    max_bytes: int,
+) -> dict[str, Sequence[float]]:
+    """The stored vectors that still hold for the moved notes: the text the model read at
+    the old path is the text it would read at the new one."""
+    kept: dict[str, Sequence[float]] = {}
+    for new, old in moves.items():
+        item, vector = parsed.get(new), stored.get(old)
+        if item is None or vector is None:
+            continue
+        if _text_at(vault, item, old, max_bytes) == _text_of(item):
+            kept[new] = vector
+    return kept
+
+
+def _text_at(vault: Path, item: _Parsed, old: str, max_bytes: int) -> str | None:
+    """The text the model read when the note now at ``item.path`` lived at ``old`` (its
+    file parsed under the old path: a title from the file name differs); None: unreadable."""
+    try:
+        raw, mtime = read_note_bytes(vault, item.path, max_bytes)
+        before = parse_note(raw, old, item.source_type, mtime=mtime)  # type: ignore[arg-type]
+    except InputError:
+        return None
+    if before.content_hash != item.content_hash:
+        return None  # changed again since it was read
+    text = before.embed_text
+    return text.strip() or before.title or PurePosixPath(old).stem
 
 
 def _delete_orphans(graph: GraphStore, orphans: Sequence[str]) -> None:
@@ -397,13 +471,16 @@ def _resolve_links(
     return _Links(linkers, targets, incoming)
 
 
-def _longest_first(plan: SyncPlan, parsed: Mapping[str, _Parsed]) -> list[_Parsed]:
-    """The notes to embed, longest text first (ties by path), as SentenceTransformer.encode
-    orders its own input: a forward pass pads every text to the longest of its batch, so
-    batches of similar lengths waste least."""
+def _longest_first(
+    plan: SyncPlan, parsed: Mapping[str, _Parsed], reuse: Mapping[str, Any]
+) -> list[_Parsed]:
+    """The notes to write: moved ones first (no model call), then those to embed, longest
+    text first (ties by path), as SentenceTransformer.encode orders its own input: a forward
+    pass pads every text to the longest of its batch, so batches of similar lengths waste
+    least."""
     return sorted(
         (parsed[p] for p in plan.to_embed if p in parsed),
-        key=lambda item: (-len(_text_of(item)), item.path),
+        key=lambda item: (item.path not in reuse, -len(_text_of(item)), item.path),
     )
 
 
@@ -418,12 +495,15 @@ def _embed_in_windows(
     dims: int,
     batch_size: int,
     progress: ProgressFn | None,
+    reuse: Mapping[str, Sequence[float]] | None = None,
 ) -> tuple[int, set[tuple[str, str]]]:
     """Embed ``todo`` window by window, each written (notes and edges in one transaction)
-    while the next is embedded; returns the notes embedded and the distinct edges written.
+    while the next is embedded; returns the notes written and the distinct edges written.
+    A note in ``reuse`` is written with that vector instead of the model's.
 
     ``in_graph`` (the paths with a node) grows as windows are written.
     """
+    reuse = reuse or {}
     total = len(todo)
     if progress:
         progress(0, total)
@@ -435,13 +515,32 @@ def _embed_in_windows(
         writes = _WindowWrites(writer, graph, total, progress)
         for start in range(0, total, window):
             batch = todo[start : start + window]
-            vectors = embedder.embed([_text_of(item) for item in batch])
+            vectors = _vectors_of(batch, embedder, reuse, dims)
             rows = _graph_rows(batch, vectors, model=model, dims=dims)
             writes.settle()  # the previous window is in the graph before this one's edges go
             in_graph.update(item.path for item in batch)
             writes.submit(rows, batch, _window_links(batch, links, in_graph))
         writes.settle()
     return writes.embedded, writes.edges
+
+
+def _vectors_of(
+    batch: Sequence[_Parsed],
+    embedder: TextEmbedder,
+    reuse: Mapping[str, Sequence[float]],
+    dims: int,
+) -> np.ndarray:
+    """The window's vectors: kept ones as stored, the model's for the rest (one call)."""
+    import numpy as np
+
+    fresh = [item for item in batch if item.path not in reuse]
+    made = embedder.embed([_text_of(item) for item in fresh]) if fresh else None
+    rows = iter(made if made is not None else ())
+    out = [
+        np.asarray(reuse[item.path], dtype=np.float32) if item.path in reuse else next(rows)
+        for item in batch
+    ]
+    return np.vstack(out) if out else np.zeros((0, dims), dtype=np.float32)
 
 
 def _graph_rows(

@@ -71,7 +71,7 @@ def embed_command(
         return
     for path, reason in report.skipped:
         err.print(f"skipped {path}: {reason}", markup=False, soft_wrap=True)
-    if not (report.embedded or report.unchanged or report.skipped):
+    if not (report.embedded or report.moved or report.unchanged or report.skipped):
         err.print(
             "the vault registry is empty: run `vault-ko ingest` first", markup=False, soft_wrap=True
         )
@@ -81,8 +81,10 @@ def embed_command(
 def summary_line(report: EmbedReport) -> str:
     """One line for people: what changed, how long it took, with which model."""
     skipped = f", {len(report.skipped)} skipped" if report.skipped else ""
+    moved = f", moved {report.moved}" if report.moved else ""
     return (
-        f"embedded {report.embedded}, deleted {report.deleted}, unchanged {report.unchanged}, "
+        f"embedded {report.embedded}{moved}, deleted {report.deleted}, "
+        f"unchanged {report.unchanged}, "
         f"links {report.links}{skipped} in {report.seconds:.1f} s "
         f"({report.model}, {report.dims} dims)"
     )

@@ -141,9 +141,10 @@ def sync_cmd(
         emit_json(data)
         return
     e = report.embed
+    moved = f", moved {e.moved}" if e.moved else ""
     out.print(
         f"ingested {report.ingest.notes_total} notes ({report.ingest.facts_total} facts); "
-        f"embedded {e.embedded}, deleted {e.deleted}, unchanged {e.unchanged}, "
+        f"embedded {e.embedded}{moved}, deleted {e.deleted}, unchanged {e.unchanged}, "
         f"links {e.links}"
     )
     if report.ingest.skipped:

@@ -100,6 +100,9 @@ class FakeGraph:
         self._begin()
         return self._link(source_paths, pairs)
 
+    def note_vectors(self, paths: Sequence[str]) -> dict[str, tuple[float, ...]]:
+        return {p: self.nodes[p].embedding for p in paths if p in self.nodes}
+
     def _link(self, source_paths: Sequence[str], pairs: Sequence[tuple[str, str]]) -> int:
         sources = set(source_paths)
         self.edges = {(a, b) for a, b in self.edges if a not in sources}
@@ -439,6 +442,7 @@ def test_report_to_dict_is_the_json_document_counts_first_skipped_last() -> None
         "embedded",
         "deleted",
         "unchanged",
+        "moved",
         "links",
         "seconds",
         "model",
@@ -511,3 +515,93 @@ def test_a_window_write_overlaps_the_next_window_s_embedding(
     run(vault, registry, graph, Embedder(), batch_size=1)
     assert order[:3] == ["write 1", "embed while writing", "write 2"]
     assert graph.edges == EXPECTED_EDGES and set(graph.nodes) == set(NOTES)
+
+
+def test_a_renamed_note_keeps_its_vector_and_its_links_without_a_model_call(
+    vault: Path, registry: Registry
+) -> None:
+    graph = FakeGraph()
+    run(vault, registry, graph)
+    before = graph.nodes["wiki/redis.md"].embedding
+    (vault / "wiki/redis.md").rename(vault / "wiki/redis-cache.md")  # title: frontmatter
+    registry.ingest()
+    embedder = FakeEmbedder()
+    report = run(vault, registry, graph, embedder)
+    assert (report.embedded, report.moved, report.deleted) == (0, 1, 1)
+    assert embedder.calls == []
+    assert graph.nodes["wiki/redis-cache.md"].embedding == before
+    assert "wiki/redis.md" not in graph.nodes
+    # "[[redis]]" and "[[REDIS]]" meant the old file's stem; "title: Redis" still names it.
+    assert ("wiki/warm-cache.md", "wiki/redis-cache.md") in graph.edges
+    assert ("wiki/redis-cache.md", "wiki/warm-cache.md") in graph.edges
+
+
+def test_a_note_moved_to_another_folder_is_not_embedded_again(
+    vault: Path, registry: Registry
+) -> None:
+    graph = FakeGraph()
+    run(vault, registry, graph)
+    (vault / "archive").mkdir()
+    (vault / "wiki/warm-cache.md").rename(vault / "archive/warm-cache.md")
+    registry.ingest()
+    embedder = FakeEmbedder()
+    report = run(vault, registry, graph, embedder)
+    assert (report.embedded, report.moved) == (0, 1)
+    assert embedder.calls == []
+    assert ("wiki/redis.md", "archive/warm-cache.md") in graph.edges
+    assert report.to_dict()["moved"] == 1
+
+
+def test_a_rename_that_changes_a_title_taken_from_the_file_name_is_embedded_again(
+    vault: Path, registry: Registry
+) -> None:
+    (vault / "notes").mkdir()
+    (vault / "notes/old-name.md").write_text("No heading here, only a line.\n", encoding="utf-8")
+    registry.ingest()
+    graph = FakeGraph()
+    run(vault, registry, graph)
+    (vault / "notes/old-name.md").rename(vault / "notes/new-name.md")
+    registry.ingest()
+    embedder = FakeEmbedder()
+    report = run(vault, registry, graph, embedder)
+    assert (report.embedded, report.moved) == (1, 0)
+    assert embedder.calls == [["new name\n\nNo heading here, only a line."]]
+
+
+def test_a_renamed_and_edited_note_is_embedded_again(vault: Path, registry: Registry) -> None:
+    graph = FakeGraph()
+    run(vault, registry, graph)
+    (vault / "wiki/redis.md").unlink()
+    (vault / "wiki/redis-cache.md").write_text(
+        "---\ntitle: Redis\n---\nCache, now with eviction.\n", encoding="utf-8"
+    )
+    registry.ingest()
+    report = run(vault, registry, graph)
+    assert (report.embedded, report.moved, report.deleted) == (1, 0, 1)
+
+
+def test_two_copies_of_one_text_moved_pair_one_to_one(vault: Path, registry: Registry) -> None:
+    text = "# Runbook\n\nRestart the gateway.\n"
+    (vault / "a.md").write_text(text, encoding="utf-8")
+    (vault / "b.md").write_text(text, encoding="utf-8")
+    registry.ingest()
+    graph = FakeGraph()
+    run(vault, registry, graph)
+    (vault / "a.md").rename(vault / "c.md")
+    (vault / "b.md").rename(vault / "d.md")
+    (vault / "e.md").write_text(text, encoding="utf-8")  # a third copy: nothing left to keep
+    registry.ingest()
+    embedder = FakeEmbedder()
+    report = run(vault, registry, graph, embedder)
+    assert (report.moved, report.embedded, report.deleted) == (2, 1, 2)
+    assert sum(len(c) for c in embedder.calls) == 1
+    assert {"c.md", "d.md", "e.md"} <= set(graph.nodes)
+
+
+def test_a_note_embedded_by_another_model_is_not_moved(vault: Path, registry: Registry) -> None:
+    graph = FakeGraph()
+    run(vault, registry, graph, FakeEmbedder(model_id="fake/model-b"))
+    (vault / "wiki/redis.md").rename(vault / "wiki/redis-cache.md")
+    registry.ingest()
+    report = run(vault, registry, graph)  # model-a: every note is stale anyway
+    assert report.moved == 0 and report.embedded == 5
