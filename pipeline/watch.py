@@ -35,12 +35,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.config import Settings
 from pipeline.errors import ConfigError, VaultBusy, VaultKoError
 from pipeline.lock import vault_lock
 from pipeline.vault.scan import ALWAYS_SKIPPED_DIRS, NOTE_SUFFIX, glob_match
+
+if TYPE_CHECKING:
+    from pipeline.app import App
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +51,16 @@ STATE_FILE = "watcher.json"
 LOCK_FILE = "watcher.lock"
 #: Editors' temporary and swap files: never notes, often written many times a second.
 TEMPORARY = ("*.tmp", ".#*", "*~", "~$*", "*.swp", "*.swx", ".*.sw?", "*.part")
-#: After a failed run, the next try comes this long after, changes or not.
+#: After a failed run the next try comes, changes or not, after 1 s, then twice as long
+#: after each failure in a row, up to this (a graph back from a restart is used within
+#: seconds; a graph down for long costs a try every half minute).
 RETRY_SECONDS = 30.0
+#: How often an idle loop wakes to see whether a retry is due (the watcher library blocks
+#: in between).
+TICK_MS = 250
+#: Quiet after the last event before a burst is handed over (at most the debounce): a
+#: checkout writing files with short pauses on a loaded machine stays one run.
+STEP_MS = 200
 
 
 @dataclass(frozen=True)
@@ -153,9 +164,39 @@ def only_watcher(state_dir: Path) -> Iterator[None]:
         os.close(fd)
 
 
+@dataclass(frozen=True)
+class WatchSetup:
+    """How a service watches its own vault (`vault-ko serve --watch`)."""
+
+    debounce_ms: int
+    polling: bool
+    report: Callable[[str], None]
+
+
+def sync_runner(app: App, report: Callable[[str], None]) -> Callable[[], str]:
+    """One incremental run over ``app``'s stores and model (what `vault-ko sync` does),
+    returning a line for people; notes that could not be read are reported one by one."""
+
+    def sync() -> str:
+        from pipeline.sync import sync_vault
+
+        r = sync_vault(app.settings, app.kodb, app.graph, app.embedder)  # type: ignore[arg-type]
+        e = r.embed
+        moved = f", moved {e.moved}" if e.moved else ""
+        for path, reason in r.ingest.skipped:
+            report(f"skipped {path}: {reason}")
+        return (
+            f"{r.ingest.notes_total} notes; embedded {e.embedded}{moved}, deleted {e.deleted}, "
+            f"unchanged {e.unchanged}" + (" ; recalibrated" if r.calibrated else "")
+        )
+
+    return sync
+
+
 class Watch:
     """The watch loop over one vault: ``sync()`` is one incremental run (the composition
-    root hands it over, with its stores and model); ``report(line)`` tells people."""
+    root hands it over, with its stores and model); ``report(line)`` tells people.
+    ``holder`` names the watcher in the writer lock (what a waiting `sync` shows)."""
 
     def __init__(
         self,
@@ -166,30 +207,41 @@ class Watch:
         debounce_ms: int,
         polling: bool,
         stop: threading.Event | None = None,
+        holder: str = "vault-ko watch",
     ) -> None:
         self.settings = settings
         self._sync = sync
         self._report = report
         self._debounce_ms = debounce_ms
         self._polling = polling
+        self._holder = holder
         self.stop = stop or threading.Event()
         self._state = WatcherState(pid=os.getpid(), started_at=time.time())
+        self._failures = 0
+        self._retry_at = 0.0  # monotonic time of the next try after a failure
 
     def run(self) -> None:
-        """Catch up, then one run per burst of changes until ``stop`` is set."""
+        """Claim the vault's watcher lock, catch up, then one run per burst of changes
+        until ``stop`` is set."""
+        with only_watcher(Path(self.settings.state_dir)):
+            self.loop()
+
+    def loop(self) -> None:
+        """The loop of ``run`` for a caller that holds the watcher lock already (the
+        service claims it before it starts, so a refusal stops the start)."""
         import watchfiles
 
         state_dir = Path(self.settings.state_dir)
-        with only_watcher(state_dir):
+        try:
             self._save()
             self._run_once(time.time())
             for changes in watchfiles.watch(
                 self.settings.vault,
                 watch_filter=NoteFilter(self.settings),
                 debounce=self._debounce_ms,
-                step=50,
+                step=min(STEP_MS, self._debounce_ms),
                 stop_event=self.stop,
-                rust_timeout=int(RETRY_SECONDS * 1000),
+                rust_timeout=TICK_MS,
                 yield_on_timeout=True,
                 force_polling=self._polling,
                 raise_interrupt=False,
@@ -199,8 +251,10 @@ class Watch:
                     pending = self._state.pending_since
                     self._state = replace(self._state, pending_since=min(pending or first, first))
                     self._save()
-                if self._state.pending_since is not None:
+                due = changes or time.monotonic() >= self._retry_at
+                if self._state.pending_since is not None and due and not self.stop.is_set():
                     self._run_once(self._state.pending_since)
+        finally:
             with contextlib.suppress(OSError):
                 (state_dir / STATE_FILE).unlink()
 
@@ -213,16 +267,20 @@ class Watch:
 
         try:
             with vault_lock(
-                Path(self.settings.state_dir), "vault-ko watch", wait=True, on_wait=waiting
+                Path(self.settings.state_dir), self._holder, wait=True, on_wait=waiting
             ):
                 line = self._sync()
         except (VaultKoError, OSError) as exc:
             self._state = replace(self._state, last_run=time.time(), last_outcome=f"failed: {exc}")
             self._state = replace(self._state, pending_since=self._state.pending_since or since)
             self._save()
-            retry = f"tried again at the next change or in {RETRY_SECONDS:.0f} s"
+            self._failures += 1
+            wait = min(RETRY_SECONDS, 2.0 ** (self._failures - 1))
+            self._retry_at = time.monotonic() + wait
+            retry = f"tried again at the next change or in {wait:.0f} s"
             self._report(f"run failed ({retry}): {exc}")
             return
+        self._failures = 0
         self._state = replace(
             self._state, last_run=time.time(), last_outcome="ok", pending_since=None
         )

@@ -37,6 +37,24 @@ from pipeline.cli._common import (
     is_flag=True,
     help="Make a random token and record it in <state dir>/service.json (mode 0600).",
 )
+@click.option(
+    "--watch",
+    "watch",
+    is_flag=True,
+    help="Also keep the vault current as its notes change, as `vault-ko watch` does.",
+)
+@click.option(
+    "--debounce",
+    type=click.FloatRange(0.05, 60.0),
+    help="With --watch: seconds of quiet after a change before a run [the watch_debounce "
+    "setting: 1.0].",
+)
+@click.option(
+    "--polling",
+    is_flag=True,
+    help="With --watch: poll the vault instead of listening for file events [the watch_mode "
+    "setting].",
+)
 @json_option
 @pass_app
 def serve_cmd(
@@ -45,6 +63,9 @@ def serve_cmd(
     port: int,
     token: str | None,
     generate_token: bool,
+    watch: bool,
+    debounce: float | None,
+    polling: bool,
     as_json: bool,
 ) -> None:
     """Serve the vault over HTTP JSON until SIGTERM or Ctrl-C (loopback by default).
@@ -55,14 +76,21 @@ def serve_cmd(
     <state dir>/service.json, where `vault-ko query`, `vault-ko hook` and `vault-ko mcp`
     find it. Reloads the calibration when `vault-ko calibrate` stores a new one; answers in
     fallback when the graph is down, exactly as the CLI. --json prints one line
-    {"url", "pid", "vault", "record"} on stdout once it accepts connections. Exit 3 for a
+    {"url", "pid", "vault", "record"} on stdout once it accepts connections.
+
+    With --watch the service keeps its vault current (a first run at start, then one per
+    burst of changes; see `vault-ko watch --help`), reports its runs on stderr and its
+    watcher in /healthz and /metrics; a vault with no KO-DB yet gets one. Exit 3 for a
     non-loopback --host without a token or a bad setting, 2 when the state dir cannot be
-    written, KO-DB is unreachable or the port is taken.
+    written, KO-DB is unreachable, the port is taken or another watcher keeps the vault.
     """
     from pipeline.service.server import Started, check_bind, new_token, serve
+    from pipeline.watch import WatchSetup
 
     if generate_token and token:
         raise click.UsageError("--token and --generate-token: choose one")
+    if (debounce is not None or polling) and not watch:
+        raise click.UsageError("--debounce and --polling go with --watch")
     if generate_token:
         token = new_token()
     settings = app.settings()
@@ -95,6 +123,16 @@ def serve_cmd(
             soft_wrap=True,
         )
 
+    setup = None
+    if watch:
+        seconds = settings.watch_debounce if debounce is None else debounce
+        setup = WatchSetup(
+            debounce_ms=int(seconds * 1000),
+            polling=polling or settings.watch_mode == "polling",
+            report=lambda line: err.print(
+                f"watch: {line}", markup=False, highlight=False, soft_wrap=True
+            ),
+        )
     err.print("starting: opening KO-DB, checking the graph, loading the model…", markup=False)
-    serve(settings, host=host, port=port, token=token, on_started=started)
+    serve(settings, host=host, port=port, token=token, on_started=started, watch=setup)
     err.print("vault-ko service stopped", markup=False)

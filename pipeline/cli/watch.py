@@ -46,8 +46,7 @@ def watch_cmd(
     With --json, each report is a JSON line on stdout: {"at", "message"}.
     """
     from pipeline.app import App
-    from pipeline.sync import sync_vault
-    from pipeline.watch import Watch
+    from pipeline.watch import Watch, only_watcher, sync_runner
 
     settings = app.settings(vault)
     require_writable_state_dir(settings, "vault-ko watch")
@@ -61,19 +60,13 @@ def watch_cmd(
             err.print(f"watch: {line}", markup=False, highlight=False, soft_wrap=True)
 
     with App(settings, creates_kodb=True) as stores:
-
-        def sync() -> str:
-            r = sync_vault(settings, stores.kodb, stores.graph, stores.embedder)
-            e = r.embed
-            said = (
-                f"{r.ingest.notes_total} notes; embedded {e.embedded}, deleted {e.deleted}, "
-                f"unchanged {e.unchanged}"
-            )
-            for path, reason in r.ingest.skipped:
-                report(f"skipped {path}: {reason}")
-            return said + (" ; recalibrated" if r.calibrated else "")
-
-        watch = Watch(settings, sync, report=report, debounce_ms=int(seconds * 1000), polling=poll)
+        watch = Watch(
+            settings,
+            sync_runner(stores, report),
+            report=report,
+            debounce_ms=int(seconds * 1000),
+            polling=poll,
+        )
 
         def stop(*_: Any) -> None:
             watch.stop.set()
@@ -81,6 +74,7 @@ def watch_cmd(
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         mode = "polling" if poll else "file events"
-        report(f"watching {settings.vault} ({mode}, {seconds:g} s debounce); Ctrl-C stops")
-        watch.run()
+        with only_watcher(settings.state_dir):  # a second watcher is refused before a word
+            report(f"watching {settings.vault} ({mode}, {seconds:g} s debounce); Ctrl-C stops")
+            watch.loop()
         report("stopped")

@@ -52,6 +52,7 @@ from pipeline.service.client import (
 )
 from pipeline.service.metrics import CONTENT_TYPE, ServiceMetrics
 from pipeline.service.warm import WarmAnswers
+from pipeline.watch import watcher_status
 
 log = logging.getLogger(__name__)
 
@@ -444,6 +445,7 @@ def _status_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAn
             "model_loaded": app.model_loaded,
             "warm_vectors": warm.warm_vectors,
             "warm_facts": warm.warm_facts,
+            "watcher": watcher_status(app.settings.state_dir),
         }
 
     @api.get("/metrics", response_class=Response, responses=_declared(*ALWAYS))

@@ -7,6 +7,13 @@ process never share a counter).
     vault_ko_graph_up                                         1 when the graph answered the
                                                               last probe (taken per scrape)
     vault_ko_model_loaded                                     1 once the model is in memory
+    vault_ko_watcher_running                                  1 while a watcher keeps the
+                                                              vault current (this service's
+                                                              or a `vault-ko watch`)
+    vault_ko_watcher_lag_seconds                              age of the oldest change not
+                                                              applied yet (0: none waits)
+    vault_ko_watcher_last_run_timestamp_seconds               when the watcher's last run
+                                                              ended (0: none yet)
 
 ``mode`` and ``label`` are those of the answer (empty for endpoints that give none), so a
 dashboard can tell "nothing relevant" (no_match) from "degraded" (fallback).
@@ -15,6 +22,7 @@ dashboard can tell "nothing relevant" (no_match) from "degraded" (fallback).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -24,7 +32,12 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class ServiceMetrics:
-    def __init__(self, graph_up: Callable[[], bool], model_loaded: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        graph_up: Callable[[], bool],
+        model_loaded: Callable[[], bool],
+        watcher: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "vault_ko_requests",
@@ -54,6 +67,22 @@ class ServiceMetrics:
             registry=self.registry,
         )
         model.set_function(lambda: float(model_loaded()))
+        self._watcher = watcher
+        self.watcher_running = Gauge(
+            "vault_ko_watcher_running",
+            "1 while a watcher keeps the vault current.",
+            registry=self.registry,
+        )
+        self.watcher_lag = Gauge(
+            "vault_ko_watcher_lag_seconds",
+            "Age of the oldest change the watcher has not applied yet (0: none waits).",
+            registry=self.registry,
+        )
+        self.watcher_last_run = Gauge(
+            "vault_ko_watcher_last_run_timestamp_seconds",
+            "When the watcher's last run ended, Unix time (0: none yet).",
+            registry=self.registry,
+        )
 
     def observe(self, endpoint: str, status: int, mode: str, label: str, seconds: float) -> None:
         self.requests.labels(endpoint, str(status), mode, label).inc()
@@ -68,4 +97,9 @@ class ServiceMetrics:
     def exposition(self) -> bytes:
         """The text exposition; the graph is probed now (one attempt, bounded)."""
         self.graph.set(1.0 if self._graph_up() else 0.0)
+        if self._watcher is not None:
+            w = self._watcher()
+            self.watcher_running.set(1.0 if w["running"] else 0.0)
+            self.watcher_lag.set(float(w["lag_s"] or 0.0))
+            self.watcher_last_run.set(float(w["last_run"] or 0.0))
         return generate_latest(self.registry)

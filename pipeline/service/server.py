@@ -33,6 +33,7 @@ from pipeline.service.record import (
     settings_digest,
     write_record,
 )
+from pipeline.watch import Watch, WatchSetup, only_watcher, sync_runner, watcher_status
 
 log = logging.getLogger(__name__)
 
@@ -163,8 +164,10 @@ def serve(
     token: str | None = None,
     on_started: Callable[[Started], None] | None = None,
     app: App | None = None,
+    watch: WatchSetup | None = None,
 ) -> None:
-    """Run the service of ``settings.vault`` until SIGTERM or SIGINT."""
+    """Run the service of ``settings.vault`` until SIGTERM or SIGINT; with ``watch``, it
+    also keeps the vault current (``pipeline/watch.py``) in a thread of its own."""
     import uvicorn
 
     from pipeline.service.api import create_api
@@ -177,19 +180,31 @@ def serve(
             f"a service already runs for {settings.vault} at {running.url} (pid "
             f"{running.pid}); stop it first (kill {running.pid})"
         )
-    sock = bind(host, port)
+    claims = contextlib.ExitStack()
+    if watch is not None:  # a second watcher is refused before anything starts
+        claims.enter_context(only_watcher(settings.state_dir))
+    try:
+        sock = bind(host, port)
+    except BaseException:
+        claims.close()
+        raise
     actual_port = sock.getsockname()[1]
     # The model's threads are set before anything loads it: warm-up, or a question's
     # preload when the graph was down at start (setting them never imports torch).
     service_threads()
-    app = app or App(settings, creates_kodb=False)
+    # A watching service makes its KO-DB on a new vault (its first run fills it).
+    app = app or App(settings, creates_kodb=watch is not None)
     pid = os.getpid()
+    watcher: _Watcher | None = None
     try:
         warning = warm_up(app)
         if warning:
             log.warning("%s", warning)
+        state_dir = settings.state_dir
         metrics = ServiceMetrics(
-            graph_up=lambda: app.graph.probe().up, model_loaded=lambda: app.model_loaded
+            graph_up=lambda: app.graph.probe().up,
+            model_loaded=lambda: app.model_loaded,
+            watcher=lambda: watcher_status(state_dir),
         )
         api = create_api(app, metrics, token=token)
         record = ServiceRecord(
@@ -226,8 +241,43 @@ def serve(
             lifespan="off",
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         )
+        if watch is not None:
+            watcher = _Watcher(app, watch)
         _Server(config, started).run(sock)
     finally:
+        if watcher is not None:
+            watcher.stop()
         remove_record(settings.state_dir, pid)
         sock.close()
         app.close()
+        claims.close()
+
+
+class _Watcher:
+    """The service's watch loop in a thread (its stores and model are the service's own)."""
+
+    def __init__(self, app: App, setup: WatchSetup) -> None:
+        self.watch = Watch(
+            app.settings,
+            sync_runner(app, setup.report),
+            report=setup.report,
+            debounce_ms=setup.debounce_ms,
+            polling=setup.polling,
+            holder="vault-ko serve --watch",
+        )
+        self._thread = threading.Thread(target=self._loop, name="vault-ko-watch", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        try:
+            self.watch.loop()
+        except Exception as exc:  # a background thread must not die silently
+            log.error("the watcher stopped: %s", exc)
+
+    def stop(self) -> None:
+        """Stop watching; a run in progress gets the shutdown grace to finish (a run cut
+        short is completed by the next one, as after a kill)."""
+        self.watch.stop.set()
+        self._thread.join(GRACEFUL_SHUTDOWN_SECONDS)
+        if self._thread.is_alive():
+            log.warning("the watcher's run was cut short; the next run completes it")
