@@ -3,6 +3,7 @@ failed run tried again; with real file events on a temporary folder."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from pathlib import Path
@@ -63,7 +64,7 @@ def _wait(predicate, seconds: float = 20.0) -> bool:  # type: ignore[no-untyped-
     return False
 
 
-def test_a_burst_of_changes_is_one_run_and_a_failed_run_is_tried_again(tmp_path: Path) -> None:
+def test_a_burst_is_one_run_and_a_failed_run_is_tried_again_a_second_later(tmp_path: Path) -> None:
     settings = settings_of(tmp_path)
     runs: list[float] = []
     fail = [True]
@@ -85,9 +86,10 @@ def test_a_burst_of_changes_is_one_run_and_a_failed_run_is_tried_again(tmp_path:
             (settings.vault / "wiki" / f"n{i}.md").write_text(f"# N{i}\n\nbody\n")
         assert _wait(lambda: len(runs) == 2)
         assert any("run failed" in s and "connection refused" in s for s in said)
+        assert any("tried again at the next change or in 1 s" in s for s in said)
         assert read_state(settings.state_dir).pending_since is not None  # type: ignore[union-attr]
-        (settings.vault / "wiki" / "n0.md").write_text("# N0\n\nedited\n")
-        assert _wait(lambda: len(runs) == 3)  # the next change tries again
+        assert _wait(lambda: len(runs) == 3, 10.0)  # tried again a second later, no change
+        assert runs[2] - runs[1] >= 0.9
         assert _wait(lambda: watcher_status(settings.state_dir)["lag_s"] is None)
         time.sleep(1.0)
         assert len(runs) == 3  # the burst was one run, not fifty
@@ -96,3 +98,33 @@ def test_a_burst_of_changes_is_one_run_and_a_failed_run_is_tried_again(tmp_path:
         thread.join(10)
     assert not thread.is_alive()
     assert watcher_status(settings.state_dir)["running"] is False
+
+
+def test_failed_runs_in_a_row_wait_twice_as_long_each_time_up_to_the_cap(tmp_path: Path) -> None:
+    settings = settings_of(tmp_path)
+    runs: list[float] = []
+
+    def sync() -> str:
+        runs.append(time.monotonic())
+        if len(runs) <= 3:
+            raise GraphUnavailable("graph at bolt://h:1 unavailable: connection refused")
+        return "ok"
+
+    said: list[str] = []
+    watch = Watch(settings, sync, report=said.append, debounce_ms=100, polling=False)
+    thread = threading.Thread(target=watch.run, daemon=True)
+    thread.start()
+    try:
+        assert _wait(lambda: len(runs) == 4, 20.0)  # start, then after 1, 2 and 4 s
+        gaps = [b - a for a, b in itertools.pairwise(runs)]
+        # Each wait as said, give or take the loop's tick and a loaded machine.
+        assert all(w <= g < w + 1.5 for w, g in zip((1, 2, 4), gaps, strict=True)), gaps
+        assert [s.split(" (")[1].split(")")[0] for s in said if "run failed" in s] == [
+            "tried again at the next change or in 1 s",
+            "tried again at the next change or in 2 s",
+            "tried again at the next change or in 4 s",
+        ]
+        assert _wait(lambda: watcher_status(settings.state_dir)["lag_s"] is None)
+    finally:
+        watch.stop.set()
+        thread.join(10)
