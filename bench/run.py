@@ -14,6 +14,10 @@ own local ArcadeDB loaded from the embedding cache), then runs the parts in orde
   sync       bench/scale_sync.py       no-op sync, incremental sync at full size (it edits
                                        notes: last); the World's own rows (ingest notes/s,
                                        facts import rows/s and peak memory) come first
+  watch      bench/watch_live.py       `vault-ko serve --watch`: an edit to a found answer,
+                                       a burst against `sync`, idle CPU (file events and
+                                       polling), memory over a soak of an edit a second (it
+                                       edits notes: after sync)
   cold       bench/cold_query.py       fresh processes on examples/vault, no service: cold
                                        query and hook (prepared model vs torch path), with
                                        the service up, `--help` (its own graph and cache)
@@ -44,6 +48,7 @@ import kodb_search
 import query_latency
 import scale_sync
 import session_batch
+import watch_live
 from harness import ROOT, Report, World, add_common_args, log, sizes
 
 PARTS = {
@@ -53,10 +58,11 @@ PARTS = {
     "session": session_batch,
     "embed": embed_throughput,
     "sync": scale_sync,
+    "watch": watch_live,
     "cold": cold_query,
 }
-NEEDS_WORLD = ("kodb", "ann", "query", "session", "sync")
-NEEDS_GRAPH = ("ann", "query", "session", "sync")
+NEEDS_WORLD = ("kodb", "ann", "query", "session", "sync", "watch")
+NEEDS_GRAPH = ("ann", "query", "session", "sync", "watch")
 
 
 def machine() -> str:
@@ -95,6 +101,7 @@ def main() -> int:
     parser.add_argument("--embed-notes", type=int, help="notes of the embed part (150; quick 10)")
     parser.add_argument("--repeat", type=int, help="load-context batch runs (median; 2, quick 1)")
     cold_query.add_args(parser)
+    watch_live.add_args(parser)
     parser.add_argument(
         "--only", default=",".join(PARTS), help=f"comma-separated parts of {', '.join(PARTS)}"
     )
