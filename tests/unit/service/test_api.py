@@ -295,3 +295,57 @@ def test_a_kodb_deleted_or_replaced_under_the_service_is_named_and_never_recreat
         app.close()
 
     anyio.run(go)
+
+
+def test_healthz_and_metrics_report_the_vault_s_watcher(tmp_path: Path) -> None:
+    import json
+    import time
+
+    import anyio
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from pipeline.watch import only_watcher
+
+    settings = load_settings(tmp_path, env={})
+    state = settings.state_dir
+
+    async def read() -> tuple[dict[str, Any], dict[str, float]]:
+        app = App(settings)
+        from pipeline.watch import watcher_status
+
+        metrics = ServiceMetrics(lambda: False, lambda: False, lambda: watcher_status(state))
+        api = create_api(app, metrics)
+        transport = httpx.ASGITransport(app=api)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            health = (await c.get("/healthz")).json()
+            text = (await c.get("/metrics")).text
+        samples = {
+            s.name: s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name.startswith("vault_ko_watcher")
+        }
+        return health, samples
+
+    health, samples = anyio.run(read)
+    assert health["watcher"] == {"running": False, "pid": None, "last_run": None, "lag_s": None}
+    assert samples == {
+        "vault_ko_watcher_running": 0.0,
+        "vault_ko_watcher_lag_seconds": 0.0,
+        "vault_ko_watcher_last_run_timestamp_seconds": 0.0,
+    }
+    now = time.time()
+    with only_watcher(state):
+        state_doc = {
+            "pid": 77,
+            "started_at": now - 60,
+            "last_run": now - 30,
+            "pending_since": now - 5,
+        }
+        (state / "watcher.json").write_text(json.dumps(state_doc))
+        health, samples = anyio.run(read)
+    assert health["watcher"]["running"] is True and health["watcher"]["pid"] == 77
+    assert 4.5 <= health["watcher"]["lag_s"] < 60
+    assert samples["vault_ko_watcher_running"] == 1.0
+    assert samples["vault_ko_watcher_lag_seconds"] >= 4.5
+    assert samples["vault_ko_watcher_last_run_timestamp_seconds"] == now - 30
