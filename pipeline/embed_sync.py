@@ -225,14 +225,16 @@ class LinkIndex:
 def _link_keys(path: str, title: str | None, aliases: Iterable[str]) -> list[tuple[int, str]]:
     """(LinkIndex level, normalised key) of every name a wikilink may use for a note: its
     path with and without ``.md`` (0), title (1), aliases (2) and file stem (3)."""
-    pure = PurePosixPath(path)
-    without_ext = str(pure.with_suffix("")) if pure.suffix.lower() == ".md" else path
+    # String operations, not PurePosixPath: every note of the vault passes here on each run.
+    without_ext = (
+        path[:-3] if path.lower().endswith(".md") and path[-4:-3] not in ("/", "") else path
+    )
     names = [
         (0, without_ext),
         (0, path),
         (1, title),
         *((2, alias) for alias in aliases),
-        (3, PurePosixPath(without_ext).name),
+        (3, without_ext.rsplit("/", 1)[-1]),
     ]
     keys = [(level, _norm(name)) for level, name in names if name]
     return [(level, key) for level, key in keys if key]
@@ -272,15 +274,17 @@ def sync_embeddings(
     *,
     full: bool = False,
     progress: ProgressFn | None = None,
+    registry: Mapping[str, Note] | None = None,
 ) -> EmbedReport:
-    """Bring the graph up to date with the vault registry; see the module docstring."""
+    """Bring the graph up to date with the vault registry (``registry``: as the caller just
+    read it; else read now); see the module docstring."""
     started = time.monotonic()
     model, dims = embedder.model_id, int(embedder.dims)
     batch_size = max(1, int(settings.embed_batch_size))
     vault = Path(settings.vault)
     max_bytes = settings.vault_max_note_bytes
 
-    registry = dict(kodb.notes())
+    registry = dict(kodb.notes() if registry is None else registry)
     states, plan = _plan(graph, registry, model=model, dims=dims, full=full)
     moves = move_candidates(plan, registry, states, model=model, dims=dims)
     # Read before the orphans go: their vectors are the moved notes' own.
@@ -288,7 +292,8 @@ def sync_embeddings(
     _delete_orphans(graph, plan.orphans)
     parsed, skipped = _parse_to_embed(vault, registry, plan.to_embed, max_bytes)
     reuse = _kept_vectors(vault, moves, stored, parsed, max_bytes)
-    links = _resolve_links(vault, registry, plan, parsed, max_bytes)
+    # Nothing to embed: no link can have changed (every run's edges are its notes').
+    links = _resolve_links(vault, registry, plan, parsed, max_bytes) if parsed else _NO_LINKS
     todo = _longest_first(plan, parsed, reuse)
     in_graph = (set(states) - set(plan.orphans)) | {item.path for item in links.linkers}
     written, edges = _embed_in_windows(
@@ -444,6 +449,9 @@ class _Links:
     linkers: list[_Parsed]  # unchanged notes whose links may point at a note created now
     targets: dict[str, tuple[str, ...]]  # source path -> resolved target paths, sorted
     incoming: dict[str, set[str]]  # note created now -> the notes linking to it
+
+
+_NO_LINKS = _Links([], {}, {})
 
 
 def _resolve_links(

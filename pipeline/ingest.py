@@ -153,8 +153,9 @@ class LinkResolver:
             subject = note.subject or note.title
             path = link_key(note.path)
             private = is_private is not None and is_private(note.path)
+            stem = path.rsplit("/", 1)[-1]  # the key is already a POSIX path without .md
             for kind, secret, key in zip(
-                kinds, hidden, (path, PurePosixPath(path).name, link_key(note.title)), strict=True
+                kinds, hidden, (path, stem, link_key(note.title)), strict=True
             ):
                 if key:
                     kind.setdefault(key, set()).add(subject)
@@ -244,11 +245,20 @@ def ingest_vault(
         p: n.note for p, n in parsed.items()
     }
     private = PrivateNotes.from_settings(settings)
-    old_resolver = LinkResolver.build(registry.values(), private.is_private)
     resolver = LinkResolver.build(after.values(), private.is_private)
-    relinked, turned_bad = _relink(
-        settings, kodb, on_disk, old_resolver.affected_terms(resolver), parsed, skipped
+    # The keys links resolve by (path, title, subject) are as they were unless a note came,
+    # went or was renamed within: then no link can resolve differently.
+    same_keys = not removed and all(
+        (old := registry.get(path)) is not None
+        and (old.title, old.subject) == (new.note.title, new.note.subject)
+        for path, new in parsed.items()
     )
+    terms = (
+        set()
+        if same_keys
+        else LinkResolver.build(registry.values(), private.is_private).affected_terms(resolver)
+    )
+    relinked, turned_bad = _relink(settings, kodb, on_disk, terms, parsed, skipped)
     settled = parsed.keys() | relinked.keys() | {s.path for s in [*skipped, *turned_bad]}
     unleaked, unleak_bad = _unleak(settings, kodb, on_disk, after, resolver, private, settled)
     relinked |= unleaked
@@ -431,10 +441,9 @@ class _Changes:
 
 def _report(kodb: KoDB, changes: _Changes, started: float) -> IngestReport:
     """The run's report: its changes, and the totals read back from KO-DB."""
-    notes = kodb.notes()
-    by_type = Counter(n.source_type for n in notes.values())
+    by_type = kodb.notes_by_type()
     return IngestReport(
-        notes_total=len(notes),
+        notes_total=sum(by_type.values()),
         notes_by_type={t: by_type.get(t, 0) for t in SOURCE_TYPES},
         facts_total=kodb.count_facts(),
         facts_by_predicate=dict(

@@ -33,9 +33,10 @@ class SyncReport:
 
 
 def calibration_needed(
-    settings: Settings, kodb: KoDB, embedder: Embedder
+    settings: Settings, kodb: KoDB, embedder: Embedder, *, vault_notes: int | None = None
 ) -> tuple[Calibration | None, list[str]]:
-    """The stored calibration for this model and why it must be redone (empty: it need not)."""
+    """The stored calibration for this model and why it must be redone (empty: it need not);
+    ``vault_notes``: the registry's size when the caller knows it."""
     cal = kodb.latest_calibration(embedder.model_id, embedder.dims)
     if cal is None:
         cal = kodb.latest_calibration()
@@ -43,7 +44,7 @@ def calibration_needed(
         cal,
         model_id=embedder.model_id,
         dims=embedder.dims,
-        vault_notes=len(kodb.notes()),
+        vault_notes=len(kodb.notes()) if vault_notes is None else vault_notes,
         max_drift=settings.calibration_max_drift,
         max_age_days=settings.calibration_max_age_days,
     )
@@ -65,9 +66,12 @@ def sync_vault(
     from pipeline.ingest import ingest_vault
 
     ingest = ingest_vault(settings, kodb)
-    embed = sync_embeddings(settings, kodb, graph, embedder, full=full, progress=progress)
-    cal, reasons = calibration_needed(settings, kodb, embedder)
-    notes = len(kodb.notes())
+    registry = kodb.notes()  # read once: embed leaves the registry as ingest left it
+    embed = sync_embeddings(
+        settings, kodb, graph, embedder, full=full, progress=progress, registry=registry
+    )
+    notes = len(registry)
+    cal, reasons = calibration_needed(settings, kodb, embedder, vault_notes=notes)
     if not reasons and notes and embed.embedded / notes > settings.calibration_max_drift:
         reasons = [f"{embed.embedded} of {notes} notes re-embedded by this run"]
     if force_calibration and not reasons:

@@ -192,6 +192,11 @@ class KoDB:
         with self._tx() as conn:
             return notes.all_notes(conn)
 
+    def notes_by_type(self) -> dict[str, int]:
+        """Registered notes per source type (one statement, no rows read)."""
+        with self._tx() as conn:
+            return notes.notes_by_type(conn)
+
     def count_notes(self, source_type: str | None = None) -> int:
         """Registered notes (of one source type when given)."""
         with self._tx() as conn:

@@ -166,25 +166,33 @@ def scan_vault(
             keep.append(name)
         dirnames[:] = keep
 
+        # Strings and one lstat per note, not Path objects: every run of a watcher scans
+        # the whole vault.
+        rel_dir = current.relative_to(root).as_posix()
+        prefix = "" if rel_dir == "." else rel_dir + "/"
         for name in filenames:
             if not name.endswith(NOTE_SUFFIX):
                 continue
-            full = current / name
-            if full.is_symlink():
-                real = _real(full)
+            full = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(full)
+            except OSError:
+                continue  # removed while we walk
+            if stat.S_ISLNK(st.st_mode):
+                real = _real(Path(full))
                 if real is None or not _inside(real, root):
                     continue
-            rel = full.relative_to(root).as_posix()
+                try:
+                    st = os.stat(full)
+                except OSError:
+                    continue  # a dangling link
+            rel = prefix + name
             if glob_match(rel, excludes):
                 continue
             if rel != shown_name(rel):
                 if rejected is not None:
                     rejected.append((shown_name(rel), "the file name is not valid UTF-8"))
                 continue
-            try:
-                st = full.stat()
-            except OSError:
-                continue  # a dangling link or a file removed while we walk
             if not stat.S_ISREG(st.st_mode):
                 continue
             found[rel] = ScannedFile(

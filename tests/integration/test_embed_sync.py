@@ -232,6 +232,7 @@ def test_cli_embed_json_reports_counts_model_and_dims(synced: Synced, graph_env:
         "embedded",
         "deleted",
         "unchanged",
+        "moved",
         "links",
         "seconds",
         "model",
@@ -239,7 +240,7 @@ def test_cli_embed_json_reports_counts_model_and_dims(synced: Synced, graph_env:
         "skipped",
         "query_model",
     ]
-    assert data["embedded"] == 0
+    assert data["embedded"] == data["moved"] == 0
     assert data["query_model"]["ready"] is True  # embed prepares the query-time model
     assert data["unchanged"] == len(synced.kodb.notes())
     assert (data["model"], data["dims"]) == ("sentence-transformers/all-MiniLM-L6-v2", 384)
