@@ -1,10 +1,11 @@
 """Watch mode, live: `vault-ko serve --watch` on the World's vault, as people leave it
 running while they edit.
 
-* edit → answer: ``--edits`` notes (20; quick 5) edited one at a time, a sentence with a
-  made-up word put right under the title; ``POST /query`` about that word is asked until
-  the note is among the first 5 hits: seconds from the write (p50, p95; target p95 ≤ 3 s,
-  the model's time included);
+* edit → answer: ``--edits`` notes (20; quick 5) edited one at a time, a paragraph on a
+  topic far from the corpus's put right under the title; ``POST /query`` with a question
+  about it is asked until the note is among the first 5 hits: seconds from the write (p50,
+  p95; target p95 ≤ 3 s, the model's time included; a note found before its edit is not
+  counted);
 * idle CPU: the watching service's own CPU time (``/proc/<pid>/stat``, every thread) over
   ``--idle`` seconds with nothing changing (300; quick 15), native file events; target
   ≤ 1 %;
@@ -49,12 +50,132 @@ SOAK_GROWTH_PCT = 5.0
 TOP = 5
 #: Give up on one edit after this long (a miss is reported as this many seconds).
 EDIT_TIMEOUT_S = 60.0
-WORDS = ("quor", "zimb", "flax", "trov", "plen", "grub", "vosk", "yarn", "klem", "dosp")
 RUN_LINE = re.compile(r"watch: (\d+) notes; embedded (\d+)")
-
-
-def made_up_word(rng: random.Random) -> str:
-    return "".join(rng.choice(WORDS) for _ in range(3))
+#: What an edit puts under a note's title (a paragraph of three sentences on a topic far
+#: from the corpus's software work, so that it weighs in the note's embedding as a new
+#: section would) and the question that should then find the note.
+EDITS = (
+    (
+        "Our sourdough starter is fed rye flour and honey every morning. The starter lives "
+        "in a glass jar by the window. Bread from it is baked on Saturdays.",
+        "how is the sourdough starter fed?",
+    ),
+    (
+        "The office aquarium holds three axolotls named after jazz pianists. They eat frozen "
+        "bloodworms twice a week. Everyone takes turns cleaning the aquarium filter.",
+        "which animals live in the office aquarium?",
+    ),
+    (
+        "The beehives swarmed twice this spring near the orchard. The beekeeper caught both "
+        "swarms in empty boxes. Honey from the hives is shared in autumn.",
+        "when did the beehives swarm?",
+    ),
+    (
+        "The choir rehearses Bach's motets on Thursday evenings in the chapel. The tenors "
+        "need more singers. A concert of the motets is planned for Easter.",
+        "when does the choir rehearse Bach?",
+    ),
+    (
+        "Grandmother's plum dumplings need cinnamon sugar and toasted breadcrumbs. The dough "
+        "is made of potatoes and flour. Each dumpling hides a whole plum.",
+        "recipe for plum dumplings",
+    ),
+    (
+        "The telescope club photographed the Andromeda galaxy from the hilltop. The night "
+        "was clear and moonless. The photo took four hours of exposure.",
+        "who photographed the Andromeda galaxy?",
+    ),
+    (
+        "Our rowing team trains on the river at dawn before the regatta. The coach rides "
+        "along on a bicycle. The eight-oared boat is new this season.",
+        "when does the rowing team train?",
+    ),
+    (
+        "The vineyard harvest of Riesling grapes started in late September. Pickers cut the "
+        "grapes by hand. The wine ferments in old oak barrels.",
+        "when did the Riesling harvest start?",
+    ),
+    (
+        "My knitting pattern for the wool scarf uses a herringbone stitch. The yarn is "
+        "merino in forest green. The scarf is a gift for winter.",
+        "which stitch does the scarf knitting pattern use?",
+    ),
+    (
+        "The lighthouse keeper logged a humpback whale breaching offshore. The whale swam "
+        "north with its calf. Seabirds followed them along the cliffs.",
+        "who saw the humpback whale?",
+    ),
+    (
+        "Origami cranes for the wedding were folded from washi paper. A thousand cranes hang "
+        "above the tables. The bride's aunt folded most of them.",
+        "what paper were the origami cranes folded from?",
+    ),
+    (
+        "The mountain hut serves barley soup to hikers after the glacier crossing. Beds in "
+        "the hut must be booked ahead. The hut keeper bakes bread every day.",
+        "what does the mountain hut serve hikers?",
+    ),
+    (
+        "The pottery kiln fires stoneware glazes overnight. Celadon and tenmoku glazes came "
+        "out best. The potters unload the kiln on Sunday morning.",
+        "how is the stoneware glazed in the kiln?",
+    ),
+    (
+        "Our chess club studied the Sicilian defence this month. Members solved endgame "
+        "puzzles after each lecture. The club tournament starts in spring.",
+        "which chess opening did the club study?",
+    ),
+    (
+        "The falconer trained a young peregrine to return to the glove. Training took six "
+        "weeks of daily flights. The falcon now hunts over the meadows.",
+        "how was the peregrine falcon trained?",
+    ),
+    (
+        "Cherry blossoms in the park peaked during the first week of April. Families had "
+        "picnics under the trees. Petals covered the paths for days.",
+        "when did the cherry blossoms peak?",
+    ),
+    (
+        "The violin's cracked bridge was replaced by the luthier downtown. The luthier also "
+        "fitted new strings. The violin sounds warmer than before.",
+        "who repaired the violin bridge?",
+    ),
+    (
+        "We planted tomatoes, basil and marigolds in the raised garden beds. The beds get "
+        "sun all afternoon. Slugs were kept away with copper tape.",
+        "what did we plant in the raised garden beds?",
+    ),
+    (
+        "The ferry to the island was cancelled because of the autumn storm. Waves broke over "
+        "the harbour wall. Passengers waited in the terminal overnight.",
+        "why was the island ferry cancelled?",
+    ),
+    (
+        "The marathon route passes the cathedral and the old harbour. Runners cross three "
+        "bridges on the way. The finish line is in the main square.",
+        "where does the marathon route go?",
+    ),
+    (
+        "Mushroom foraging in the beech forest found chanterelles and porcini. The baskets "
+        "were full by noon. The mushrooms were fried with butter and garlic.",
+        "which mushrooms did we find foraging?",
+    ),
+    (
+        "The puppet theatre staged a fairy tale about a clever fox. Children laughed at the "
+        "fox's tricks. The puppets were carved from linden wood.",
+        "what did the puppet theatre stage?",
+    ),
+    (
+        "The blacksmith forged a Damascus steel knife with an oak handle. The blade was "
+        "folded many times in the forge. The knife was sold at the market.",
+        "what knife did the blacksmith forge?",
+    ),
+    (
+        "Our book club read a novel about a Victorian lighthouse family. The discussion "
+        "lasted until midnight. Next month the club reads poetry.",
+        "what novel did the book club read?",
+    ),
+)
 
 
 def under_title(text: str, sentence: str) -> str:
@@ -104,10 +225,10 @@ class Service:
         return data
 
     def ask(self, question: str) -> list[str]:
-        data = self._call("POST", "/query", {"question": question})
+        data = self._call("POST", "/query", {"question": question, "hits": TOP})
         if data.get("mode") != "semantic":
             raise SystemExit(f"an answer was not semantic ({data.get('mode')}): figures void")
-        return [h["path"] for h in data["hits"][:TOP]]
+        return [h["path"] for h in data["hits"]]
 
     def health(self) -> dict[str, Any]:
         return self._call("GET", "/healthz")  # type: ignore[no-any-return]
@@ -154,19 +275,14 @@ def warm(service: Service, started: float) -> None:
     raise SystemExit("the service never held the note vectors")
 
 
-def edit_latencies(
-    service: Service, vault: Path, paths: list[str], rng: random.Random
-) -> list[float]:
+def edit_latencies(service: Service, vault: Path, paths: list[str]) -> list[float]:
+    """Each note edited in turn; seconds from the write until its question finds it."""
     seconds: list[float] = []
-    for rel in paths:
-        word = made_up_word(rng)
-        question = f"what is the {word} relay?"
+    for rel, (sentence, question) in zip(paths, EDITS, strict=False):
         if rel in service.ask(question):
             continue  # already an answer before the edit: it would measure nothing
         note = vault / rel
-        note.write_text(
-            under_title(note.read_text("utf-8"), f"The {word} relay lives here."), "utf-8"
-        )
+        note.write_text(under_title(note.read_text("utf-8"), sentence), "utf-8")
         t0 = time.monotonic()
         while time.monotonic() - t0 < EDIT_TIMEOUT_S:
             if rel in service.ask(question):
@@ -255,7 +371,7 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
         try:
             warm(service, started)
             log(f"watch: service warm after {time.time() - started:.1f} s")
-            latencies = edit_latencies(service, vault, edits, rng)
+            latencies = edit_latencies(service, vault, edits)
             idle = idle_cpu_pct(service, idle_s)
             log(f"watch: idle CPU {idle:.2f} % over {idle_s:.0f} s")
             rss0, rss1, rss_peak = soak(service, vault, soak_paths, soak_s)
@@ -335,7 +451,9 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--edits", type=int, help="edits timed one at a time (20; quick 5)")
+    parser.add_argument(
+        "--edits", type=int, help=f"edits timed one at a time (20; quick 5; at most {len(EDITS)})"
+    )
     parser.add_argument("--burst", type=int, help="notes edited at once (1000; quick 50)")
     parser.add_argument("--idle", type=float, help="idle CPU window, s (300; quick 15)")
     parser.add_argument("--idle-polling", type=float, help="polling idle window (60; quick 10)")
