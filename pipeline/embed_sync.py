@@ -288,10 +288,10 @@ def sync_embeddings(
     states, plan = _plan(graph, registry, model=model, dims=dims, full=full)
     moves = move_candidates(plan, registry, states, model=model, dims=dims)
     # Read before the orphans go: their vectors are the moved notes' own.
-    stored = graph.note_vectors(sorted(set(moves.values()))) if moves else {}
+    stored = _stored_vectors(graph, sorted(set(moves.values())))
     _delete_orphans(graph, plan.orphans)
     parsed, skipped = _parse_to_embed(vault, registry, plan.to_embed, max_bytes)
-    reuse = _kept_vectors(vault, moves, stored, parsed, max_bytes)
+    reuse = _kept_vectors(vault, moves, states, stored, parsed, max_bytes)
     # Nothing to embed: no link can have changed (every run's edges are its notes').
     links = _resolve_links(vault, registry, plan, parsed, max_bytes) if parsed else _NO_LINKS
     todo = _longest_first(plan, parsed, reuse)
@@ -385,19 +385,35 @@ def move_candidates(
     return moves
 
 
+def _stored_vectors(graph: GraphStore, paths: Sequence[str]) -> dict[str, Sequence[float]]:
+    """The stored vectors of the moved notes' old nodes, read ``DELETE_CHUNK`` at a time; a
+    read that fails keeps none (those notes are embedded instead: a move is a saving, never
+    a reason for a run to fail)."""
+    stored: dict[str, Sequence[float]] = {}
+    try:
+        for start in range(0, len(paths), DELETE_CHUNK):
+            stored.update(graph.note_vectors(paths[start : start + DELETE_CHUNK]))
+    except GraphError as exc:
+        log.warning("moved notes are embedded again: their stored vectors were not read: %s", exc)
+        return {}
+    return stored
+
+
 def _kept_vectors(
     vault: Path,
     moves: Mapping[str, str],
+    states: Mapping[str, NoteState],
     stored: Mapping[str, Sequence[float]],
     parsed: Mapping[str, _Parsed],
     max_bytes: int,
 ) -> dict[str, Sequence[float]]:
-    """The stored vectors that still hold for the moved notes: the text the model read at
-    the old path is the text it would read at the new one."""
+    """The stored vectors that still hold for the moved notes: the file read now is the one
+    the old node was embedded from (the registry may be older than the file), and the text
+    the model read at the old path is the text it would read at the new one."""
     kept: dict[str, Sequence[float]] = {}
     for new, old in moves.items():
         item, vector = parsed.get(new), stored.get(old)
-        if item is None or vector is None:
+        if item is None or vector is None or item.content_hash != states[old].content_hash:
             continue
         if _text_at(vault, item, old, max_bytes) == _text_of(item):
             kept[new] = vector

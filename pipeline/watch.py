@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.config import Settings
-from pipeline.errors import ConfigError, VaultBusy, VaultKoError
+from pipeline.errors import VaultBusy, VaultKoError
 from pipeline.lock import vault_lock
 from pipeline.vault.scan import ALWAYS_SKIPPED_DIRS, NOTE_SUFFIX, glob_match
 
@@ -52,8 +52,9 @@ LOCK_FILE = "watcher.lock"
 #: Editors' temporary and swap files: never notes, often written many times a second.
 TEMPORARY = ("*.tmp", ".#*", "*~", "~$*", "*.swp", "*.swx", ".*.sw?", "*.part")
 #: After a failed run the next try comes, changes or not, after 1 s, then twice as long
-#: after each failure in a row, up to this (a graph back from a restart is used within
-#: seconds; a graph down for long costs a try every half minute).
+#: after each failure in a row, up to this; never before the graph's breaker lets a call
+#: try it again (``graph_breaker_cooldown``): a graph down for long costs a try every half
+#: minute, not a crash loop.
 RETRY_SECONDS = 30.0
 #: How often an idle loop wakes to see whether a retry is due (the watcher library blocks
 #: in between).
@@ -141,6 +142,24 @@ class NoteFilter:
         return name.endswith(NOTE_SUFFIX) or "." not in name  # a note, or a folder
 
 
+#: Tries of a watcher's claim before it is refused: a status read (``watcher_status``)
+#: holds the lock for an instant, and a watcher starting then must not be refused for it.
+CLAIM_TRIES = 5
+
+
+def _claim(fd: int) -> bool:
+    for attempt in range(CLAIM_TRIES):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+        if attempt + 1 < CLAIM_TRIES:
+            time.sleep(0.05)
+    return False
+
+
 @contextlib.contextmanager
 def only_watcher(state_dir: Path) -> Iterator[None]:
     """Hold ``watcher.lock`` for the watcher's life; a second watcher is refused."""
@@ -148,11 +167,7 @@ def only_watcher(state_dir: Path) -> Iterator[None]:
     path = state_dir / LOCK_FILE
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
+        if not _claim(fd):
             first = read_state(state_dir)
             who = f"pid {first.pid}" if first else "another process"
             raise VaultBusy(
@@ -175,7 +190,10 @@ class WatchSetup:
 
 def sync_runner(app: App, report: Callable[[str], None]) -> Callable[[], str]:
     """One incremental run over ``app``'s stores and model (what `vault-ko sync` does),
-    returning a line for people; notes that could not be read are reported one by one."""
+    returning a line for people; notes that could not be read are reported one by one.
+    The graph client keeps the note states between runs (``remember_states``): a run then
+    reads the graph's generation instead of every note's state."""
+    app.graph.remember_states()
 
     def sync() -> str:
         from pipeline.sync import sync_vault
@@ -270,15 +288,19 @@ class Watch:
                 Path(self.settings.state_dir), self._holder, wait=True, on_wait=waiting
             ):
                 line = self._sync()
-        except (VaultKoError, OSError) as exc:
-            self._state = replace(self._state, last_run=time.time(), last_outcome=f"failed: {exc}")
+        except Exception as exc:  # any failure is a failed run, reported; the watch goes on
+            if not isinstance(exc, VaultKoError | OSError):
+                log.debug("the run failed", exc_info=True)
+            said = str(exc) if isinstance(exc, VaultKoError) else f"{type(exc).__name__}: {exc}"
+            self._state = replace(self._state, last_run=time.time(), last_outcome=f"failed: {said}")
             self._state = replace(self._state, pending_since=self._state.pending_since or since)
             self._save()
             self._failures += 1
             wait = min(RETRY_SECONDS, 2.0 ** (self._failures - 1))
+            wait = max(wait, float(getattr(exc, "retry_in", None) or 0.0))  # the breaker's
             self._retry_at = time.monotonic() + wait
             retry = f"tried again at the next change or in {wait:.0f} s"
-            self._report(f"run failed ({retry}): {exc}")
+            self._report(f"run failed ({retry}): {said}")
             return
         self._failures = 0
         self._state = replace(
@@ -293,5 +315,5 @@ class Watch:
         try:
             tmp.write_text(json.dumps(asdict(self._state)), encoding="utf-8")
             os.replace(tmp, path)
-        except OSError as exc:
-            raise ConfigError(f"cannot write the watcher state {path}: {exc}") from exc
+        except OSError as exc:  # what freshness shows goes stale; the watch itself goes on
+            log.warning("cannot write the watcher state %s: %s", path, exc)

@@ -1,11 +1,12 @@
 """What one incremental run costs on a synced vault: what `vault-ko watch` pays per burst.
 
-    python scripts/sync_runs.py VAULT [--edits 3] [--profile]
+    python scripts/sync_runs.py VAULT [--edits 3] [--profile] [--remember]
 
 On a vault already synced with its graph up (``vault-ko --vault VAULT graph up`` and
 ``sync``), in this process with the model loaded: a no-op ``sync_vault``, then ``--edits``
 runs after a line is appended to one note each time (it edits that note). With
-``--profile``, a cProfile of the last run by own time. Ends with ``RESULT`` lines.
+``--profile``, a cProfile of the last run by own time; with ``--remember``, the graph
+client keeps the note states between runs, as a watcher's does. Ends with ``RESULT`` lines.
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ def main() -> None:
     parser.add_argument("vault")
     parser.add_argument("--edits", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--remember", action="store_true")
     args = parser.parse_args()
     settings = load_settings(args.vault)
     with App(settings) as app:
         app.load_model()
+        if args.remember:
+            app.graph.remember_states()
         sync_vault(settings, app.kodb, app.graph, app.embedder)  # whatever was pending
         t0 = time.perf_counter()
         sync_vault(settings, app.kodb, app.graph, app.embedder)

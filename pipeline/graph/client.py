@@ -45,6 +45,7 @@ import time
 import urllib.error
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -257,6 +258,10 @@ class GraphClient:
         # Per thread: .seconds, the bound of the current public call; .checking, inside the
         # graph check (``ping``); .direct, inside the confirming ping (one attempt, no breaker).
         self._bound = threading.local()
+        # The note states as last read, kept only after ``remember_states`` (see there).
+        self._memo_lock = threading.Lock()
+        self._remember = False
+        self._memo: _StatesMemo | None = None
         self.breaker = Breaker(
             settings.state_dir, self.shown_url, settings.graph_breaker_cooldown, clock=clock
         )
@@ -570,16 +575,59 @@ class GraphClient:
         trip, so it doubles as the graph check of a warm answer."""
         return self._ready().generation(self)
 
+    def remember_states(self) -> None:
+        """Keep the note states between ``note_states`` calls, for a process that reads them
+        again and again (a watcher's runs, the service's vector refreshes): a later call
+        reads the generation (one short round trip) and answers from memory when it is the
+        one this client last read or wrote, which no other writer's write can leave it at
+        (every write of embeddings increments it). This client's own writes update the
+        memory; anything else that moved the generation makes the next call read again."""
+        self._remember = True
+
     def note_states(self) -> dict[str, NoteState]:
-        """Every note's path, content hash, model, dims and embedding time (one round trip)."""
+        """Every note's path, content hash, model, dims and embedding time (one round trip,
+        or the generation's after ``remember_states``)."""
+        if not self._remember:
+            with self._bulk():
+                return self._ready().note_states(self)
+        generation = self.generation()
+        with self._memo_lock:
+            memo = self._memo
+            if memo is not None and memo.generation == generation:
+                return dict(memo.states)
+        # Read after the generation: a write in between leaves the memo one behind, so the
+        # next call reads again rather than trusting states older than they say.
         with self._bulk():
-            return self._ready().note_states(self)
+            states = self._ready().note_states(self)
+        with self._memo_lock:
+            self._memo = _StatesMemo(generation, dict(states))
+        return states
+
+    def _wrote(self, rows: Sequence[GraphNote] = (), deleted: Sequence[str] = ()) -> None:
+        """Bring the remembered states past one write of embeddings (one generation)."""
+        with self._memo_lock:
+            memo = self._memo
+            if memo is None:
+                return
+            for path in deleted:
+                memo.states.pop(path, None)
+            for row in rows:
+                memo.states[row.path] = NoteState(
+                    row.path,
+                    row.content_hash,
+                    row.model,
+                    row.dims,
+                    row.embedded_at,
+                    row.text_version,
+                )
+            memo.generation += 1
 
     def upsert_notes(self, rows: Sequence[GraphNote]) -> None:
         """Insert or update notes by path, in one transaction per call."""
         if rows:
             with self._bulk():
                 self._ready().upsert_notes(self, rows)
+            self._wrote(rows=rows)
             self._changed()
 
     def delete_notes(self, paths: Sequence[str]) -> None:
@@ -587,6 +635,7 @@ class GraphClient:
         if paths:
             with self._bulk():
                 self._ready().delete_notes(self, paths)
+            self._wrote(deleted=paths)
             self._changed()
 
     def set_links(self, source_paths: Sequence[str], pairs: Sequence[tuple[str, str]]) -> int:
@@ -615,6 +664,8 @@ class GraphClient:
             return 0
         with self._bulk():
             written = self._ready().upsert_notes_with_links(self, rows, source_paths, pairs)
+        if rows:  # only a write of notes moves the generation
+            self._wrote(rows=rows)
         self._changed()
         return written
 
@@ -654,6 +705,14 @@ class GraphClient:
         states, sorted by path). Notes without an embedding are left out."""
         with self._bulk():
             return self._ready().all_vectors(self)
+
+
+@dataclass
+class _StatesMemo:
+    """The note states as of ``generation`` (``GraphClient.remember_states``)."""
+
+    generation: int
+    states: dict[str, NoteState]
 
 
 def changes_path(state_dir: Path, url: str) -> Path:

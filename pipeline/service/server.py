@@ -128,7 +128,12 @@ class _Server:
     signal that stopped it (uvicorn re-raises SIGTERM after shutdown, which would kill the
     process before the record is removed)."""
 
-    def __init__(self, config: Any, on_started: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        config: Any,
+        on_started: Callable[[], None],
+        on_exit: Callable[[], None] = lambda: None,
+    ) -> None:
         import uvicorn
 
         class Server(uvicorn.Server):
@@ -136,6 +141,10 @@ class _Server:
                 await super().startup(sockets=sockets)
                 if self.started:
                     on_started()
+
+            def handle_exit(self, sig: int, frame: Any) -> None:
+                on_exit()  # the watcher stops at once, while requests finish
+                super().handle_exit(sig, frame)
 
             @contextlib.contextmanager
             def capture_signals(self) -> Iterator[None]:
@@ -242,21 +251,25 @@ def serve(
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         )
         if watch is not None:
-            watcher = _Watcher(app, watch)
-        _Server(config, started).run(sock)
+            watcher = _Watcher(app, watch, claims)
+        on_exit = watcher.watch.stop.set if watcher is not None else (lambda: None)
+        _Server(config, started, on_exit).run(sock)
     finally:
-        if watcher is not None:
-            watcher.stop()
+        running = watcher is not None and not watcher.stop()
         remove_record(settings.state_dir, pid)
         sock.close()
-        app.close()
-        claims.close()
+        if not running:  # a run still writing keeps its stores and lock; the exit ends them
+            app.close()
+            claims.close()
 
 
 class _Watcher:
-    """The service's watch loop in a thread (its stores and model are the service's own)."""
+    """The service's watch loop in a thread (its stores and model are the service's own).
+    The thread owns the watcher lock's claim: a loop that dies releases it, so the vault
+    shows no watcher rather than a dead one."""
 
-    def __init__(self, app: App, setup: WatchSetup) -> None:
+    def __init__(self, app: App, setup: WatchSetup, claim: contextlib.ExitStack) -> None:
+        self._claim = claim
         self.watch = Watch(
             app.settings,
             sync_runner(app, setup.report),
@@ -271,13 +284,17 @@ class _Watcher:
     def _loop(self) -> None:
         try:
             self.watch.loop()
-        except Exception as exc:  # a background thread must not die silently
-            log.error("the watcher stopped: %s", exc)
+        except Exception:  # a background thread must not die silently
+            log.exception("the watcher stopped; the service answers on without it")
+        finally:
+            self._claim.close()
 
-    def stop(self) -> None:
+    def stop(self) -> bool:
         """Stop watching; a run in progress gets the shutdown grace to finish (a run cut
-        short is completed by the next one, as after a kill)."""
+        short is completed by the next one, as after a kill). False: it is still running."""
         self.watch.stop.set()
         self._thread.join(GRACEFUL_SHUTDOWN_SECONDS)
         if self._thread.is_alive():
             log.warning("the watcher's run was cut short; the next run completes it")
+            return False
+        return True

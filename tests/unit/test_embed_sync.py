@@ -605,3 +605,37 @@ def test_a_note_embedded_by_another_model_is_not_moved(vault: Path, registry: Re
     registry.ingest()
     report = run(vault, registry, graph)  # model-a: every note is stale anyway
     assert report.moved == 0 and report.embedded == 5
+
+
+def test_a_renamed_note_edited_after_its_ingest_is_embedded_not_moved(
+    vault: Path, registry: Registry
+) -> None:
+    graph = FakeGraph()
+    run(vault, registry, graph)
+    (vault / "wiki/redis.md").rename(vault / "wiki/redis-cache.md")
+    registry.ingest()  # the registry has the old text under the new path
+    (vault / "wiki/redis-cache.md").write_text(
+        "---\ntitle: Redis\n---\nCache, edited after the ingest.\n", encoding="utf-8"
+    )
+    embedder = FakeEmbedder()
+    report = run(vault, registry, graph, embedder)
+    assert (report.moved, report.embedded) == (0, 1)
+    assert embedder.calls == [["Redis\n\nCache, edited after the ingest."]]
+
+
+def test_moves_whose_stored_vectors_cannot_be_read_are_embedded(
+    vault: Path, registry: Registry
+) -> None:
+    from pipeline.errors import GraphUnavailable
+
+    class Flaky(FakeGraph):
+        def note_vectors(self, paths: Sequence[str]) -> dict[str, tuple[float, ...]]:
+            raise GraphUnavailable("the graph did not answer within 2.0 s")
+
+    graph = Flaky()
+    run(vault, registry, graph)
+    (vault / "wiki/redis.md").rename(vault / "wiki/redis-cache.md")
+    registry.ingest()
+    report = run(vault, registry, graph)
+    assert (report.moved, report.embedded, report.deleted) == (0, 1, 1)
+    assert "wiki/redis-cache.md" in graph.nodes

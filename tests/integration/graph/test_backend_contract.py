@@ -114,6 +114,42 @@ def test_notes_written_with_their_links_move_the_generation(graph: GraphClient) 
     assert graph.generation() == start + 1  # links alone change no vector
 
 
+def test_remembered_states_follow_own_writes_and_are_read_again_after_a_foreign_one(
+    graph: GraphClient, backend_settings: Settings
+) -> None:
+    vectors = unit_vectors(4)
+    graph.upsert_notes([note("a.md", vectors[0]), note("b.md", vectors[1])])
+    graph.remember_states()
+    reads: list[int] = []
+    backend = graph.backend
+    read = backend.note_states
+
+    def counted(runner: object) -> object:
+        reads.append(1)
+        return read(runner)  # type: ignore[arg-type]
+
+    backend.note_states = counted  # type: ignore[method-assign]
+    try:
+        assert sorted(graph.note_states()) == ["a.md", "b.md"] and len(reads) == 1
+        # Its own writes: remembered, no read (generation one higher per write).
+        graph.upsert_notes_with_links([note("c.md", vectors[2])], ["c.md"], [("c.md", "a.md")])
+        graph.delete_notes(["a.md"])
+        graph.upsert_notes_with_links([], ["b.md"], [("b.md", "c.md")])  # links: no bump
+        assert sorted(graph.note_states()) == ["b.md", "c.md"] and len(reads) == 1
+        assert graph.note_states() == read(graph) and len(reads) == 1
+        # Another client's write moves the generation past what this one knows.
+        other = GraphClient(backend_settings)
+        try:
+            other.upsert_notes([note("d.md", vectors[3], content_hash="changed")])
+        finally:
+            other.close()
+        states = graph.note_states()
+        assert sorted(states) == ["b.md", "c.md", "d.md"] and len(reads) == 2
+        assert states["d.md"].content_hash == "changed"
+    finally:
+        del backend.note_states
+
+
 def test_delete_notes_removes_nodes_and_their_links(graph: GraphClient) -> None:
     vectors = unit_vectors(3)
     graph.upsert_notes([note(p, vectors[i]) for i, p in enumerate(["a.md", "b.md", "c.md"])])
