@@ -76,7 +76,7 @@ class Settings:
     query_facts_per_predicate_cap: int = 3
     query_retrieval: str = "dense"  # dense | hybrid (dense and full-text hits fused)
     query_today: str = ""  # the ISO day time phrases are read against ("": the real today)
-    watch_debounce: float = 1.0  # seconds of quiet after a change before a watch run
+    watch_debounce: float = 1.0  # longest a watcher gathers changes before a run
     watch_mode: str = "events"  # events (inotify & co.) | polling (network shares)
     calibration_max_drift: float = 0.10  # share of notes added/removed since calibration
     calibration_max_age_days: float = 90.0

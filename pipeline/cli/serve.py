@@ -46,8 +46,8 @@ from pipeline.cli._common import (
 @click.option(
     "--debounce",
     type=click.FloatRange(0.05, 60.0),
-    help="With --watch: seconds of quiet after a change before a run [the watch_debounce "
-    "setting: 1.0].",
+    help="With --watch: the longest changes that keep coming are gathered before a run (a "
+    "run starts once 0.2 s pass without one) [the watch_debounce setting: 1.0].",
 )
 @click.option(
     "--polling",
