@@ -251,8 +251,11 @@ class Watch:
 
         state_dir = Path(self.settings.state_dir)
         try:
+            # What changed while no watcher ran is unknown until the catch-up run is done:
+            # it counts as waiting since the start (freshness shows the lag meanwhile).
+            self._state = replace(self._state, pending_since=self._state.started_at)
             self._save()
-            self._run_once(time.time())
+            self._run_once(self._state.started_at)
             for changes in watchfiles.watch(
                 self.settings.vault,
                 watch_filter=NoteFilter(self.settings),

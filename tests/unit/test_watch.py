@@ -157,3 +157,25 @@ def test_a_retry_waits_for_the_breaker_and_an_unexpected_error_is_a_failed_run(
     finally:
         watch.stop.set()
         thread.join(10)
+
+
+def test_the_catch_up_run_counts_as_a_change_waiting_until_it_is_done(tmp_path: Path) -> None:
+    settings = settings_of(tmp_path)
+    release = threading.Event()
+
+    def sync() -> str:
+        assert release.wait(10)
+        return "ok"
+
+    watch = Watch(settings, sync, report=lambda _: None, debounce_ms=100, polling=False)
+    thread = threading.Thread(target=watch.run, daemon=True)
+    thread.start()
+    try:
+        assert _wait(lambda: watcher_status(settings.state_dir)["running"])
+        assert _wait(lambda: watcher_status(settings.state_dir)["lag_s"] is not None)
+        release.set()
+        assert _wait(lambda: watcher_status(settings.state_dir)["lag_s"] is None)
+    finally:
+        release.set()
+        watch.stop.set()
+        thread.join(10)
