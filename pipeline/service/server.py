@@ -182,21 +182,7 @@ def serve(
     from pipeline.service.api import create_api
     from pipeline.service.metrics import ServiceMetrics
 
-    check_bind(host, token)
-    running = live_record(settings.state_dir, settings.vault)
-    if running is not None:
-        raise ServiceError(
-            f"a service already runs for {settings.vault} at {running.url} (pid "
-            f"{running.pid}); stop it first (kill {running.pid})"
-        )
-    claims = contextlib.ExitStack()
-    if watch is not None:  # a second watcher is refused before anything starts
-        claims.enter_context(only_watcher(settings.state_dir))
-    try:
-        sock = bind(host, port)
-    except BaseException:
-        claims.close()
-        raise
+    claims, sock = _claim_and_bind(settings, host, port, token, watching=watch is not None)
     actual_port = sock.getsockname()[1]
     # The model's threads are set before anything loads it: warm-up, or a question's
     # preload when the graph was down at start (setting them never imports torch).
@@ -216,32 +202,7 @@ def serve(
             watcher=lambda: watcher_status(state_dir),
         )
         api = create_api(app, metrics, token=token)
-        record = ServiceRecord(
-            host=host,
-            port=actual_port,
-            pid=pid,
-            vault=str(settings.vault),
-            token=token,
-            started_at=time.time(),
-            version=__version__,
-            settings_digest=settings_digest(settings),
-        )
-
-        def started() -> None:
-            write_record(settings.state_dir, record)
-            if on_started is not None:
-                on_started(
-                    Started(
-                        url=record.url,
-                        pid=pid,
-                        vault=record.vault,
-                        token_required=token is not None,
-                        record_path=str(settings.state_dir / "service.json"),
-                        model_loaded=app.model_loaded,
-                        warning=warning,
-                    )
-                )
-
+        started = _on_started(settings, app, host, actual_port, token, warning, on_started)
         config = uvicorn.Config(
             api,
             log_config=None,  # our logging (stderr, -v) stays as the CLI set it
@@ -261,6 +222,68 @@ def serve(
         if not running:  # a run still writing keeps its stores and lock; the exit ends them
             app.close()
             claims.close()
+
+
+def _claim_and_bind(
+    settings: Settings, host: str, port: int, token: str | None, *, watching: bool
+) -> tuple[contextlib.ExitStack, socket.socket]:
+    """The refusals (off loopback without a token, a second service, a second watcher)
+    before anything starts, then the listening socket; the watcher's claim is returned."""
+    check_bind(host, token)
+    running = live_record(settings.state_dir, settings.vault)
+    if running is not None:
+        raise ServiceError(
+            f"a service already runs for {settings.vault} at {running.url} (pid "
+            f"{running.pid}); stop it first (kill {running.pid})"
+        )
+    claims = contextlib.ExitStack()
+    if watching:
+        claims.enter_context(only_watcher(settings.state_dir))
+    try:
+        return claims, bind(host, port)
+    except BaseException:
+        claims.close()
+        raise
+
+
+def _on_started(
+    settings: Settings,
+    app: App,
+    host: str,
+    port: int,
+    token: str | None,
+    warning: str | None,
+    on_started: Callable[[Started], None] | None,
+) -> Callable[[], None]:
+    """What runs once connections are accepted: the record written, the shell told."""
+    pid = os.getpid()
+    record = ServiceRecord(
+        host=host,
+        port=port,
+        pid=pid,
+        vault=str(settings.vault),
+        token=token,
+        started_at=time.time(),
+        version=__version__,
+        settings_digest=settings_digest(settings),
+    )
+
+    def started() -> None:
+        write_record(settings.state_dir, record)
+        if on_started is not None:
+            on_started(
+                Started(
+                    url=record.url,
+                    pid=pid,
+                    vault=record.vault,
+                    token_required=token is not None,
+                    record_path=str(settings.state_dir / "service.json"),
+                    model_loaded=app.model_loaded,
+                    warning=warning,
+                )
+            )
+
+    return started
 
 
 class _Watcher:
