@@ -188,14 +188,14 @@ def under_title(text: str, sentence: str) -> str:
 class Service:
     """`vault-ko serve --watch` on the World's vault, as a child process."""
 
-    def __init__(self, vault: Path, *extra: str) -> None:
+    def __init__(self, vault: Path, *extra: str, env: dict[str, str] | None = None) -> None:
         self.log_path = vault.parent / "serve-watch.log"
         self.proc = subprocess.Popen(
             [cli(), "--vault", str(vault), "serve", "--json", "--watch", *extra],
             stdout=subprocess.PIPE,
             stderr=self.log_path.open("a"),
             text=True,
-            env=child_env(),
+            env=child_env(**(env or {})),
         )
         assert self.proc.stdout is not None
         ready, _, _ = select.select([self.proc.stdout], [], [], 600)
@@ -324,16 +324,21 @@ def idle_cpu_pct(service: Service, window: float) -> float:
 def soak(
     service: Service, vault: Path, paths: list[str], seconds: float
 ) -> tuple[float, float, float]:
-    """One edit a second; RSS (MB) at the start, at the end, and the highest seen."""
+    """One edit a second; RSS (MB) at the start, at the end, and the highest seen (logged
+    once a minute, so a climb can be told from a plateau)."""
     start_rss = service.rss_mb()
     peak = start_rss
-    end = time.monotonic() + seconds
+    t0 = time.monotonic()
+    end = t0 + seconds
     i = 0
     while time.monotonic() < end:
         note = vault / paths[i % len(paths)]
         note.write_text(note.read_text("utf-8") + f"\nSoak edit {i}.\n", "utf-8")
         i += 1
-        peak = max(peak, service.rss_mb())
+        rss = service.rss_mb()
+        peak = max(peak, rss)
+        if i % 60 == 0:
+            log(f"watch: soak {time.monotonic() - t0:.0f} s, RSS {rss:.0f} MB")
         time.sleep(1.0)
     service.settle(time.time() - 1)
     time.sleep(5)
