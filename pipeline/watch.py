@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.config import Settings
 from pipeline.errors import VaultBusy, VaultKoError
 from pipeline.lock import vault_lock
+from pipeline.memory import release_free_memory
 from pipeline.vault.scan import ALWAYS_SKIPPED_DIRS, NOTE_SUFFIX, glob_match
 
 if TYPE_CHECKING:
@@ -305,6 +306,10 @@ class Watch:
             retry = f"tried again at the next change or in {wait:.0f} s"
             self._report(f"run failed ({retry}): {said}")
             return
+        finally:
+            # A run's registry, scan and link index are freed but kept by the allocator:
+            # without this a watching service grows run after run (docs/watch.md).
+            release_free_memory()
         self._failures = 0
         self._state = replace(
             self._state, last_run=time.time(), last_outcome="ok", pending_since=None

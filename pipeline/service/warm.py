@@ -41,6 +41,7 @@ from pipeline.app import App
 from pipeline.batch.exact import ExactSearch
 from pipeline.errors import GraphError, GraphQueryError, GraphUnavailable, ServiceError
 from pipeline.graph.records import NoteState
+from pipeline.memory import release_free_memory
 from pipeline.model import Answer, Hit
 from pipeline.query import Pipeline, QueryOptions
 
@@ -280,6 +281,8 @@ class WarmAnswers:
         except Exception as exc:  # a background thread must not die silently
             log.warning("loading the note vectors failed: %s", exc)
             return
+        finally:
+            release_free_memory()  # the Bolt records of a load are freed but kept otherwise
         self._vectors = fresh
 
     def _load_vectors(self, generation: int, pipeline: Pipeline, old: _Vectors | None) -> _Vectors:

@@ -179,3 +179,27 @@ def test_the_catch_up_run_counts_as_a_change_waiting_until_it_is_done(tmp_path: 
         release.set()
         watch.stop.set()
         thread.join(10)
+
+
+def test_every_run_ok_or_failed_hands_freed_memory_back_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = settings_of(tmp_path)
+    events: list[str] = []
+    monkeypatch.setattr("pipeline.watch.release_free_memory", lambda: events.append("trim"))
+
+    def sync() -> str:
+        events.append("run")
+        if events.count("run") == 1:
+            raise GraphUnavailable("graph at bolt://h:1 unavailable: connection refused")
+        return "ok"
+
+    watch = Watch(settings, sync, report=lambda _: None, debounce_ms=100, polling=False)
+    thread = threading.Thread(target=watch.run, daemon=True)
+    thread.start()
+    try:
+        assert _wait(lambda: events.count("trim") == 2, 20.0)  # the failure, then its retry
+        assert events[:4] == ["run", "trim", "run", "trim"]
+    finally:
+        watch.stop.set()
+        thread.join(10)
