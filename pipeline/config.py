@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import ConfigError
+from pipeline.languages import LANGUAGES
 
 CONFIG_FILE = "vault-ko.toml"
 STATE_DIR = ".vault-ko"
@@ -70,6 +71,9 @@ class Settings:
     vault_parse_workers: int = 0
     # Notes under these globs never reach an answer (hook, MCP, service, load-context).
     vault_private_globs: tuple[str, ...] = ()
+    # The stemmer of the full-text index (a Snowball name, or none); a note's own ``lang:``
+    # overrides it for that note (kodb/text.py, docs/degraded-mode.md).
+    vault_language: str = "english"
     query_top_k: int = 20
     query_hits: int = 20
     query_facts_per_subject: int = 3
@@ -432,6 +436,7 @@ RULES: dict[str, Rule] = {
     "vault_max_note_bytes": _count(1),
     "vault_parse_workers": _count(0),  # 0: one per CPU
     "vault_private_globs": Rule("globs"),
+    "vault_language": Rule("str", choices=LANGUAGES),
     # As the query flags: --top-k and --facts-per-subject take 0 (notes only, no facts).
     "query_top_k": _count(0, MAX_COUNT),
     "query_hits": _count(1, MAX_COUNT),

@@ -36,6 +36,7 @@ upgraded vault-ko gives an existing KO-DB the facts of its current rules.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import time
@@ -49,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pipeline.config import Settings
 from pipeline.errors import ConfigError, InputError, VaultKoError
+from pipeline.languages import NO_STEMMING, language_of
 from pipeline.model import SOURCE_TYPES, Fact, Note, NoteText, normalize_text
 from pipeline.privacy import PrivateNotes
 from pipeline.vault.extract import (
@@ -63,6 +65,8 @@ from pipeline.vault.scan import ScannedFile, scan_vault
 
 if TYPE_CHECKING:
     from pipeline.kodb import KoDB
+
+log = logging.getLogger(__name__)
 
 #: progress(done, total): called after each scanned note is handled.
 Progress = Callable[[int, int], None]
@@ -266,7 +270,14 @@ def ingest_vault(
     skipped += turned_bad  # they turned bad since the scan: old facts kept
     counts["unchanged"] -= len(turned_bad)
 
-    facts_written = _write(kodb, [*parsed.values(), *relinked.values()], removed, resolver, private)
+    facts_written = _write(
+        kodb,
+        [*parsed.values(), *relinked.values()],
+        removed,
+        resolver,
+        private,
+        settings.vault_language,
+    )
     changes = _Changes(
         scanned=len(files),
         skipped=tuple(skipped),
@@ -297,7 +308,8 @@ def _read_changed(
     jobs: list[_ReadJob] = []
     done = 0
     for scanned in files:
-        unchanged_hash = _reusable_hash(scanned, registry.get(scanned.path), force)
+        known = registry.get(scanned.path)
+        unchanged_hash = _reusable_hash(scanned, known, force, settings.vault_language)
         if unchanged_hash is _UNTOUCHED:
             counts["unchanged"] += 1
             done += 1
@@ -408,18 +420,19 @@ def _write(
     removed: Sequence[str],
     resolver: LinkResolver,
     private: PrivateNotes,
+    language: str,
 ) -> int:
     """Extract the notes' facts and write them and the removals in one KO-DB transaction;
     returns the number of facts written. A public note's links never resolve to a private
-    note's subject (``LinkResolver.public``)."""
+    note's subject (``LinkResolver.public``). ``language``: the vault's stemmer setting."""
     upserts: list[tuple[Note, Sequence[Fact]]] = [
         (
-            replace(note.note, extractor_version=EXTRACTOR_VERSION),
+            replace(note.note, extractor_version=EXTRACTOR_VERSION, text_language=language),
             extract_facts(note, resolver.for_note(note.path, private)),
         )
         for note in notes
     ]
-    texts = [note_text(note) for note in notes]
+    texts = [note_text(note, language) for note in notes]
     if upserts or removed:
         kodb.apply_ingest(upserts, removed, extractor=EXTRACTOR, texts=texts)
     else:  # nothing changed; a KO-DB just upgraded still gets its subjects' summaries
@@ -461,9 +474,19 @@ def _report(kodb: KoDB, changes: _Changes, started: float) -> IngestReport:
     )
 
 
-def note_text(note: ParsedNote) -> NoteText:
-    """What the full-text index holds of a note: its title and aliases, and its body."""
-    return NoteText(note.path, " ".join([note.title, *note.aliases]), note.body)
+def note_text(note: ParsedNote, language: str = NO_STEMMING) -> NoteText:
+    """What the full-text index holds of a note: its title and aliases, and its body, in
+    its own ``lang:`` (or ``language:``) when it names a known one, else in ``language``."""
+    stated = note.frontmatter.get("lang", note.frontmatter.get("language"))
+    own = language_of(stated)
+    if stated is not None and own is None:
+        log.warning(
+            "%s: lang %r names no stemmer vault-ko knows; its words are indexed as %s",
+            note.path,
+            stated,
+            language,
+        )
+    return NoteText(note.path, " ".join([note.title, *note.aliases]), note.body, own or language)
 
 
 #: ``_reusable_hash``'s answer for a note not touched since its registry row.
@@ -482,12 +505,15 @@ class _ReadJob(NamedTuple):
     unchanged_hash: str | None  # the registered hash: the same bytes keep their facts
 
 
-def _reusable_hash(scanned: ScannedFile, known: Note | None, force: bool) -> str | None:
+def _reusable_hash(
+    scanned: ScannedFile, known: Note | None, force: bool, language: str
+) -> str | None:
     """``_UNTOUCHED`` when the note need not be read; else the registered content hash
     whose bytes would keep their facts (None: read and parse it whatever its bytes)."""
     # A note whose source type changed (the globs were edited) must be re-extracted: every
     # fact carries its source type. A row without a subject predates link resolution, one of
-    # another extractor version was extracted under other rules.
+    # another extractor version was extracted under other rules, one of another language
+    # setting (or none recorded: before stemming) has its words indexed under other rules.
     reuse = (
         known
         if not force
@@ -495,6 +521,7 @@ def _reusable_hash(scanned: ScannedFile, known: Note | None, force: bool) -> str
         and known.source_type == scanned.source_type
         and known.subject is not None
         and known.extractor_version == EXTRACTOR_VERSION
+        and known.text_language == language
         else None
     )
     if reuse is None:

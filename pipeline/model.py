@@ -171,6 +171,7 @@ class Note:
     summary: str | None = None  # its first paragraph, clipped (the excerpt answers show)
     extractor_version: int | None = None  # the extraction rules its facts came from
     date: str | None = None  # ISO day: frontmatter date/created, the file name, an ADR Date:
+    text_language: str | None = None  # the vault language its full text was indexed under
 
 
 @dataclass(frozen=True)
@@ -180,6 +181,7 @@ class NoteText:
     path: str
     title: str
     body: str
+    language: str | None = None  # its stemmer (kodb/text.py); None: whole words
 
 
 @dataclass(frozen=True)

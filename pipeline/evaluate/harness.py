@@ -794,20 +794,21 @@ def _refuse_degraded(by_mode: Mapping[str, Mapping[str, int]], answers: Sequence
 
 def _bm25_baseline(p: Pipeline, questions: Sequence[str]) -> list[list[str]]:
     """The note paths a plain BM25 (the bm25s library, k1 1.5, b 0.75: title and body as one
-    text, the same words and stop words as degraded mode) ranks first for each question:
+    text, the same stemmed words and stop words as degraded mode) ranks first for each question:
     the yardstick of KO-DB's full-text ranking."""
     import bm25s
 
     from pipeline.kodb import text as kodb_text
 
     indexed = p.kodb.note_texts()  # path -> (title words, body words), as KO-DB holds them
+    languages = p.kodb.index_languages()  # the question is stemmed as the notes were
     paths = sorted(indexed)
     corpus = [f"{indexed[path][0]} {indexed[path][1]}".split() for path in paths]
     retriever = bm25s.BM25()
     retriever.index(corpus, show_progress=False)
     out: list[list[str]] = []
     for question in questions:
-        words = kodb_text.query_words(bridge.query_terms(question))
+        words = kodb_text.query_words(bridge.query_terms(question), languages)
         known = [w for w in words if w in retriever.vocab_dict]
         if not known or not paths:
             out.append([])

@@ -92,7 +92,12 @@ def replace_texts(
     for chunk in chunks(gone):
         conn.execute(t.delete().where(dialect.one_of(t.c.path, chunk)))
     rows = [
-        {"path": x.path, "title": text.index_text(x.title), "body": text.index_text(x.body)}
+        {
+            "path": x.path,
+            "title": text.index_text(x.title, x.language),
+            "body": text.index_text(x.body, x.language),
+            "language": x.language or text.NO_STEMMING,
+        }
         for x in {x.path: x for x in texts}.values()
     ]
     dialect.insert_rows(conn, t, rows, None)
@@ -111,10 +116,18 @@ def search_notes(
     The words are folded like the index (kodb/text.py) and passed as one parameter, so no
     question can be read as FTS or tsquery syntax; each database ranks by its own measure
     (``Dialect.search_notes``)."""
-    wanted = text.query_words(terms)
+    wanted = text.query_words(terms, index_languages(conn))
     if not wanted or limit <= 0:
         return []
     return dialect.search_notes(conn, wanted, limit, float(title_weight), pg_normalization)
+
+
+def index_languages(conn: Connection) -> tuple[str | None, ...]:
+    """The stemmers the indexed notes' words went through (None: whole words, indexed
+    before migration 13), read from the index on ``language``."""
+    t = schema.note_texts
+    found = conn.execute(sa.select(t.c.language).distinct()).scalars().all()
+    return tuple(sorted({None if x in (None, text.NO_STEMMING) else x for x in found}, key=str))
 
 
 def note_texts(conn: Connection) -> dict[str, tuple[str, str]]:

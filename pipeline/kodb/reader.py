@@ -48,6 +48,10 @@ class KodbReader(Protocol):
         """Every indexed note: path -> (title words, body words)."""
         ...
 
+    def index_languages(self) -> tuple[str | None, ...]:
+        """The stemmers the indexed words went through (None: whole words)."""
+        ...
+
     # --- subjects -----------------------------------------------------------------------
 
     def subject_norms(self) -> list[str]:

@@ -24,7 +24,9 @@ Search support:
 - Notes' full text (migration 5): ``note_texts`` holds each note's folded words (title and
   aliases apart from the body), indexed by SQLite FTS5 (``note_texts_fts``, BM25) or by a
   PostgreSQL tsvector with a GIN index (``ts_rank_cd``); ingest keeps it in the same
-  transaction as the note's facts.
+  transaction as the note's facts. Migration 13 records each note's stemmer
+  (``note_texts.language``): the words are stemmed in Python (kodb/text.py), so both
+  databases index them as they are.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ metadata = sa.MetaData()
 
 #: The facts' index by file (migration 10 made it the one by file, subject and extractor).
 FILE_INDEX = "ix_facts_source_file_subject"
+#: The index that lists the stemmers of the notes' full text (migration 13).
+TEXT_LANGUAGE_INDEX = "ix_note_texts_language"
 
 
 def subject_key(subject_norm: str) -> str:
@@ -117,6 +121,9 @@ notes = sa.Table(
     # Its ISO day (ParsedNote.date); NULL: it has none, or a row written before migration 12
     # (extractor version 7 re-ingests those notes).
     sa.Column("date", sa.Text, nullable=True),
+    # The vault's language setting its full text was indexed under (kodb/text.py); NULL: a
+    # row written before migration 13 (unstemmed words), so ingest re-reads the note.
+    sa.Column("text_language", sa.Text, nullable=True),
 )
 
 #: ``notes`` as migration 1 created it (without ``subject``), kept apart from ``metadata`` so
@@ -177,7 +184,11 @@ note_texts = sa.Table(
     # Folded, space-separated words (kodb/text.py): the title and aliases, and the body.
     sa.Column("title", sa.Text, nullable=False),
     sa.Column("body", sa.Text, nullable=False),
+    # The stemmer its words went through (kodb/text.py): the vault's language or the note's
+    # own ``lang:``; "none" or NULL (before migration 13): whole words. Migration 13.
+    sa.Column("language", sa.Text, nullable=True),
     sa.UniqueConstraint("path", name="uq_note_texts_path"),
+    sa.Index(TEXT_LANGUAGE_INDEX, "language"),
 )
 
 #: Each subject's summary (kodb/summaries.py): the ranking counts and a question-independent
@@ -429,6 +440,21 @@ def _m012_note_date(conn: Connection, dialect: Dialect) -> None:
         conn.exec_driver_sql('ALTER TABLE notes ADD COLUMN "date" TEXT')
 
 
+def _m013_stemmed_full_text(conn: Connection, dialect: Dialect) -> None:
+    """``note_texts.language`` and ``notes.text_language``: which stemmer each note's words
+    went through, and under which vault setting. Existing rows get NULL (whole words, as
+    they were indexed), so questions still meet them as before, and the next ingest re-reads
+    every note and indexes it stemmed (``ingest._reusable_hash``): the re-index."""
+    inspector = sa.inspect(conn)
+    if "text_language" not in {c["name"] for c in inspector.get_columns(notes.name)}:
+        conn.exec_driver_sql("ALTER TABLE notes ADD COLUMN text_language TEXT")
+    if "language" not in {c["name"] for c in inspector.get_columns(note_texts.name)}:
+        conn.exec_driver_sql("ALTER TABLE note_texts ADD COLUMN language TEXT")
+    conn.exec_driver_sql(
+        f"CREATE INDEX IF NOT EXISTS {TEXT_LANGUAGE_INDEX} ON note_texts (language)"
+    )
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema change: ``apply(conn, dialect)`` runs once, recorded under ``version``."""
@@ -452,6 +478,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "fact_file_subject_index", _m010_fact_file_subject_index),
     Migration(11, "decisions", _m011_decisions),
     Migration(12, "note_date", _m012_note_date),
+    Migration(13, "stemmed_full_text", _m013_stemmed_full_text),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

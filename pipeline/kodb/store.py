@@ -142,6 +142,7 @@ class KoDB:
         except KodbError as exc:  # a damaged header fails before the check can run
             found = str(exc)
         if found:
+            found = " ".join(found.split())  # SQLite lists the damage a line each: one line
             raise KodbError(
                 f"KO-DB at {self._url} is damaged ({found[:300]}); nothing was read or "
                 "written. Restore it from a backup, or delete it and run `vault-ko sync` to "
@@ -229,6 +230,12 @@ class KoDB:
         """Every indexed note: path -> (title words, body words), as the index holds them."""
         with self._tx() as conn:
             return notes.note_texts(conn)
+
+    def index_languages(self) -> tuple[str | None, ...]:
+        """The stemmers the indexed words went through (None: whole words); a question is
+        looked up under each (``text.query_words``)."""
+        with self._tx() as conn:
+            return notes.index_languages(conn)
 
     def note_text_count(self) -> int:
         """Notes in the full-text index."""

@@ -6,19 +6,44 @@ only ever see space-separated, already folded words: a question then matches the
 on either one. Folding is Unicode case folding plus the removal of combining marks, so the
 Hungarian "gyorsítótár" and "gyorsitotar" are one word; a word is a run of letters and
 digits (an underscore or hyphen separates words).
+
+Stemming (a Snowball stemmer per language, PyStemmer) makes "caching" and "cache" one
+word. A word is stemmed before its marks are removed, since the Hungarian rules read the
+accents ("döntések" → "döntés" → "dontes"), and after case folding, the same for a note and
+a question. ``language`` "none" (or None: rows indexed before stemming) keeps the words
+whole. A question is looked up with the stems of every language the index holds, so a vault
+mixing English and Hungarian notes finds each in its own words.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from collections.abc import Iterable
-from typing import Final
+from typing import Any, Final
+
+from pipeline.languages import NO_STEMMING
 
 #: Words of a note's body that are indexed: a note can be 2 MB, and PostgreSQL refuses a
 #: tsvector over 1 MB; the head of a note is what people search for.
 MAX_INDEX_WORDS: Final = 60_000
 _WORD = re.compile(r"[^\W_]+")
+
+# PyStemmer's stemmers keep a cache and are not safe to share between threads.
+_local = threading.local()
+
+
+def _stemmer(language: str) -> Any:
+    stemmers: dict[str, Any] | None = getattr(_local, "stemmers", None)
+    if stemmers is None:
+        stemmers = _local.stemmers = {}
+    stemmer = stemmers.get(language)
+    if stemmer is None:
+        import Stemmer  # PyStemmer: C, imported on the first stemmed word
+
+        stemmer = stemmers[language] = Stemmer.Stemmer(language)
+    return stemmer
 
 
 def fold(text: str) -> str:
@@ -33,22 +58,34 @@ def fold(text: str) -> str:
     )
 
 
-def words(text: str, limit: int | None = None) -> list[str]:
-    """The folded words of ``text``, in order (at most ``limit``)."""
-    out = _WORD.findall(fold(text))
-    return out if limit is None else out[:limit]
+def words(text: str, limit: int | None = None, language: str | None = None) -> list[str]:
+    """The folded words of ``text``, in order (at most ``limit``), stemmed by
+    ``language``'s rules unless it is None or "none"."""
+    if language is None or language == NO_STEMMING:
+        out = _WORD.findall(fold(text))
+        return out if limit is None else out[:limit]
+    lowered = text.casefold()
+    if not lowered.isascii():
+        lowered = unicodedata.normalize("NFKC", lowered)  # what fold's NFKD → NFC gives
+    tokens = _WORD.findall(lowered)
+    stems = _stemmer(language).stemWords(tokens if limit is None else tokens[:limit])
+    # Folded after stemming, all at once (a stem holds no space, and folding adds none).
+    return [w for w in fold(" ".join(stems)).split(" ") if w]
 
 
-def index_text(text: str) -> str:
-    """What the index stores for a field: its folded words, space-separated."""
-    return " ".join(words(text, MAX_INDEX_WORDS))
+def index_text(text: str, language: str | None = None) -> str:
+    """What the index stores for a field: its folded (and stemmed) words, space-separated."""
+    return " ".join(words(text, MAX_INDEX_WORDS, language))
 
 
-def query_words(terms: Iterable[str]) -> list[str]:
-    """The distinct folded words of query terms, in first-seen order (none is empty and
-    none holds FTS or tsquery syntax: a word is letters and digits only)."""
+def query_words(terms: Iterable[str], languages: Iterable[str | None] = (None,)) -> list[str]:
+    """The distinct folded words of query terms, in first-seen order, under each of
+    ``languages`` (the index's: a question is stemmed as each note was); none is empty and
+    none holds FTS or tsquery syntax: a word is letters and digits only."""
     seen: dict[str, None] = {}
-    for term in terms:
-        for w in words(term):
-            seen.setdefault(w, None)
+    terms = list(terms)
+    for language in dict.fromkeys(languages):
+        for term in terms:
+            for w in words(term, language=language):
+                seen.setdefault(w, None)
     return list(seen)

@@ -88,6 +88,8 @@ def test_the_bounds_are_the_query_modules() -> None:
         ("[vault]\nadr_globs = ['adr/**', '']\n", "[vault] adr_globs must not hold an empty"),
         ("[vault]\nparse_workers = -1\n", "[vault] parse_workers must be at least 0"),
         ("[vault]\nmax_note_bytes = 0\n", "[vault] max_note_bytes must be at least 1"),
+        ("[vault]\nlanguage = 'klingon'\n", "[vault] language must be one of none, arabic"),
+        ("[vault]\nlanguage = 'en'\n", "[vault] language must be one of none, arabic"),
         ("[calibration]\nmax_drift = -0.1\n", "[calibration] max_drift must be at least 0"),
         ("[calibration]\nmax_pairs = 0\n", "[calibration] max_pairs must be at least 1"),
         ("[freshness]\nmax_stale = -1\n", "[freshness] max_stale must be at least 0"),
@@ -137,13 +139,14 @@ def test_good_values_of_every_kind_load(tmp_path: Path) -> None:
         "[query]\ntop_k = 0\nretrieval = 'hybrid'\n[hook]\nbudget = 2\n"
         "[graph]\nurl = 'neo4j+s://u:p%40ss@graph.example:7687'\ndialect = 'neo4j'\n"
         "http_url = 'http://127.0.0.1:2480'\n[freshness]\nmax_stale_ratio = 1.0\n"
-        "[vault]\nprivate_globs = ['private/**']\n",
+        "[vault]\nprivate_globs = ['private/**']\nlanguage = 'hungarian'\n",
     )
     s = load_settings(tmp_path, env={"VAULT_KO_VAULT_ADR_GLOBS": "a/**, b/**"})
     assert (s.query_top_k, s.query_retrieval, s.hook_budget) == (0, "hybrid", 2.0)
     assert isinstance(s.hook_budget, float)
     assert s.vault_adr_globs == ("a/**", "b/**")
     assert s.vault_private_globs == ("private/**",)
+    assert s.vault_language == "hungarian"
 
 
 @pytest.mark.parametrize(

@@ -123,8 +123,26 @@ def test_degraded_mode_reaches_docs_through_their_words(tmp_path: Path) -> None:
             assert reached[0] == "d1"
             assert set(reached) == {"d1", "d2", "d4"}
             assert all(h.cosine is None and h.bm25 and h.bm25 > 0 for h in answer.hits)
-            assert p.ask("carrot seedlings", opts).hits == ()  # "carrot" is not "carrots"
+            # Stemmed as English (the default): "carrot" meets "carrots", "sowed" "sow".
+            found = p.ask("sowed a carrot", opts).hits
+            assert [path_to_doc[h.path] for h in found] == ["d3"]
             p._kodb = None  # the test owns the KoDB; keep Pipeline.close from closing it
+
+
+def test_with_language_none_degraded_mode_matches_whole_words_only(tmp_path: Path) -> None:
+    docs = [Doc("d1", "Sowing carrots", "Sow thinly in rows."), Doc("d2", "Roses", "Prune.")]
+    vault = tmp_path / "vault"
+    path_to_doc = build_vault(_collection(docs), vault)
+    settings = load_settings(vault, overrides={"vault_language": "none"}).replace(
+        state_dir=tmp_path / "state"
+    )
+    with KoDB.open(settings.effective_kodb_url) as kodb:
+        ingest_vault(settings, kodb)
+        with App(settings, kodb=kodb).pipeline() as p:
+            opts = QueryOptions.from_settings(settings, semantic=False)
+            assert p.ask("carrot seedlings", opts).hits == ()  # "carrot" is not "carrots"
+            assert [path_to_doc[h.path] for h in p.ask("carrots", opts).hits] == ["d1"]
+            p._kodb = None
 
 
 def _report(outcomes: list[QueryOutcome]) -> EvalReport:

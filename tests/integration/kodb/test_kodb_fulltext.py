@@ -122,8 +122,8 @@ def test_ingest_keeps_the_index_and_an_old_kodb_gets_it_at_the_next_ingest(
     with monkeypatch.context() as patch:
         patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:4])
         patch.setattr(ingest_module, "EXTRACTOR_VERSION", 2)
-        patch.setattr(kodb_notes, "replace_texts", lambda conn, dialect, texts, removed: None)
         as_code_before_migration_7(patch)
+        patch.setattr(kodb_notes, "replace_texts", lambda conn, dialect, texts, removed: None)
         with KoDB.open(kodb_url) as old:
             ingest_vault(settings_, old)
     with KoDB.open(kodb_url) as db:
@@ -152,3 +152,67 @@ def test_equal_scores_go_to_the_path_whatever_the_limit(db: KoDB, limit: int) ->
     assert [p for p, _ in got] == ["wiki/best.md", *sorted(paths)][:limit]
     assert all(score > 0 for _, score in got)
     assert got[0][1] > got[1][1]
+
+
+def _stemming_vault(root: Path) -> Path:
+    vault = root / "vault"
+    (vault / "wiki").mkdir(parents=True)
+    (vault / "wiki" / "cache.md").write_text(
+        "# Caching strategies\n\nWe cached the rendered pages for an hour.\n", "utf-8"
+    )
+    (vault / "wiki" / "dontes.md").write_text(
+        "---\nlang: hu\n---\n# Döntések\n\nA gyorsítótárak kulcsait verziózzuk.\n", "utf-8"
+    )
+    (vault / "wiki" / "roses.md").write_text("# Roses\n\nPrune them in winter.\n", "utf-8")
+    return vault
+
+
+def test_a_vault_is_stemmed_in_its_language_and_a_note_in_its_own_lang(
+    kodb_url: str, tmp_path: Path
+) -> None:
+    vault = _stemming_vault(tmp_path)
+    with KoDB.open(kodb_url) as db:
+        ingest_vault(load_settings(vault, env={}).replace(kodb_url=kodb_url), db)
+        assert db.index_languages() == ("english", "hungarian")
+        assert found(db, "cache") == ["wiki/cache.md"]  # "caching", "cached": one stem
+        assert found(db, "caches") == ["wiki/cache.md"]
+        # The Hungarian note by its own rules: singular question, plural note.
+        assert found(db, "döntés") == ["wiki/dontes.md"]
+        assert found(db, "gyorsitotar") == ["wiki/dontes.md"]  # typed without accents
+
+
+def test_an_old_kodb_answers_as_before_until_the_next_ingest_stems_it(
+    kodb_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 13 on a KO-DB an older vault-ko indexed with whole words: questions meet
+    those words as before (no stem that matches nothing), and the next ingest re-indexes
+    every note stemmed, without being asked."""
+    vault = _stemming_vault(tmp_path)
+    settings_ = load_settings(vault, env={}).replace(kodb_url=kodb_url)
+    with monkeypatch.context() as patch:
+        patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:12])
+        as_code_before_migration_7(patch)
+        with KoDB.open(kodb_url) as old:
+            ingest_vault(settings_, old)
+    with KoDB.open(kodb_url) as db:
+        assert db.index_languages() == (None,)
+        assert found(db, "caching") == ["wiki/cache.md"]
+        assert found(db, "cache") == []  # whole words still
+        report = ingest_vault(settings_, db)
+        assert report.updated == report.notes_total == 3
+        assert db.index_languages() == ("english", "hungarian")
+        assert found(db, "cache") == ["wiki/cache.md"]
+        assert ingest_vault(settings_, db).updated == 0  # done once
+
+
+def test_a_changed_language_setting_re_indexes_every_note(kodb_url: str, tmp_path: Path) -> None:
+    vault = _stemming_vault(tmp_path)
+    english = load_settings(vault, env={}).replace(kodb_url=kodb_url)
+    with KoDB.open(kodb_url) as db:
+        ingest_vault(english, db)
+        whole = english.replace(vault_language="none")
+        report = ingest_vault(whole, db)
+        assert report.updated == report.notes_total == 3
+        assert db.index_languages() == (None, "hungarian")  # the note's own lang stays
+        assert found(db, "cache") == []
+        assert found(db, "caching") == ["wiki/cache.md"]

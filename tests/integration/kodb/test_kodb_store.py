@@ -343,21 +343,23 @@ def as_code_before_migration_7(patch: pytest.MonkeyPatch) -> None:
 
 def as_code_before_migration_11(patch: pytest.MonkeyPatch) -> None:
     """The code of a vault-ko before migration 11, which never wrote ``decisions`` nor
-    (migration 12) ``notes.date``."""
+    (migration 12) ``notes.date`` nor (migration 13) the stemmer of a note's words."""
     from pipeline.kodb import decisions
     from pipeline.kodb import notes as kodb_notes
+    from pipeline.kodb import text as kodb_text
 
+    later = {"date", "text_language"}
     patch.setattr(decisions, "rebuild", lambda conn: 0)
     upsert = kodb_notes.upsert_notes
 
-    def upsert_without_date(conn: Any, dialect: Any, rows: Any) -> None:
-        upsert(conn, dialect, [{k: v for k, v in r.items() if k != "date"} for r in rows])
+    def upsert_without_later(conn: Any, dialect: Any, rows: Any) -> None:
+        upsert(conn, dialect, [{k: v for k, v in r.items() if k not in later} for r in rows])
 
-    patch.setattr(kodb_notes, "upsert_notes", upsert_without_date)
+    patch.setattr(kodb_notes, "upsert_notes", upsert_without_later)
 
-    def rows_without_date(conn: Any, paths: Any = None) -> dict[str, Note]:
+    def rows_without_later(conn: Any, paths: Any = None) -> dict[str, Note]:
         t = kodb_schema.notes
-        stmt = sa.select(*[c for c in t.c if c.name != "date"])
+        stmt = sa.select(*[c for c in t.c if c.name not in later])
         if paths is not None:
             stmt = stmt.where(t.c.path.in_(sorted(set(paths))))
         made = {}
@@ -365,8 +367,25 @@ def as_code_before_migration_11(patch: pytest.MonkeyPatch) -> None:
             made[r.path] = Note(**{f.name: getattr(r, f.name, None) for f in fields(Note)})
         return made
 
-    patch.setattr(kodb_notes, "all_notes", lambda conn: rows_without_date(conn))
-    patch.setattr(kodb_notes, "notes_at", rows_without_date)
+    patch.setattr(kodb_notes, "all_notes", lambda conn: rows_without_later(conn))
+    patch.setattr(kodb_notes, "notes_at", rows_without_later)
+
+    def texts_unstemmed(conn: Any, dialect: Any, texts: Any, removed: Any) -> None:
+        t = kodb_schema.note_texts
+        gone = list(dict.fromkeys([x.path for x in texts] + list(removed)))
+        if gone:
+            conn.execute(t.delete().where(t.c.path.in_(gone)))
+        rows = [
+            {
+                "path": x.path,
+                "title": kodb_text.index_text(x.title),
+                "body": kodb_text.index_text(x.body),
+            }
+            for x in {x.path: x for x in texts}.values()
+        ]
+        dialect.insert_rows(conn, t, rows, None)
+
+    patch.setattr(kodb_notes, "replace_texts", texts_unstemmed)
 
 
 def test_migration_11_fills_the_decisions_of_an_existing_database(

@@ -1,0 +1,104 @@
+"""The full-text index's words stemmed per language: the same for a note and a question,
+accents read before they are folded away, and "none" exactly today's whole words."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from pipeline import languages
+from pipeline.kodb import text
+
+
+def test_english_stems_meet_across_inflections() -> None:
+    assert text.words("Caching the caches", language="english") == ["cach", "the", "cach"]
+    assert text.query_words(["cached"], ["english"]) == text.query_words(["caching"], ["english"])
+
+
+def test_hungarian_is_stemmed_before_its_accents_are_folded() -> None:
+    # The Hungarian rules read the accents: "döntések" loses its plural, then its marks.
+    assert text.words("Döntések, gyorsítótárak", language="hungarian") == [
+        "dontes",
+        "gyorsitotar",
+    ]
+    assert text.words("döntés", language="hungarian") == ["dontes"]
+
+
+def test_none_and_a_missing_language_keep_whole_words_as_before() -> None:
+    sample = "Caching Gyorsítótárak ﬁle_names 2026-05"
+    assert (
+        text.words(sample, language="none")
+        == text.words(sample)
+        == [
+            "caching",
+            "gyorsitotarak",
+            "file",
+            "names",
+            "2026",
+            "05",
+        ]
+    )
+
+
+def test_stemmed_words_split_as_whole_words_do() -> None:
+    sample = "Ligatures ﬁle, snake_case, kebab-case, Ünnep 2026"
+    stemmed = text.words(sample, language="porter")
+    assert len(stemmed) == len(text.words(sample))
+
+
+def test_index_text_caps_the_words_before_stemming() -> None:
+    assert text.index_text("runs " * 10, "english").split() == ["run"] * 10
+    assert len(
+        text.words("runs " * (text.MAX_INDEX_WORDS + 5), text.MAX_INDEX_WORDS, "english")
+    ) == (text.MAX_INDEX_WORDS)
+
+
+def test_a_question_takes_the_stems_of_every_language_in_the_index() -> None:
+    words = text.query_words(["caching döntések"], ["english", "hungarian", None])
+    assert words == ["cach", "dontesek", "caching", "dontes"]
+    assert text.query_words(["x"], []) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "language"),
+    [
+        ("en", "english"),
+        ("en-GB", "english"),
+        ("hu_HU", "hungarian"),
+        ("Hungarian", "hungarian"),
+        ("magyar", "hungarian"),
+        ("none", "none"),
+        (" de ", "german"),
+        ("klingon", None),
+        ("", None),
+        (3, None),
+        (None, None),
+    ],
+)
+def test_a_notes_lang_names_a_stemmer_by_code_or_name(value: object, language: str | None) -> None:
+    assert languages.language_of(value) == language
+
+
+def test_the_copied_list_is_pystemmers_own() -> None:
+    import Stemmer
+
+    assert tuple(Stemmer.algorithms()) == languages.SNOWBALL
+    assert set(languages.ISO_639_1.values()) <= set(languages.SNOWBALL)
+
+
+def test_stemming_from_many_threads_gives_the_same_words() -> None:
+    sample = "caching running flagged managed döntések " * 200
+    expected = text.words(sample, language="english")
+    out: list[list[str]] = []
+
+    def work() -> None:
+        for _ in range(50):
+            out.append(text.words(sample, language="english"))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(out) == 200 and all(w == expected for w in out)
