@@ -125,8 +125,14 @@ def live_hits(hits: Sequence[Hit], floor_cosine: float | None) -> list[Hit]:
     return [h for h in hits if floor_cosine is None or h.cosine is None or h.cosine > floor_cosine]
 
 
-def _candidate(subject: str, evidence: Evidence, h: Hit) -> Candidate:
-    return Candidate(subject, evidence, h.cosine, h.path, bm25=h.bm25)
+def rank_cosines(hits: Sequence[Hit]) -> dict[str, float]:
+    """Hybrid retrieval's hits are in fused order, and their cosines are not: the hit at
+    the n-th place stands for the n-th best cosine among them. Subjects are then compared
+    by where the fusion put their hit, on the same cosine scale (and σ steps) as in dense
+    mode, whose order this leaves as it is. path → that cosine."""
+    scored = [h for h in hits if h.cosine is not None]
+    ladder = sorted((h.cosine for h in scored), reverse=True)  # type: ignore[misc]
+    return {h.path: c for h, c in zip(scored, ladder, strict=True)}
 
 
 def semantic_candidates(
@@ -135,13 +141,22 @@ def semantic_candidates(
     kodb: SubjectSource,
     *,
     registry: Mapping[str, Note] | None = None,
+    fused: bool = False,
 ) -> dict[str, Candidate]:
     """subject_norm → Candidate for an answer's hits (best first), see the module doc.
 
-    ``registry`` holds the hits' registry rows when the caller has read them already."""
+    ``registry`` holds the hits' registry rows when the caller has read them already;
+    ``fused``: the hits are in hybrid retrieval's fused order (``rank_cosines``)."""
     live = live_hits(hits, floor_cosine)
     if not live:
         return {}
+    ranked = rank_cosines(hits) if fused else {}
+
+    def _candidate(subject: str, evidence: Evidence, h: Hit) -> Candidate:
+        return Candidate(
+            subject, evidence, h.cosine, h.path, bm25=h.bm25, rank_cosine=ranked.get(h.path)
+        )
+
     paths = [h.path for h in live]
     if registry is None or any(p not in registry for p in paths):
         registry = kodb.notes_at(paths)

@@ -215,6 +215,9 @@ class Candidate:
     path: str | None = None
     words: int = 0
     bm25: float | None = None  # that hit's word score (degraded mode), larger is better
+    #: Hybrid retrieval: the cosine its hit's fused rank stands for (``bridge.rank_cosines``),
+    #: which places it among comparable subjects instead of ``cosine``; None: ``cosine``.
+    rank_cosine: float | None = None
 
 
 @dataclass(frozen=True)

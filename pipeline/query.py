@@ -436,7 +436,11 @@ class Pipeline:
             )
         with timer.stage("bridge_ms"):
             candidates = bridge.semantic_candidates(
-                shown, relevance.floor_cosine, self.kodb, registry=registry
+                shown,
+                relevance.floor_cosine,
+                self.kodb,
+                registry=registry,
+                fused=opts.retrieval == "hybrid",
             )
         evidence = {h.path: h.cosine or 0.0 for h in shown}
         words = (lambda: bridge.term_candidates(text, self.kodb)) if opts.per_token else None

@@ -303,6 +303,8 @@ def _relevance(
     evidence = candidate.evidence if candidate is not None else None
     group = EVIDENCE_GROUP.get(evidence or "own", 0)
     cosine = candidate.cosine if candidate is not None else None
+    if candidate is not None and candidate.rank_cosine is not None:
+        cosine = candidate.rank_cosine  # hybrid: the fused order, on the cosine scale
     if cosine is not None:
         top = top_cosine if top_cosine is not None else cosine
         return (0, *order.key(cosine, band, top, sigma, group, score))

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from pipeline.bridge import content_words, query_terms, semantic_candidates, term_candidates
+from pipeline.bridge import (
+    content_words,
+    query_terms,
+    rank_cosines,
+    semantic_candidates,
+    term_candidates,
+)
 from pipeline.kodb.match import reference_search
 from pipeline.model import Candidate, Hit, Note, normalize_text
 
@@ -113,3 +119,27 @@ def test_content_words_of_any_length_but_not_stop_words_or_symbols() -> None:
     assert content_words("Is it CI or S3 in Go?") == ["ci", "s3", "go"]
     assert content_words("és a az hogy nem is") == []
     assert content_words("% _ 🍌 '' --") == []
+
+
+def test_fused_hits_stand_for_the_cosines_of_their_places() -> None:
+    hits = [
+        Hit("words.md", "Words", "wiki", 0.30, bm25=9.0),  # fused first by its words
+        Hit("dense.md", "Dense", "wiki", 0.60),
+        Hit("none.md", "No vector", "wiki", None, bm25=1.0),
+        Hit("mid.md", "Mid", "wiki", 0.45),
+    ]
+    assert rank_cosines(hits) == {"words.md": 0.60, "dense.md": 0.45, "mid.md": 0.30}
+    assert rank_cosines([]) == {}
+
+
+def test_hybrid_candidates_carry_their_fused_place_and_dense_ones_do_not() -> None:
+    kodb = Subjects(
+        {"a.md": {"alpha"}, "b.md": {"beta"}},
+        own={"a.md": "Alpha", "b.md": "Beta"},
+    )
+    hits = [Hit("a.md", "Alpha", "wiki", 0.3), Hit("b.md", "Beta", "wiki", 0.6)]
+    fused = semantic_candidates(hits, None, kodb, fused=True)
+    assert fused["alpha"] == Candidate("alpha", "own", 0.3, "a.md", rank_cosine=0.6)
+    assert fused["beta"].rank_cosine == 0.3
+    dense = semantic_candidates(hits, None, kodb)
+    assert dense["alpha"].rank_cosine is None

@@ -222,3 +222,20 @@ def test_representative_facts_picks_what_a_full_scan_picks(
     assert [(f.predicate, f.object, f.source_file) for f in got] == [
         (f.predicate, f.object, f.source_file) for f in expected
     ]
+
+
+def test_a_fused_place_orders_subjects_and_the_real_cosine_is_still_shown() -> None:
+    from pipeline.model import Candidate
+
+    facts = [fact("Alpha", "a.md"), fact("Beta", "b.md")]
+    # Beta's note has the better cosine, Alpha's the better fused place (its words).
+    candidates = {
+        "alpha": Candidate("alpha", "own", 0.30, "a.md", rank_cosine=0.60),
+        "beta": Candidate("beta", "own", 0.60, "b.md", rank_cosine=0.30),
+    }
+    ranked = rank(facts, candidates=candidates, top_cosine=0.60, sigma=0.1)
+    assert [r.subject for r in ranked] == ["Alpha", "Beta"]
+    assert [r.best_cosine for r in ranked] == [0.30, 0.60]
+    dense = {k: Candidate(c.subject_norm, "own", c.cosine, c.path) for k, c in candidates.items()}
+    ranked = rank(facts, candidates=dense, top_cosine=0.60, sigma=0.1)
+    assert [r.subject for r in ranked] == ["Beta", "Alpha"]
