@@ -38,7 +38,7 @@ from pipeline import bridge
 from pipeline import noisefloor as nf
 from pipeline.calibrate import Basis
 from pipeline.config import Settings, load_settings
-from pipeline.errors import EvalDegraded
+from pipeline.errors import EvalDegraded, InputError
 from pipeline.evaluate.beir import Collection, Doc, Query
 from pipeline.evaluate.judged import ANSWER_GRADE, SPLITS, JudgedQuestion
 from pipeline.evaluate.metrics import answer_scores, first_occurrences, mean_scores, rate, roc_auc
@@ -230,6 +230,7 @@ class EvalReport:
     subject_qrels: Mapping[str, Mapping[str, int]] | None = None
     answer_grade: int = 1  # the grade a subject needs to count as answering
     default_retrieval: str = "dense"  # what "semantic" means: dense or hybrid
+    language: str = "english"  # the full-text index's stemmer (setting vault_language)
     #: retrieval mode -> how many of its answers were semantic and how many degraded
     answers_by_mode: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
@@ -335,6 +336,8 @@ class EvalReport:
             "dense": self.retrieval("dense"),
             "hybrid": self.retrieval("hybrid"),
             "bm25_baseline": self.retrieval("baseline"),
+            "bm25_whole_words": self.retrieval("baseline_whole_words"),
+            "language": self.language,
             "default_retrieval": self.default_retrieval,
             "answers_by_mode": {m: dict(c) for m, c in self.answers_by_mode.items()},
             "answers": self.answers_dict(),
@@ -666,6 +669,7 @@ def _measure(
             answer_grade=plan.answer_grade,
             default_retrieval=default.retrieval,
             answers_by_mode=answer_modes,
+            language=settings.vault_language,
         )
 
 
@@ -702,6 +706,7 @@ def _ask_all(
     by_mode, subjects, answers, answer_modes = _run_modes(p, texts, on, default)
     _refuse_degraded(answer_modes, answers)
     baseline = _bm25_baseline(p, [texts[i] for i in on])
+    whole = _bm25_baseline(p, [texts[i] for i in on], whole_words=True)
     say(f"answered {len(texts)} queries ({len(on)} on-topic) in every mode")
     outcomes = []
     for i, (q, answer) in enumerate(zip(plan.questions, answers, strict=True)):
@@ -717,6 +722,7 @@ def _ask_all(
         if q.group == "on_topic":
             ranked = {m: ids.notes(by_mode[m][i]) for m in RANKED_MODES}
             ranked["baseline"] = ids.notes(baseline[on.index(i)])
+            ranked["baseline_whole_words"] = ids.notes(whole[on.index(i)])
             outcome = replace(
                 outcome,
                 notes=ranked,
@@ -792,16 +798,23 @@ def _refuse_degraded(by_mode: Mapping[str, Mapping[str, int]], answers: Sequence
     )
 
 
-def _bm25_baseline(p: Pipeline, questions: Sequence[str]) -> list[list[str]]:
+def _bm25_baseline(
+    p: Pipeline, questions: Sequence[str], *, whole_words: bool = False
+) -> list[list[str]]:
     """The note paths a plain BM25 (the bm25s library, k1 1.5, b 0.75: title and body as one
-    text, the same stemmed words and stop words as degraded mode) ranks first for each question:
-    the yardstick of KO-DB's full-text ranking."""
+    text, the same stemmed words and stop words as degraded mode) ranks first for each
+    question: the yardstick of KO-DB's full-text ranking. ``whole_words``: over the notes'
+    words unstemmed, read again from the vault (the index before stemming, beside it)."""
     import bm25s
 
     from pipeline.kodb import text as kodb_text
 
-    indexed = p.kodb.note_texts()  # path -> (title words, body words), as KO-DB holds them
-    languages = p.kodb.index_languages()  # the question is stemmed as the notes were
+    if whole_words:
+        indexed = _whole_words(p.settings)
+        languages: tuple[str | None, ...] = (None,)
+    else:
+        indexed = p.kodb.note_texts()  # path -> (title words, body words), as KO-DB holds them
+        languages = p.kodb.index_languages()  # the question is stemmed as the notes were
     paths = sorted(indexed)
     corpus = [f"{indexed[path][0]} {indexed[path][1]}".split() for path in paths]
     retriever = bm25s.BM25()
@@ -816,6 +829,26 @@ def _bm25_baseline(p: Pipeline, questions: Sequence[str]) -> list[list[str]]:
         k = min(HITS, len(paths))
         docs, scores = retriever.retrieve([known], k=k, show_progress=False)
         out.append([paths[d] for d, sc in zip(docs[0], scores[0], strict=True) if sc > 0])
+    return out
+
+
+def _whole_words(settings: Settings) -> dict[str, tuple[str, str]]:
+    """Every note's title and body words as the index held them before stemming."""
+    from pipeline.ingest import note_text
+    from pipeline.kodb.text import index_text
+    from pipeline.vault.parse import read_note
+    from pipeline.vault.scan import scan_vault
+
+    out: dict[str, tuple[str, str]] = {}
+    for entry in scan_vault(settings):
+        try:
+            parsed = read_note(
+                settings.vault, entry.path, entry.source_type, settings.vault_max_note_bytes
+            )
+        except InputError:  # not ingested either (the eval's warnings name it)
+            continue
+        text = note_text(parsed)
+        out[entry.path] = (index_text(text.title), index_text(text.body))
     return out
 
 

@@ -27,6 +27,7 @@ _RETRIEVAL_NAMES = {
     "hybrid": "hybrid (vectors + full text, RRF)",
     "fallback": "fallback (full text only)",
     "bm25_baseline": "plain BM25 (bm25s), the yardstick",
+    "bm25_whole_words": "plain BM25, whole words (no stemming)",
 }
 
 
@@ -107,13 +108,15 @@ def _retrieval_lines(data: dict[str, Any]) -> list[str]:
             ["retrieval", *METRICS],
             [
                 [_retrieval_name(mode, data), *(_num(data[mode][m]) for m in METRICS)]
-                for mode in ("dense", "hybrid", "fallback", "bm25_baseline")
+                for mode in ("dense", "hybrid", "fallback", "bm25_baseline", "bm25_whole_words")
             ],
         ),
         "",
         f"The default retrieval (setting query_retrieval, the JSON's `semantic`) is "
         f"{data['default_retrieval']}; fallback/BM25 nDCG@10: "
-        f"{_ratio(data['fallback']['ndcg@10'], data['bm25_baseline']['ndcg@10'])}.",
+        f"{_ratio(data['fallback']['ndcg@10'], data['bm25_baseline']['ndcg@10'])}. "
+        f"The full text is stemmed as {data['language']} (setting vault_language; a note's "
+        "`lang:` overrides it); BM25 over whole words shows the words before stemming.",
         "",
         f"Fallback (degraded mode) {data['fallback_reach']}.",
         "",
