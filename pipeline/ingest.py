@@ -476,8 +476,8 @@ def _report(kodb: KoDB, changes: _Changes, started: float) -> IngestReport:
 
 def note_text(note: ParsedNote, language: str = NO_STEMMING) -> NoteText:
     """What the full-text index holds of a note: its title and aliases, and its body, in
-    its own ``lang:`` (or ``language:``) when it names a known one, else in ``language``."""
-    stated = note.frontmatter.get("lang", note.frontmatter.get("language"))
+    its own ``lang:`` when it names a known one, else in ``language``."""
+    stated = note.frontmatter.get("lang")
     own = language_of(stated)
     if stated is not None and own is None:
         log.warning(

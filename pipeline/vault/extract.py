@@ -112,7 +112,9 @@ EXTRACTOR = INGEST_EXTRACTOR
 #:    "felváltotta", "helyettesíti") and Hungarian status words (issue 37).
 #: 7: each note's date (frontmatter date/created, file name, ADR Date:) in the registry
 #:    (KO-DB migration 12, issue 37).
-EXTRACTOR_VERSION = 7
+#: 8: frontmatter ``lang`` names the note's language (its full text's stemmer), not a fact
+#:    about its subject (issue 39).
+EXTRACTOR_VERSION = 8
 
 #: resolve(link target as written) -> the subject of the note it names, or None.
 Resolver = Callable[[str], str | None]

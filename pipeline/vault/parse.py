@@ -121,7 +121,11 @@ MAX_YAML_VALUES = 100_000  # scalars, lists and mappings once aliases are expand
 MAX_YAML_DEPTH = 64  # the frontmatter mapping is level 1
 
 #: Frontmatter keys that describe the note itself: their values are never links to notes.
-NOTE_META_KEYS = frozenset({"title", "aliases", "alias", "tags", "tag", "cssclasses", "cssclass"})
+#: Keys that describe the note rather than its subject (``lang``: the language its words are
+#: indexed in, kodb/text.py), so they are never facts.
+NOTE_META_KEYS = frozenset(
+    {"title", "aliases", "alias", "tags", "tag", "cssclasses", "cssclass", "lang"}
+)
 
 #: Longest context sentence and ADR decision kept (characters), per the extraction rules.
 CONTEXT_MAX_CHARS = 240

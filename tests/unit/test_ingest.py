@@ -694,3 +694,27 @@ def test_a_parsing_worker_that_dies_is_one_clear_error_and_nothing_is_written(
     with pytest.raises(VaultKoError, match="parse_workers = 1"):
         run(vault, kodb, vault_parse_workers=2)
     assert kodb.notes() == {} and kodb.count_facts() == 0
+
+
+@pytest.mark.parametrize(
+    ("front", "language", "warned"),
+    [
+        ("", "english", False),
+        ("lang: hu\n", "hungarian", False),
+        ("lang: de-AT\n", "german", False),
+        ("lang: none\n", "none", False),
+        ("lang: klingon\n", "english", True),
+        ("language: Rust\n", "english", False),  # a property, not the note's language
+    ],
+)
+def test_a_note_is_indexed_in_its_own_lang_else_the_vaults(
+    front: str, language: str, warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    from pipeline.ingest import note_text
+    from pipeline.vault.parse import parse_note
+
+    raw = f"---\n{front}title: X\n---\nBody.\n".encode()
+    with caplog.at_level("WARNING", logger="pipeline.ingest"):
+        text = note_text(parse_note(raw, "wiki/x.md", "wiki"), "english")
+    assert text.language == language
+    assert ("wiki/x.md: lang 'klingon' names no stemmer" in caplog.text) is warned

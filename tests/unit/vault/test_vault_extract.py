@@ -66,6 +66,8 @@ def test_frontmatter_properties_flattened_and_stringified() -> None:
         "aliases: [redis-server]\n"
         "tags: [db/kv]\n"
         "cssclasses: [wide]\n"
+        "lang: hu\n"  # the language its words are indexed in, not a fact about Redis
+        "language: Lua\n"  # a property like any other
         'owner: "[[Platform team|platform]]"\n'
         "ports: [6379, 6380]\n"
         "since: 2023-05-01\n"
@@ -78,6 +80,7 @@ def test_frontmatter_properties_flattened_and_stringified() -> None:
     got = triples(facts_of(text))
     assert got == {
         ("Redis", "owner", "Platform team", CONF_PROPERTY),
+        ("Redis", "language", "Lua", CONF_PROPERTY),
         ("Redis", "ports", "6379", CONF_PROPERTY),
         ("Redis", "ports", "6380", CONF_PROPERTY),
         ("Redis", "since", "2023-05-01", CONF_PROPERTY),
