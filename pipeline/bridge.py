@@ -127,12 +127,14 @@ def live_hits(hits: Sequence[Hit], floor_cosine: float | None) -> list[Hit]:
 
 def rank_cosines(hits: Sequence[Hit]) -> dict[str, float]:
     """Hybrid retrieval's hits are in fused order, and their cosines are not: the hit at
-    the n-th place stands for the n-th best cosine among them. Subjects are then compared
-    by where the fusion put their hit, on the same cosine scale (and σ steps) as in dense
-    mode, whose order this leaves as it is. path → that cosine."""
-    scored = [h for h in hits if h.cosine is not None]
-    ladder = sorted((h.cosine for h in scored), reverse=True)  # type: ignore[misc]
-    return {h.path: c for h, c in zip(scored, ladder, strict=True)}
+    the n-th place stands for the n-th best cosine among them, or its own when that is
+    better. Subjects are then compared on the same cosine scale (and σ steps) as in dense
+    mode: a note the words lift lifts its subject, and the fusion never sinks a subject its
+    own cosine put higher (which lost judged answers: docs/benchmarks-history.md).
+    path → that cosine."""
+    scored = [(h.path, h.cosine) for h in hits if h.cosine is not None]
+    ladder = sorted((c for _, c in scored), reverse=True)
+    return {path: max(place, own) for (path, own), place in zip(scored, ladder, strict=True)}
 
 
 def semantic_candidates(

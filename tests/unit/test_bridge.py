@@ -128,7 +128,8 @@ def test_fused_hits_stand_for_the_cosines_of_their_places() -> None:
         Hit("none.md", "No vector", "wiki", None, bm25=1.0),
         Hit("mid.md", "Mid", "wiki", 0.45),
     ]
-    assert rank_cosines(hits) == {"words.md": 0.60, "dense.md": 0.45, "mid.md": 0.30}
+    # The words lift words.md to the best cosine; dense.md keeps its own better one.
+    assert rank_cosines(hits) == {"words.md": 0.60, "dense.md": 0.60, "mid.md": 0.45}
     assert rank_cosines([]) == {}
 
 
@@ -140,6 +141,6 @@ def test_hybrid_candidates_carry_their_fused_place_and_dense_ones_do_not() -> No
     hits = [Hit("a.md", "Alpha", "wiki", 0.3), Hit("b.md", "Beta", "wiki", 0.6)]
     fused = semantic_candidates(hits, None, kodb, fused=True)
     assert fused["alpha"] == Candidate("alpha", "own", 0.3, "a.md", rank_cosine=0.6)
-    assert fused["beta"].rank_cosine == 0.3
+    assert fused["beta"].rank_cosine == 0.6  # never below its own cosine
     dense = semantic_candidates(hits, None, kodb)
     assert dense["alpha"].rank_cosine is None
