@@ -136,6 +136,7 @@ def _bm25s(col: Collection, kodb: KoDB) -> list[list[str]]:
     from pipeline.kodb import text as kodb_text
 
     indexed = kodb.note_texts()
+    languages = kodb.index_languages()  # questions stemmed as the notes were
     paths = sorted(indexed)
     retriever = bm25s.BM25()
     retriever.index(
@@ -145,7 +146,7 @@ def _bm25s(col: Collection, kodb: KoDB) -> list[list[str]]:
     for q in col.questions:
         words = [
             w
-            for w in kodb_text.query_words(bridge.query_terms(q.text))
+            for w in kodb_text.query_words(bridge.query_terms(q.text), languages)
             if w in retriever.vocab_dict
         ]
         if not words:
