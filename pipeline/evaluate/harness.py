@@ -257,6 +257,16 @@ class EvalReport:
     def _mode(self, mode: str) -> str:
         return self.default_retrieval if mode == "semantic" else mode
 
+    def recommended_retrieval(self) -> str:
+        """The retrieval with the better note nDCG@10 on this collection (dense or hybrid;
+        a tie keeps the default): no one retrieval is best on every collection measured
+        (docs/degraded-mode.md), so a vault's own eval says which to set."""
+        scores = {m: self.retrieval(m)["ndcg@10"] for m in ("dense", "hybrid")}
+        best = max(scores.values())
+        if scores.get(self.default_retrieval) == best:
+            return self.default_retrieval
+        return max(scores, key=lambda m: scores[m])
+
     def retrieval(self, mode: str) -> dict[str, float]:
         """nDCG@10, recall@10, recall@100, MRR@10 of the note hits of ``mode`` (a
         ``RANKED_MODES`` name, ``semantic`` for the default, or ``baseline``)."""
@@ -339,6 +349,7 @@ class EvalReport:
             "bm25_whole_words": self.retrieval("baseline_whole_words"),
             "language": self.language,
             "default_retrieval": self.default_retrieval,
+            "recommended_retrieval": self.recommended_retrieval(),
             "answers_by_mode": {m: dict(c) for m, c in self.answers_by_mode.items()},
             "answers": self.answers_dict(),
             "labels": {

@@ -120,6 +120,19 @@ def _retrieval_lines(data: dict[str, Any]) -> list[str]:
         "",
         f"Fallback (degraded mode) {data['fallback_reach']}.",
         "",
+        *_recommendation(data),
+    ]
+
+
+def _recommendation(data: dict[str, Any]) -> list[str]:
+    best, default = data["recommended_retrieval"], data["default_retrieval"]
+    if best == default:
+        return [f"The default retrieval ({default}) is the better one here.", ""]
+    return [
+        f"{best.capitalize()} retrieval finds these notes better than {default} "
+        f"(nDCG@10 {_num(data[best]['ndcg@10'])} against {_num(data[default]['ndcg@10'])}): "
+        f'set `query_retrieval = "{best}"` ([query] retrieval) for this vault.',
+        "",
     ]
 
 

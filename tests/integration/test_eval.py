@@ -104,6 +104,8 @@ def test_eval_figures_are_consistent(eval_run: tuple[dict, str, Path]) -> None:
     # most of them, as well as a plain BM25 library does.
     assert semantic["ndcg@10"] > fallback["ndcg@10"]
     assert fallback["ndcg@10"] >= 0.95 * data["bm25_baseline"]["ndcg@10"]
+    best = data["recommended_retrieval"]
+    assert data[best]["ndcg@10"] == max(data[m]["ndcg@10"] for m in ("dense", "hybrid"))
     # Stemmed words reach more of these notes than whole words ("pruning" meets "prune").
     assert data["bm25_baseline"]["ndcg@10"] > data["bm25_whole_words"]["ndcg@10"]
     assert fallback["recall@10"] > 0.5
@@ -134,6 +136,10 @@ def test_eval_reports_progress_on_stderr_and_writes_the_markdown(
     for row in ("| dense (graph vectors) ← default |", "| hybrid (vectors + full text, RRF) |"):
         assert row in text
     assert "| fallback (full text only) |" in text and "| plain BM25 (bm25s)" in text
+    assert "| plain BM25, whole words (no stemming) |" in text
+    assert "The full text is stemmed as english" in text
+    # Dense reads these paraphrases better than the fusion does: no advice to switch.
+    assert "The default retrieval (dense) is the better one here." in text
     assert "| fallback | 25 |" in text  # the answers table
     assert "## Calibration used" in text
 
