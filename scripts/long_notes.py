@@ -12,9 +12,10 @@ pipeline on it.
 
 ``--measure`` compares, in this process with the bundled model and an exact search, two
 ways of scoring a note for a question: its one embedding (title and text, as vault-ko
-embeds a note) and its best passage (each section embedded on its own, the note scored by
-the best). It prints nDCG@10 and recall@10 of each, vectors per note and embedding time,
-and ends with ``RESULT`` lines. It measures retrieval alone, not answers.
+embeds a note) and its best passage (``pipeline/vault/passages.py``: sections packed into
+passages that fit the model, the note scored by the best). It prints nDCG@10 and recall@10
+of each, vectors per note and embedding time, and ends with ``RESULT`` lines. It measures
+retrieval alone, not answers.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from pipeline.evaluate.beir import read_docs, read_qrels, read_queries
 from pipeline.evaluate.metrics import ndcg_at_k, recall_at_k
+from pipeline.vault.passages import passages as cut
 
 
 def build(source: Path, out: Path, per_note: int, seed: int) -> dict[str, list[str]]:
@@ -79,8 +81,10 @@ def measure(out: Path) -> None:
     passages: list[str] = []
     owner: list[int] = []
     for i, n in enumerate(ids):
-        for section in docs[n].text.split("\n\n## "):
-            passages.append(f"{docs[n].title}\n\n{section.removeprefix('## ')}")
+        for text in cut(
+            docs[n].title, docs[n].text, embedder.token_lengths, embedder.max_seq_length
+        ):
+            passages.append(text)
             owner.append(i)
     t0 = time.perf_counter()
     parts = embedder.embed(passages)
