@@ -37,6 +37,8 @@ _NATIVE: Final = {"magyar": "hungarian", "angol": "english"}
 def language_of(value: object) -> str | None:
     """The stemmer a note's ``lang:`` names ("en", "en-GB", "hu", "Hungarian", "magyar",
     "none"), or None when it names none known (the vault's language applies)."""
+    if value is False:  # YAML reads a bare ``no`` (Norwegian's code) as false
+        value = "no"
     if not isinstance(value, str):
         return None
     key = value.strip().casefold().replace("-", "_")

@@ -74,6 +74,8 @@ def measure(out: Path) -> None:
     qrels = read_qrels(out / "qrels.tsv")
     judged = {q: j for q, j in qrels.items() if q in queries and any(g > 0 for g in j.values())}
     embedder = Embedder()
+    if embedder.token_lengths(["probe"]) is None:
+        raise SystemExit("this model's tokenizer cannot count tokens: no passages to measure")
     ids = sorted(docs)
     t0 = time.perf_counter()
     heads = embedder.embed([f"{docs[n].title}\n\n{docs[n].text}" for n in ids])

@@ -66,11 +66,33 @@ def words(text: str, limit: int | None = None, language: str | None = None) -> l
         return out if limit is None else out[:limit]
     lowered = text.casefold()
     if not lowered.isascii():
-        lowered = unicodedata.normalize("NFKC", lowered)  # what fold's NFKD → NFC gives
+        # Letters with their accents composed, as the stemmer reads them; a mark that does
+        # not compose (the dot of a folded "İ", Arabic or Hebrew vowel signs) is dropped, as
+        # fold drops it, rather than splitting its word.
+        lowered = "".join(
+            c for c in unicodedata.normalize("NFKC", lowered) if not unicodedata.combining(c)
+        )
     tokens = _WORD.findall(lowered)
-    stems = _stemmer(language).stemWords(tokens if limit is None else tokens[:limit])
+    if limit is not None:
+        tokens = tokens[:limit]
+    stemmer = _stemmer(language)
     # Folded after stemming, all at once (a stem holds no space, and folding adds none).
-    return [w for w in fold(" ".join(stems)).split(" ") if w]
+    stems = fold(" ".join(stemmer.stemWords(tokens))).split(" ")
+    accented = [i for i, t in enumerate(tokens) if not t.isascii()]
+    if not accented:
+        return [w for w in stems if w]
+    # The rules read accents, so a word typed without them stems differently
+    # ("adatbázisból" → "adatbazis", "adatbazisbol" → "adatbazisbol"): an accented word
+    # also gives its unaccented spelling's stem, on the notes' side and the questions'.
+    plain = stemmer.stemWords([fold(tokens[i]) for i in accented])
+    also = {i: s for i, s in zip(accented, plain, strict=True) if s != stems[i]}
+    out: list[str] = []
+    for i, stem in enumerate(stems):
+        if stem:
+            out.append(stem)
+        if i in also:
+            out.append(also[i])
+    return out
 
 
 def index_text(text: str, language: str | None = None) -> str:

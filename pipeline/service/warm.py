@@ -280,10 +280,11 @@ class WarmAnswers:
             fresh = self._load_vectors(generation, pipeline, old)
         except Exception as exc:  # a background thread must not die silently
             log.warning("loading the note vectors failed: %s", exc)
-            return
-        finally:
-            release_free_memory()  # the Bolt records of a load are freed but kept otherwise
-        self._vectors = fresh
+            fresh = None
+        if fresh is not None:
+            self._vectors = fresh
+        # The load's Bolt records and the replaced copy are freed, but kept otherwise.
+        release_free_memory()
 
     def _load_vectors(self, generation: int, pipeline: Pipeline, old: _Vectors | None) -> _Vectors:
         """All vectors (the first time), else only those whose note state changed since

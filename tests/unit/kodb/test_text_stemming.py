@@ -25,6 +25,19 @@ def test_hungarian_is_stemmed_before_its_accents_are_folded() -> None:
     assert text.words("döntés", language="hungarian") == ["dontes"]
 
 
+def test_a_word_typed_with_or_without_accents_meets_its_note_either_way() -> None:
+    note = set(text.words("Az adatbázisból töröltük", language="hungarian"))
+    assert set(text.query_words(["adatbazisbol"], ["hungarian"])) <= note
+    assert set(text.query_words(["adatbázisból"], ["hungarian"])) & note
+    plain_note = set(text.words("Az adatbazisbol toroltuk", language="hungarian"))
+    assert set(text.query_words(["adatbázisból"], ["hungarian"])) & plain_note
+
+
+def test_marks_that_do_not_compose_are_dropped_not_word_breaks() -> None:
+    assert text.words("İstanbul", language="english") == text.words("Istanbul", language="english")
+    assert text.words("كَتَبَ", language="arabic") == text.words("كتب", language="arabic")
+
+
 def test_none_and_a_missing_language_keep_whole_words_as_before() -> None:
     sample = "Caching Gyorsítótárak ﬁle_names 2026-05"
     assert (
@@ -71,6 +84,7 @@ def test_a_question_takes_the_stems_of_every_language_in_the_index() -> None:
         ("none", "none"),
         (" de ", "german"),
         ("klingon", None),
+        (False, "norwegian"),  # YAML's reading of a bare `lang: no`
         ("", None),
         (3, None),
         (None, None),
