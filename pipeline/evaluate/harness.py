@@ -43,6 +43,7 @@ from pipeline.evaluate.beir import Collection, Doc, Query
 from pipeline.evaluate.judged import ANSWER_GRADE, SPLITS, JudgedQuestion
 from pipeline.evaluate.metrics import answer_scores, first_occurrences, mean_scores, rate, roc_auc
 from pipeline.model import Answer, Calibration, Hit, normalize_text
+from pipeline.vault.scan import NOTE_SUFFIX
 
 if TYPE_CHECKING:
     from pipeline.app import App
@@ -543,11 +544,14 @@ def run_vault_eval(
         answer_grade=ANSWER_GRADE,
         warnings=(),
     )
-    subject_qrels = {q.id: dict(j.relevant) for q, j in zip(questions, judged, strict=True)}
 
     def score(p: Pipeline) -> _Mapper:
         own = {path: normalize_text(n.subject or n.title) for path, n in p.kodb.notes().items()}
         with_notes = set(own.values())
+        by_path = {normalize_text(path): subject for path, subject in own.items()}
+        subject_qrels = {
+            q.id: _by_subject(j.relevant, by_path) for q, j in zip(questions, judged, strict=True)
+        }
         return _Mapper(
             note=own.get,
             subject=normalize_text,
@@ -572,6 +576,17 @@ def run_vault_eval(
             docs=0,
             seconds={},
         )
+
+
+def _by_subject(relevant: Mapping[str, int], by_path: Mapping[str, str]) -> dict[str, int]:
+    """A judgement's grades by subject: a key naming a note's path (``meetings/x.md``, for
+    vaults whose notes' names say little, and judged sets that must not quote them) counts
+    as that note's own subject; a subject graded twice keeps its better grade."""
+    out: dict[str, int] = {}
+    for key, grade in relevant.items():
+        subject = by_path.get(key, key) if key.endswith(NOTE_SUFFIX) else key
+        out[subject] = max(out.get(subject, 0), grade)
+    return out
 
 
 def _offtopic_questions(offtopic: Sequence[tuple[str, Sequence[Query]]]) -> list[_Question]:
@@ -700,7 +715,9 @@ def _unknown_subject_warnings(ids: _Mapper) -> list[str]:
         return []
     unknown = sorted({s for rel in ids.subject_qrels.values() for s in rel} - ids.known)
     return [
-        f"judged subject {ids.names.get(s, s)!r} is not a subject of this vault; "
+        f"judged note {s!r} is not a note of this vault; it can never be ranked"
+        if s.endswith(NOTE_SUFFIX)
+        else f"judged subject {ids.names.get(s, s)!r} is not a subject of this vault; "
         "it can never be ranked"
         for s in unknown
     ]

@@ -274,3 +274,18 @@ def test_a_judged_subject_the_vault_lacks_is_a_warning_in_subject_order() -> Non
         "judged subject 'alpha' is not a subject of this vault; it can never be ranked",
         "judged subject 'Zebra' is not a subject of this vault; it can never be ranked",
     ]
+
+
+def test_a_judgement_may_name_a_note_by_its_path_and_counts_as_its_subject() -> None:
+    from pipeline.evaluate.harness import _by_subject
+
+    by_path = {"meetings/2017-02-09.md": "node.js foundation tsc meeting 2017-02-09"}
+    got = _by_subject({"meetings/2017-02-09.md": 2, "redis": 1, "meetings/gone.md": 1}, by_path)
+    assert got == {
+        "node.js foundation tsc meeting 2017-02-09": 2,
+        "redis": 1,
+        "meetings/gone.md": 1,  # no such note: kept, so the eval warns that it never ranks
+    }
+    # A note named twice, by path and by subject, keeps its better grade.
+    both = {"meetings/2017-02-09.md": 1, "node.js foundation tsc meeting 2017-02-09": 2}
+    assert _by_subject(both, by_path) == {"node.js foundation tsc meeting 2017-02-09": 2}
