@@ -1,6 +1,7 @@
 """A long-note collection made from a BEIR-layout one, and what embedding passages would buy.
 
     python scripts/long_notes.py SOURCE OUT [--per-note 8] [--seed 39] [--measure]
+    python scripts/long_notes.py VAULT --judged JUDGED.jsonl
 
 SOURCE is a collection `vault-ko eval` reads (``docs.jsonl``, ``queries.jsonl``,
 ``qrels.tsv``). OUT gets the same layout in which each document is one note made of
@@ -15,7 +16,8 @@ ways of scoring a note for a question: its one embedding (title and text, as vau
 embeds a note) and its best passage (``pipeline/vault/passages.py``: sections packed into
 passages that fit the model, the note scored by the best). It prints nDCG@10 and recall@10
 of each, vectors per note and embedding time, and ends with ``RESULT`` lines. It measures
-retrieval alone, not answers.
+retrieval alone, not answers. ``--judged`` makes the same comparison on a real vault whose
+judged questions name notes by path (``tests/data/judged/tsc-meetings.jsonl``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 
 from pipeline.evaluate.beir import read_docs, read_qrels, read_queries
 from pipeline.evaluate.metrics import ndcg_at_k, recall_at_k
+from pipeline.vault.parse import embed_plain
 from pipeline.vault.passages import passages as cut
 
 
@@ -65,27 +68,37 @@ def build(source: Path, out: Path, per_note: int, seed: int) -> dict[str, list[s
 
 
 def measure(out: Path) -> None:
-    import numpy as np
-
-    from pipeline.embed import Embedder
-
     docs = read_docs(out / "docs.jsonl")
     queries = read_queries(out / "queries.jsonl")
     qrels = read_qrels(out / "qrels.tsv")
     judged = {q: j for q, j in qrels.items() if q in queries and any(g > 0 for g in j.values())}
+    _compare(
+        {d: (docs[d].title, docs[d].text) for d in docs},
+        {q: queries[q].text for q in judged},
+        judged,
+    )
+
+
+def _compare(
+    docs: dict[str, tuple[str, str]], queries: dict[str, str], judged: dict[str, dict[str, int]]
+) -> None:
+    """nDCG@10 and recall@10 of one embedding a note against its best passage."""
+    import numpy as np
+
+    from pipeline.embed import Embedder
+
     embedder = Embedder()
     if embedder.token_lengths(["probe"]) is None:
         raise SystemExit("this model's tokenizer cannot count tokens: no passages to measure")
     ids = sorted(docs)
     t0 = time.perf_counter()
-    heads = embedder.embed([f"{docs[n].title}\n\n{docs[n].text}" for n in ids])
+    heads = embedder.embed([f"{docs[n][0]}\n\n{embed_plain(docs[n][1])}" for n in ids])
     head_s = time.perf_counter() - t0
     passages: list[str] = []
     owner: list[int] = []
+    limit = embedder.max_seq_length
     for i, n in enumerate(ids):
-        for text in cut(
-            docs[n].title, docs[n].text, embedder.token_lengths, embedder.max_seq_length
-        ):
+        for text in cut(docs[n][0], docs[n][1], embedder.token_lengths, limit):
             passages.append(text)
             owner.append(i)
     t0 = time.perf_counter()
@@ -93,7 +106,7 @@ def measure(out: Path) -> None:
     passage_s = time.perf_counter() - t0
     owners = np.asarray(owner)
     qids = sorted(judged, key=_numeric)
-    qv = embedder.embed([queries[q].text for q in qids])
+    qv = embedder.embed([queries[q] for q in qids])
     scores: dict[str, list[tuple[float, float]]] = {"head": [], "passages": []}
     for row, q in zip(qv, qids, strict=True):
         by_head = heads @ row
@@ -117,6 +130,26 @@ def measure(out: Path) -> None:
     )
 
 
+def measure_vault(vault: Path, judged_file: Path) -> None:
+    """The same comparison on a vault and its judged questions whose keys are note paths
+    (``meetings/x.md``): each note as the embed sync reads it (title and body)."""
+    from pipeline.config import load_settings
+    from pipeline.evaluate.judged import read_judged
+    from pipeline.vault.parse import read_note
+    from pipeline.vault.scan import scan_vault
+
+    settings = load_settings(vault, env={})
+    docs = {}
+    for entry in scan_vault(settings):
+        note = read_note(vault, entry.path, entry.source_type, settings.vault_max_note_bytes)
+        docs[entry.path.casefold()] = (note.title, note.body)
+    judged = {
+        str(i): dict(j.relevant) for i, j in enumerate(read_judged(judged_file)) if j.relevant
+    }
+    queries = {str(i): j.question for i, j in enumerate(read_judged(judged_file))}
+    _compare(docs, queries, judged)
+
+
 def _numeric(key: str) -> tuple[int, str]:
     return (int(key), "") if key.isdigit() else (sys.maxsize, key)
 
@@ -124,11 +157,17 @@ def _numeric(key: str) -> tuple[int, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", type=Path)
-    parser.add_argument("out", type=Path)
+    parser.add_argument("out", type=Path, nargs="?", default=Path("long-notes"))
     parser.add_argument("--per-note", type=int, default=8)
     parser.add_argument("--seed", type=int, default=39)
     parser.add_argument("--measure", action="store_true")
+    parser.add_argument(
+        "--judged", type=Path, help="SOURCE is a vault and this its judged set (keys: paths)"
+    )
     args = parser.parse_args()
+    if args.judged:
+        measure_vault(args.source, args.judged)
+        return 0
     notes = build(args.source, args.out, args.per_note, args.seed)
     print(f"{len(notes)} notes of up to {args.per_note} sections in {args.out}")
     if args.measure:
