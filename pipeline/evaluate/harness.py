@@ -263,10 +263,7 @@ class EvalReport:
         a tie keeps the default): no one retrieval is best on every collection measured
         (docs/degraded-mode.md), so a vault's own eval says which to set."""
         scores = {m: self.retrieval(m)["ndcg@10"] for m in ("dense", "hybrid")}
-        best = max(scores.values())
-        if scores.get(self.default_retrieval) == best:
-            return self.default_retrieval
-        return max(scores, key=lambda m: scores[m])
+        return max(scores, key=lambda m: (scores[m], m == self.default_retrieval))
 
     def retrieval(self, mode: str) -> dict[str, float]:
         """nDCG@10, recall@10, recall@100, MRR@10 of the note hits of ``mode`` (a

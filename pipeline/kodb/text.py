@@ -52,10 +52,12 @@ def fold(text: str) -> str:
         # ASCII has no combining marks and normalises to itself: most notes take this
         # path, which skips a Python-level pass over every character (a tenth of ingest).
         return text.casefold()
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return unicodedata.normalize(
-        "NFC", "".join(c for c in decomposed if not unicodedata.combining(c))
-    )
+    return unicodedata.normalize("NFC", _unmarked(unicodedata.normalize("NFKD", text.casefold())))
+
+
+def _unmarked(text: str) -> str:
+    """``text`` without its combining marks."""
+    return "".join(c for c in text if not unicodedata.combining(c))
 
 
 def words(text: str, limit: int | None = None, language: str | None = None) -> list[str]:
@@ -69,9 +71,7 @@ def words(text: str, limit: int | None = None, language: str | None = None) -> l
         # Letters with their accents composed, as the stemmer reads them; a mark that does
         # not compose (the dot of a folded "İ", Arabic or Hebrew vowel signs) is dropped, as
         # fold drops it, rather than splitting its word.
-        lowered = "".join(
-            c for c in unicodedata.normalize("NFKC", lowered) if not unicodedata.combining(c)
-        )
+        lowered = _unmarked(unicodedata.normalize("NFKC", lowered))
     tokens = _WORD.findall(lowered)
     if limit is not None:
         tokens = tokens[:limit]
