@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -46,24 +47,39 @@ def probe_noise_floor(probe_vectors: np.ndarray, notes: np.ndarray, quantile: fl
     return float(np.quantile(per_probe_max, quantile))
 
 
-def note_to_note_stats(notes: np.ndarray, max_pairs: int) -> tuple[float, float, int]:
-    """(μ, σ, pairs) of note-to-note cosines; (0, 0, 0) for fewer than two notes."""
+def note_to_note_stats(
+    notes: np.ndarray, max_pairs: int, owners: Sequence[str] | None = None
+) -> tuple[float, float, int]:
+    """(μ, σ, pairs) of note-to-note cosines; (0, 0, 0) for fewer than two notes.
+
+    ``owners``: the note of each row, when a long note has a row per passage (the unit a
+    hit is scored by): pairs of passages of one note are left out, since they measure a
+    note against itself, not the spread between notes."""
     n = len(notes)
     if n < 2:
         return 0.0, 0.0, 0
     import numpy as np
 
+    owner = (
+        np.unique(np.asarray(owners), return_inverse=True)[1]
+        if owners is not None
+        else np.arange(n)
+    )
     total = n * (n - 1) // 2
     if total <= max_pairs:
         sims = notes @ notes.T
-        upper = sims[np.triu_indices(n, k=1)]
+        i, j = np.triu_indices(n, k=1)
+        apart = owner[i] != owner[j]
+        upper = sims[i[apart], j[apart]]
     else:
         rng = np.random.default_rng(PAIR_SAMPLE_SEED)
         i = rng.integers(0, n, size=max_pairs * 2)
         j = rng.integers(0, n, size=max_pairs * 2)
-        keep = i != j
+        keep = owner[i] != owner[j]
         i, j = i[keep][:max_pairs], j[keep][:max_pairs]
         upper = np.einsum("ij,ij->i", notes[i], notes[j])
+    if upper.size == 0:
+        return 0.0, 0.0, 0
     return float(upper.mean()), float(upper.std()), len(upper)
 
 
@@ -73,8 +89,11 @@ def measure(
     *,
     vault_notes: int,
     max_pairs: int,
+    owners: Sequence[str] | None = None,
 ) -> Calibration:
-    """Measure N, μ, σ for the vectors of a vault's notes."""
+    """Measure N, μ, σ for the vectors of a vault's notes (``owners``: each row's note, when
+    long notes have a row per passage; N and μ, σ are then measured on passages, the unit
+    hits are scored by, and ``n_notes`` counts notes)."""
     profile = nf.profile_for(embedder.model_id)
     version = profile.probe_set_version if profile else nf.PROBE_SET_VERSION
     quantile = profile.n_quantile if profile else 1.0
@@ -83,7 +102,7 @@ def measure(
 
     notes = np.asarray(note_vectors, dtype=np.float32)
     n_floor = probe_noise_floor(probes, notes, quantile)
-    mu, sigma, pairs = note_to_note_stats(notes, max_pairs)
+    mu, sigma, pairs = note_to_note_stats(notes, max_pairs, owners)
     return Calibration(
         embedder=embedder.model_id,
         dims=embedder.dims,
@@ -91,7 +110,7 @@ def measure(
         noise_floor=n_floor,
         sigma=sigma,
         mu=mu,
-        n_notes=len(notes),
+        n_notes=len(set(owners)) if owners is not None else len(notes),
         n_pairs=pairs,
         vault_notes_at_calibration=vault_notes,
         measured_at=time.time(),
@@ -281,6 +300,9 @@ def calibrate_vault(
     import numpy as np
 
     vectors = matrix[keep] if len(keep) else np.zeros((0, embedder.dims), dtype=np.float32)
-    cal = measure(embedder, vectors, vault_notes=len(kodb.notes()), max_pairs=max_pairs)
+    owners = [states[i].path for i in keep]
+    cal = measure(
+        embedder, vectors, vault_notes=len(kodb.notes()), max_pairs=max_pairs, owners=owners
+    )
     kodb.save_calibration(cal)
     return cal

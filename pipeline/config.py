@@ -62,6 +62,10 @@ class Settings:
     # (faster on one CPU thread, bench/onnx_forward.py), else torch;
     # onnx: ONNX Runtime or an error; torch: never ONNX Runtime.
     embed_runtime: str = "auto"
+    # A note longer than the model reads: embedded as passages (its sections, or windows of
+    # them), the note scored by its best; or by its head alone, the rest dropped
+    # (pipeline/vault/passages.py; figures in docs/long-notes.md).
+    embed_long_notes: str = "passages"
     vault_session_globs: tuple[str, ...] = ("sessions/**", "daily/**", "journal/**")
     vault_adr_globs: tuple[str, ...] = ("adr/**", "decisions/**")
     vault_exclude_globs: tuple[str, ...] = (".obsidian/**", ".trash/**", ".git/**")
@@ -366,6 +370,9 @@ def _existing_dir(path: Path, source: str) -> Path:
 MAX_COUNT = 10_000
 GRAPH_DIALECTS = ("memgraph", "neo4j", "arcadedb")
 EMBED_RUNTIMES = ("auto", "onnx", "torch")
+#: ``embed_long_notes``: a long note as passages, or as its head (the model reads the first
+#: ``max_seq_length`` tokens and drops the rest).
+LONG_NOTE_MODES = ("passages", "head")
 #: ``pipeline.query.RETRIEVALS`` (a test keeps the two equal; query.py loads numpy).
 RETRIEVALS = ("dense", "hybrid")
 #: The neo4j driver's schemes for a Bolt server.
@@ -430,6 +437,7 @@ RULES: dict[str, Rule] = {
     "embed_batch_size": _count(1),  # as `embed --batch-size`
     "embed_device": Rule("str"),
     "embed_runtime": Rule("str", choices=EMBED_RUNTIMES),
+    "embed_long_notes": Rule("str", choices=LONG_NOTE_MODES),
     "vault_session_globs": Rule("globs"),
     "vault_adr_globs": Rule("globs"),
     "vault_exclude_globs": Rule("globs"),

@@ -520,6 +520,10 @@ class LazyEmbedder:
     def token_lengths(self, texts: Sequence[str]) -> list[int] | None:
         return self.loaded.token_lengths(texts)
 
+    @property
+    def max_seq_length(self) -> int:
+        return int(getattr(self.loaded, "max_seq_length", 0) or 0)
+
     def embed_one(self, text: str) -> np.ndarray:
         return self.loaded.embed_one(text)
 

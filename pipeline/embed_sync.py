@@ -19,6 +19,12 @@ model, dims) and then:
    links, so the two are one transaction. Link targets resolve to notes by path, title, alias
    or file stem, case-insensitively; unresolved targets are ignored.
 
+5. a long note, with ``embed_long_notes = "passages"`` (the default), is embedded as
+   passages (``pipeline/vault/passages.py``): the first is the note node's embedding, the
+   later ones are Passage nodes written in the same transaction, after the note's old
+   passages are deleted; a note the model reads whole is one vector either way. The setting
+   is part of the text rules (``text_version``): changing it embeds the vault again.
+
 A note that cannot be read now (bad YAML, binary, too big, gone) is skipped and reported with
 its reason; it never aborts the run.
 
@@ -45,10 +51,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pipeline.errors import GraphError, InputError
+from pipeline.errors import EmbedderError, GraphError, InputError
 from pipeline.graph import GraphNote, NoteState
+from pipeline.graph.records import VectorSet
 from pipeline.model import Note, normalize_text
 from pipeline.vault.parse import EMBED_TEXT_VERSION, parse_note, read_note, read_note_bytes
+from pipeline.vault.passages import passages, text_version
 
 if TYPE_CHECKING:
     import numpy as np
@@ -99,7 +107,7 @@ class GraphStore(Protocol):
         source_paths: Sequence[str],
         pairs: Sequence[tuple[str, str]],
     ) -> int: ...
-    def note_vectors(self, paths: Sequence[str]) -> Mapping[str, Sequence[float]]: ...
+    def note_vector_sets(self, paths: Sequence[str]) -> Mapping[str, VectorSet]: ...
 
 
 class NoteRegistry(Protocol):
@@ -130,6 +138,7 @@ class EmbedReport:
     model: str
     dims: int
     moved: int = 0  # renamed or moved notes whose stored vector was kept (not in embedded)
+    passages: int = 0  # later passages of long notes written by this run (Passage nodes)
 
     def to_dict(self) -> dict[str, Any]:
         """The `vault-ko embed --json` document: counts first, then model, dims, skipped."""
@@ -138,6 +147,7 @@ class EmbedReport:
             "deleted": self.deleted,
             "unchanged": self.unchanged,
             "moved": self.moved,
+            "passages": self.passages,
             "links": self.links,
             "seconds": round(self.seconds, 3),
             "model": self.model,
@@ -264,6 +274,7 @@ class _Parsed:
     embed_text: str
     links: tuple[str, ...]
     aliases: tuple[str, ...]
+    body: str = ""  # the markdown body, cut into passages when the note is long
 
 
 def sync_embeddings(
@@ -284,9 +295,10 @@ def sync_embeddings(
     vault = Path(settings.vault)
     max_bytes = settings.vault_max_note_bytes
 
+    cutter = _Cutter(settings.embed_long_notes, embedder)
     registry = dict(kodb.notes() if registry is None else registry)
-    states, plan = _plan(graph, registry, model=model, dims=dims, full=full)
-    moves = move_candidates(plan, registry, states, model=model, dims=dims)
+    states, plan = _plan(graph, registry, model=model, dims=dims, full=full, cutter=cutter)
+    moves = move_candidates(plan, registry, states, model=model, dims=dims, cutter=cutter)
     # Read before the orphans go: their vectors are the moved notes' own.
     stored = _stored_vectors(graph, sorted(set(moves.values())))
     _delete_orphans(graph, plan.orphans)
@@ -296,18 +308,20 @@ def sync_embeddings(
     links = _resolve_links(vault, registry, plan, parsed, max_bytes) if parsed else _NO_LINKS
     todo = _longest_first(plan, parsed, reuse)
     in_graph = (set(states) - set(plan.orphans)) | {item.path for item in links.linkers}
-    written, edges = _embed_in_windows(
+    writes = _embed_in_windows(
         todo,
         links,
         in_graph,
         graph,
         embedder,
+        cutter,
         model=model,
         dims=dims,
         batch_size=batch_size,
         progress=progress,
         reuse=reuse,
     )
+    written, edges = writes.embedded, writes.edges
     if written or plan.unchanged:
         _warm_index(graph, dims)
     if reuse:
@@ -318,6 +332,7 @@ def sync_embeddings(
         deleted=len(plan.orphans),
         unchanged=len(plan.unchanged),
         links=len(edges),
+        passages=writes.passages,
         skipped=tuple(sorted(skipped)),
         seconds=time.monotonic() - started,
         model=model,
@@ -343,13 +358,19 @@ def _warm_index(graph: GraphStore, dims: int) -> None:
 
 
 def _plan(
-    graph: GraphStore, registry: Mapping[str, Note], *, model: str, dims: int, full: bool
+    graph: GraphStore,
+    registry: Mapping[str, Note],
+    *,
+    model: str,
+    dims: int,
+    full: bool,
+    cutter: _Cutter,
 ) -> tuple[dict[str, NoteState], SyncPlan]:
     """Make the schema fit ``dims``, read the graph's states and plan the run (logged)."""
     graph.ensure_schema(dims)
     states = dict(graph.note_states())
     plan = plan_sync(
-        registry, states, model=model, dims=dims, full=full, text_version=EMBED_TEXT_VERSION
+        registry, states, model=model, dims=dims, full=full, text_version=cutter.version
     )
     log.info(
         "embed plan: %d to embed (%d new), %d orphans, %d unchanged",
@@ -368,14 +389,16 @@ def move_candidates(
     *,
     model: str,
     dims: int,
+    cutter: _Cutter | None = None,
 ) -> dict[str, str]:
     """New path -> orphan path, for each note created by this run whose content hash an
     orphan embedded by this model, at these dims and under these text rules has (a rename
     or a move). Several of the same content pair up in path order, one to one."""
+    version = cutter.version if cutter is not None else EMBED_TEXT_VERSION
     by_hash: dict[str, list[str]] = {}
     for path in plan.orphans:
         st = states[path]
-        if st.model == model and st.dims == dims and st.text_version == EMBED_TEXT_VERSION:
+        if st.model == model and st.dims == dims and st.text_version == version:
             by_hash.setdefault(st.content_hash, []).append(path)
     moves: dict[str, str] = {}
     for path in sorted(plan.created):
@@ -385,14 +408,14 @@ def move_candidates(
     return moves
 
 
-def _stored_vectors(graph: GraphStore, paths: Sequence[str]) -> dict[str, Sequence[float]]:
-    """The stored vectors of the moved notes' old nodes, read ``DELETE_CHUNK`` at a time; a
-    read that fails keeps none (those notes are embedded instead: a move is a saving, never
-    a reason for a run to fail)."""
-    stored: dict[str, Sequence[float]] = {}
+def _stored_vectors(graph: GraphStore, paths: Sequence[str]) -> dict[str, VectorSet]:
+    """The stored vectors (a long note's passages with them) of the moved notes' old nodes,
+    read ``DELETE_CHUNK`` at a time; a read that fails keeps none (those notes are embedded
+    instead: a move is a saving, never a reason for a run to fail)."""
+    stored: dict[str, VectorSet] = {}
     try:
         for start in range(0, len(paths), DELETE_CHUNK):
-            stored.update(graph.note_vectors(paths[start : start + DELETE_CHUNK]))
+            stored.update(graph.note_vector_sets(paths[start : start + DELETE_CHUNK]))
     except GraphError as exc:
         log.warning("moved notes are embedded again: their stored vectors were not read: %s", exc)
         return {}
@@ -403,14 +426,14 @@ def _kept_vectors(
     vault: Path,
     moves: Mapping[str, str],
     states: Mapping[str, NoteState],
-    stored: Mapping[str, Sequence[float]],
+    stored: Mapping[str, VectorSet],
     parsed: Mapping[str, _Parsed],
     max_bytes: int,
-) -> dict[str, Sequence[float]]:
+) -> dict[str, VectorSet]:
     """The stored vectors that still hold for the moved notes: the file read now is the one
     the old node was embedded from (the registry may be older than the file), and the text
     the model read at the old path is the text it would read at the new one."""
-    kept: dict[str, Sequence[float]] = {}
+    kept: dict[str, VectorSet] = {}
     for new, old in moves.items():
         item, vector = parsed.get(new), stored.get(old)
         if item is None or vector is None or item.content_hash != states[old].content_hash:
@@ -514,16 +537,17 @@ def _embed_in_windows(
     in_graph: set[str],
     graph: GraphStore,
     embedder: TextEmbedder,
+    cutter: _Cutter,
     *,
     model: str,
     dims: int,
     batch_size: int,
     progress: ProgressFn | None,
-    reuse: Mapping[str, Sequence[float]] | None = None,
-) -> tuple[int, set[tuple[str, str]]]:
+    reuse: Mapping[str, VectorSet] | None = None,
+) -> _WindowWrites:
     """Embed ``todo`` window by window, each written (notes and edges in one transaction)
-    while the next is embedded; returns the notes written and the distinct edges written.
-    A note in ``reuse`` is written with that vector instead of the model's.
+    while the next is embedded; returns what the writes did (notes, passages, distinct
+    edges). A note in ``reuse`` is written with those vectors instead of the model's.
 
     ``in_graph`` (the paths with a node) grows as windows are written.
     """
@@ -539,38 +563,51 @@ def _embed_in_windows(
         writes = _WindowWrites(writer, graph, total, progress)
         for start in range(0, total, window):
             batch = todo[start : start + window]
-            vectors = _vectors_of(batch, embedder, reuse, dims)
-            rows = _graph_rows(batch, vectors, model=model, dims=dims)
+            vectors = _vectors_of(batch, embedder, cutter, reuse)
+            rows = _graph_rows(batch, vectors, model=model, dims=dims, version=cutter.version)
             writes.settle()  # the previous window is in the graph before this one's edges go
             in_graph.update(item.path for item in batch)
             writes.submit(rows, batch, _window_links(batch, links, in_graph))
         writes.settle()
-    return writes.embedded, writes.edges
+    return writes
 
 
 def _vectors_of(
     batch: Sequence[_Parsed],
     embedder: TextEmbedder,
-    reuse: Mapping[str, Sequence[float]],
-    dims: int,
-) -> np.ndarray:
-    """The window's vectors: kept ones as stored, the model's for the rest (one call)."""
+    cutter: _Cutter,
+    reuse: Mapping[str, VectorSet],
+) -> list[np.ndarray]:
+    """Each note's vectors (one row, or one per passage of a long note): kept ones as
+    stored, the model's for the rest (one call for the whole window)."""
     import numpy as np
 
     fresh = [item for item in batch if item.path not in reuse]
-    made = embedder.embed([_text_of(item) for item in fresh]) if fresh else None
-    rows = iter(made if made is not None else ())
-    out = [
-        np.asarray(reuse[item.path], dtype=np.float32) if item.path in reuse else next(rows)
+    texts = [cutter.texts(item) for item in fresh]
+    made = embedder.embed([t for group in texts for t in group]) if fresh else None
+    made_for: dict[str, np.ndarray] = {}
+    start = 0
+    for item, group in zip(fresh, texts, strict=True):
+        made_for[item.path] = made[start : start + len(group)]  # type: ignore[index]
+        start += len(group)
+    return [
+        np.asarray(reuse[item.path], dtype=np.float32)
+        if item.path in reuse
+        else made_for[item.path]
         for item in batch
     ]
-    return np.vstack(out) if out else np.zeros((0, dims), dtype=np.float32)
 
 
 def _graph_rows(
-    batch: Sequence[_Parsed], vectors: np.ndarray, *, model: str, dims: int
+    batch: Sequence[_Parsed],
+    vectors: Sequence[np.ndarray],
+    *,
+    model: str,
+    dims: int,
+    version: int = EMBED_TEXT_VERSION,
 ) -> list[GraphNote]:
-    """The graph nodes of a window's notes and their vectors, all stamped with one time."""
+    """The graph nodes of a window's notes and their vectors (the first is the note's own,
+    the rest a long note's later passages), all stamped with one time."""
     now = time.time()
     return [
         GraphNote(
@@ -581,11 +618,38 @@ def _graph_rows(
             model=model,
             dims=dims,
             embedded_at=now,
-            embedding=tuple(vector.tolist()),
-            text_version=EMBED_TEXT_VERSION,
+            embedding=tuple(rows[0].tolist()),
+            text_version=version,
+            passages=tuple(tuple(row.tolist()) for row in rows[1:]),
         )
-        for item, vector in zip(batch, vectors, strict=True)
+        for item, rows in zip(batch, vectors, strict=True)
     ]
+
+
+class _Cutter:
+    """How a note becomes the texts the model embeds under ``embed_long_notes``: always one
+    text with ``head``; with ``passages``, a long note's passages (``vault/passages.py``).
+    The model is asked for token counts only when a note is embedded, so a run with
+    nothing to embed never loads it."""
+
+    def __init__(self, mode: str, embedder: TextEmbedder) -> None:
+        self.mode = mode
+        self.version = text_version(mode)
+        self._embedder = embedder
+
+    def texts(self, item: _Parsed) -> list[str]:
+        whole = _text_of(item)
+        if self.mode == "head":
+            return [whole]
+        lengths = getattr(self._embedder, "token_lengths", None)
+        limit = int(getattr(self._embedder, "max_seq_length", 0) or 0)
+        if not callable(lengths) or limit <= 0 or lengths([whole]) is None:
+            raise EmbedderError(
+                f"{self._embedder.model_id} cannot count its tokens, so long notes cannot be "
+                'cut into passages; set embed_long_notes = "head" (docs/long-notes.md)'
+            )
+        cut = passages(item.title, item.body, lengths, limit)
+        return cut if len(cut) > 1 else [whole]
 
 
 @dataclass(frozen=True)
@@ -625,7 +689,9 @@ class _WindowWrites:
         self._total = total
         self._progress = progress
         self._pending: tuple[Future[int], Sequence[_Parsed], _WindowLinks] | None = None
+        self._passages = 0  # of the write in flight
         self.embedded = 0
+        self.passages = 0
         # Distinct edges in place after the run among those this run wrote: a note re-linked
         # in a later window (its target was created then) is not counted twice.
         self.edges: set[tuple[str, str]] = set()
@@ -634,6 +700,7 @@ class _WindowWrites:
         self, rows: Sequence[GraphNote], batch: Sequence[_Parsed], links: _WindowLinks
     ) -> None:
         """Send a window's write; call ``settle`` first."""
+        self._passages = sum(len(row.passages) for row in rows)
         # One transaction for the window's notes and their edges: a run killed between the
         # two would leave notes that the next run sees unchanged and never links.
         future = self._writer.submit(
@@ -649,6 +716,7 @@ class _WindowWrites:
         self._pending = None
         future.result()  # re-raises the write's error: nothing later is sent
         self.embedded += len(batch)
+        self.passages += self._passages
         self.edges.difference_update({e for e in self.edges if e[0] in links.sources})
         self.edges.update(links.written)
         if self._progress:
@@ -665,6 +733,7 @@ def _read(vault: Path, path: str, note: Note, max_bytes: int) -> _Parsed:
         embed_text=parsed.embed_text,
         links=parsed.link_targets,
         aliases=parsed.aliases,
+        body=parsed.body,
     )
 
 

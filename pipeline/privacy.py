@@ -251,8 +251,8 @@ class PublicGraph:
         """The graph's: a round trip names no note."""
         return self._graph.ping()
 
-    def note_vectors(self, paths: Sequence[str]) -> dict[str, tuple[float, ...]]:
-        return self._graph.note_vectors([p for p in paths if not self._private.is_private(p)])
+    def note_vector_sets(self, paths: Sequence[str]) -> dict[str, Any]:
+        return self._graph.note_vector_sets([p for p in paths if not self._private.is_private(p)])
 
     def close(self) -> None:
         """The owner of the client closes it."""

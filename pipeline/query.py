@@ -385,14 +385,14 @@ class Pipeline:
         missing = [p for p in order if p not in by_path]
         if missing:
             with shared.stage("graph_ms"):
-                stored = self.graph.note_vectors(missing)
+                stored = self.graph.note_vector_sets(missing)
             registry = self.kodb.notes_at(missing)
             for path in missing:
                 note = registry.get(path)
                 if path in stored and note is not None:
-                    by_path[path] = Hit(
-                        path, note.title, note.source_type, cosine_of(vector, stored[path])
-                    )
+                    # As near as its best passage, as the vector search scores it.
+                    cosine = max(cosine_of(vector, v) for v in stored[path])
+                    by_path[path] = Hit(path, note.title, note.source_type, cosine)
         return [replace(by_path[p], bm25=bm25.get(p)) for p in order if p in by_path]
 
     def index_search(self, vector: Any, k: int) -> list[Hit]:

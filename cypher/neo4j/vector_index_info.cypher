@@ -1,6 +1,7 @@
-// vector_index_info: the note vector index's dimensions; no row when it is missing.
+// vector_index_info: the dimensions of the note and passage vector indexes; no row for one
+// that is missing.
 // params: (none)
-// returns: dims
+// returns: name, dims
 SHOW VECTOR INDEXES YIELD name, options
-WHERE name = 'note_embedding'
-RETURN options.indexConfig['vector.dimensions'] AS dims
+WHERE name IN ['note_embedding', 'passage_embedding']
+RETURN name, options.indexConfig['vector.dimensions'] AS dims

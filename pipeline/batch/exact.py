@@ -43,6 +43,16 @@ class ExactSearch:
         self.matrix = np.asarray(matrix, dtype=np.float32)
         norms = np.linalg.norm(self.matrix, axis=1) if len(self.paths) else np.zeros(0)
         self._inv_norms = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
+        # A long note has a row per passage, next to each other (``all_vectors``): the rows
+        # where each note starts, to score a note by its best row.
+        starts = [i for i, p in enumerate(self.paths) if i == 0 or p != self.paths[i - 1]]
+        self._starts = np.asarray(starts, dtype=np.intp)
+        self._ends = np.append(self._starts[1:], len(self.paths)).astype(np.intp)
+
+    @property
+    def notes(self) -> int:
+        """How many notes the rows hold (a long note has several rows)."""
+        return int(self._starts.size)
 
     @classmethod
     def load(cls, graph: Any, kodb: Any) -> ExactSearch:
@@ -98,9 +108,11 @@ class ExactSearch:
         them has no registry title."""
         if k <= 0 or not self.paths:
             return []
-        if k < scores.size:
-            kth = scores[np.argpartition(-scores, k - 1)[k - 1]]
-            idx = np.flatnonzero(scores >= kth - SHORTLIST_SLACK)
+        best = np.maximum.reduceat(scores, self._starts) if scores.size else scores
+        if k < best.size:
+            kth = best[np.argpartition(-best, k - 1)[k - 1]]
+            near = np.flatnonzero(best >= kth - SHORTLIST_SLACK)
+            idx = np.concatenate([np.arange(self._starts[n], self._ends[n]) for n in near.tolist()])
         else:
             idx = np.arange(scores.size)
         candidates = [

@@ -24,13 +24,20 @@ from typing import Any
 from pipeline.graph.records import check_dims
 
 NOTE_TYPE = "Note"
+#: The later passages of long notes (backends/base.py, PASSAGE_INDEX).
+PASSAGE_TYPE = "Passage"
 LINK_TYPE = "LINKS_TO"
 #: The one vertex holding the note vectors' generation (cypher/*/bump_generation.cypher).
 GENERATION_TYPE = "VaultGeneration"
 PATH_PROPERTY = "path"
 EMBEDDING_PROPERTY = "embedding"
-#: ArcadeDB names a type index ``<Type>[<property>]``; vector_search.cypher uses this name.
+#: ArcadeDB names a type index ``<Type>[<property>]``; vector_search.cypher and
+#: passage_search.cypher use these names. Keyed by the backends' index names.
 VECTOR_INDEX = f"{NOTE_TYPE}[{EMBEDDING_PROPERTY}]"
+VECTOR_INDEXES = {
+    "note": (NOTE_TYPE, VECTOR_INDEX),
+    "passage": (PASSAGE_TYPE, f"{PASSAGE_TYPE}[{EMBEDDING_PROPERTY}]"),
+}
 #: The request timeout of one HTTP call (schema commands on an empty vault take ms; building
 #: a vector index over existing notes takes longer).
 DEFAULT_TIMEOUT = 60.0
@@ -121,6 +128,7 @@ class ArcadeHttp:
     def ensure_schema(self, database: str) -> None:
         """Types, properties and the unique path index; each statement is idempotent."""
         note, link = ident(NOTE_TYPE), ident(LINK_TYPE)
+        passage = ident(PASSAGE_TYPE)
         path, emb = ident(PATH_PROPERTY), ident(EMBEDDING_PROPERTY)
         for command in (
             f"CREATE VERTEX TYPE {note} IF NOT EXISTS",
@@ -129,30 +137,37 @@ class ArcadeHttp:
             f"CREATE PROPERTY {note}.{path} IF NOT EXISTS STRING",
             f"CREATE PROPERTY {note}.{emb} IF NOT EXISTS ARRAY_OF_FLOATS",
             f"CREATE INDEX IF NOT EXISTS ON {note} ({path}) UNIQUE",
+            f"CREATE VERTEX TYPE {passage} IF NOT EXISTS",
+            f"CREATE PROPERTY {passage}.{path} IF NOT EXISTS STRING",
+            f"CREATE PROPERTY {passage}.{emb} IF NOT EXISTS ARRAY_OF_FLOATS",
+            f"CREATE INDEX IF NOT EXISTS ON {passage} ({path}) NOTUNIQUE",
         ):
             self.sql(database, command)
 
-    def vector_index_dims(self, database: str) -> int | None:
-        """The dimensions of ``Note[embedding]``, or None when there is no such index."""
-        rows = self.sql(
-            database, f"SELECT indexes FROM schema:types WHERE name = '{ident(NOTE_TYPE)}'"
-        )
-        for row in rows:
+    def vector_indexes(self, database: str) -> dict[str, int]:
+        """The dimensions of the vector indexes that exist, by the backends' index names
+        (``note`` for ``Note[embedding]``, ``passage`` for ``Passage[embedding]``)."""
+        names = {index: which for which, (_, index) in VECTOR_INDEXES.items()}
+        types = " OR ".join(f"name = '{ident(t)}'" for t, _ in VECTOR_INDEXES.values())
+        found: dict[str, int] = {}
+        for row in self.sql(database, f"SELECT indexes FROM schema:types WHERE {types}"):
             for index in row.get("indexes") or ():
-                if index.get("name") == VECTOR_INDEX:
-                    dims = index.get("dimensions")
-                    return int(dims) if dims is not None else None
-        return None
+                which = names.get(index.get("name"))
+                if which is not None and index.get("dimensions") is not None:
+                    found[which] = int(index["dimensions"])
+        return found
 
-    def drop_vector_index(self, database: str) -> None:
-        """Drop ``Note[embedding]`` (callers check it exists: ArcadeDB has no IF EXISTS)."""
-        self.sql(database, f"DROP INDEX `{VECTOR_INDEX}`")
+    def drop_vector_index(self, database: str, which: str) -> None:
+        """Drop one vector index (callers check it exists: ArcadeDB has no IF EXISTS)."""
+        self.sql(database, f"DROP INDEX `{VECTOR_INDEXES[which][1]}`")
 
-    def create_vector_index(self, database: str, dims: int) -> None:
-        """Create the cosine LSM_VECTOR index ``Note[embedding]`` for ``dims`` dimensions."""
+    def create_vector_index(self, database: str, which: str, dims: int) -> None:
+        """Create a cosine LSM_VECTOR index (``note``: ``Note[embedding]``, ``passage``:
+        ``Passage[embedding]``) for ``dims`` dimensions."""
         metadata = json.dumps({"dimensions": check_dims(dims), "similarity": "COSINE"})
+        type_name = ident(VECTOR_INDEXES[which][0])
         self.sql(
             database,
-            f"CREATE INDEX IF NOT EXISTS ON {ident(NOTE_TYPE)} ({ident(EMBEDDING_PROPERTY)}) "
+            f"CREATE INDEX IF NOT EXISTS ON {type_name} ({ident(EMBEDDING_PROPERTY)}) "
             f"LSM_VECTOR METADATA {metadata}",
         )

@@ -62,7 +62,14 @@ from pipeline.graph.breaker import Breaker
 from pipeline.graph.cypher import CypherLoadError, load_query
 from pipeline.graph.dialects import detect_dialect
 from pipeline.graph.local_state import HOST, LocalFiles
-from pipeline.graph.records import GraphHit, GraphNote, GraphStatus, GraphTarget, NoteState
+from pipeline.graph.records import (
+    GraphHit,
+    GraphNote,
+    GraphStatus,
+    GraphTarget,
+    NoteState,
+    VectorSet,
+)
 
 if TYPE_CHECKING:
     import neo4j
@@ -693,16 +700,18 @@ class GraphClient:
         _check_dims(dims)
         self.vector_search(np.ones(dims, dtype=np.float32), 1)
 
-    def note_vectors(self, paths: Sequence[str]) -> dict[str, tuple[float, ...]]:
-        """The stored embeddings of these notes (notes without one are left out); hybrid
-        retrieval scores the notes found only by words against them."""
+    def note_vector_sets(self, paths: Sequence[str]) -> dict[str, VectorSet]:
+        """Every stored vector of these notes, the note's own first, then a long note's
+        later passages (notes without one are left out); hybrid retrieval scores the notes
+        found only by words by their best, the service's warm copy reloads changed notes."""
         if not paths:
             return {}
-        return self._ready().note_vectors(self, paths)
+        return self._ready().note_vector_sets(self, paths)
 
     def all_vectors(self) -> tuple[list[NoteState], np.ndarray]:
-        """Every embedded note's state and its embedding (float32 rows aligned with the
-        states, sorted by path). Notes without an embedding are left out."""
+        """Every stored vector with its note's state (float32 rows aligned with the states,
+        sorted by path): a note's own embedding, then a long note's later passages, so a
+        long note has several rows in a row. Notes without an embedding are left out."""
         with self._bulk():
             return self._ready().all_vectors(self)
 

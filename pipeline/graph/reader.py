@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import numpy as np
 
-    from pipeline.graph.records import GraphHit, NoteState
+    from pipeline.graph.records import GraphHit, NoteState, VectorSet
 
 
 @runtime_checkable
@@ -25,12 +25,14 @@ class GraphReader(Protocol):
         """The ``k`` notes nearest ``vector``, best first."""
         ...
 
-    def note_vectors(self, paths: Sequence[str]) -> dict[str, tuple[float, ...]]:
-        """The stored vectors of these notes (notes without one are left out)."""
+    def note_vector_sets(self, paths: Sequence[str]) -> dict[str, VectorSet]:
+        """Every stored vector of these notes, the note's own first (notes without one are
+        left out)."""
         ...
 
     def all_vectors(self) -> tuple[list[NoteState], np.ndarray]:
-        """Every note's state and its vector as one matrix (exact search)."""
+        """Every stored vector and its note's state, as one matrix (exact search); a long
+        note has a row per passage, in a row."""
         ...
 
     def note_states(self) -> dict[str, NoteState]:

@@ -12,6 +12,11 @@ from typing import Any
 MAX_DIMS = 65_536
 
 
+#: Every stored vector of one note: its own embedding, then its later passages (a long
+#: note's; ``pipeline/vault/passages.py``).
+VectorSet = tuple[tuple[float, ...], ...]
+
+
 def check_dims(dims: int) -> int:
     """``dims`` when it is an integer in [1, MAX_DIMS]; ValueError otherwise."""
     if isinstance(dims, bool) or not isinstance(dims, int) or not 1 <= dims <= MAX_DIMS:
@@ -85,6 +90,27 @@ class GraphNote:
     embedded_at: float
     embedding: tuple[float, ...]
     text_version: int = 0
+    #: A long note's later passages (the first is ``embedding``); empty for a note the model
+    #: reads whole.
+    passages: tuple[tuple[float, ...], ...] = ()
+
+    def passage_rows(self) -> list[dict[str, Any]]:
+        """The ``rows`` of create_passages: one per later passage, numbered from 1."""
+        out = []
+        for idx, vector in enumerate(self.passages, start=1):
+            if len(vector) != self.dims:
+                raise ValueError(
+                    f"note {self.path!r}: passage {idx} has {len(vector)} values, dims={self.dims}"
+                )
+            out.append(
+                {
+                    "path": self.path,
+                    "idx": idx,
+                    "dims": int(self.dims),
+                    "embedding": [float(x) for x in vector],
+                }
+            )
+        return out
 
     def as_row(self) -> dict[str, Any]:
         """The ``rows`` element of upsert_notes: the key and the properties to set."""

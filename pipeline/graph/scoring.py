@@ -66,20 +66,17 @@ def exact_rescore(
     A candidate whose stored embedding is missing or of another length keeps the index's
     own score converted to cosine with ``scale`` (the index knew it under some vector, so it
     is not lost).
-    Duplicate paths (a backend returning a node twice) are kept once.
+    A path that comes back several times (a long note's passages, or a backend returning a
+    node twice) is one hit, scored by its best row: a note is as near as its best passage.
     """
     if k <= 0 or not candidates:
         return []
     q = np.asarray(query, dtype=np.float64)
     q_norm = float(np.linalg.norm(q))
-    seen: set[str] = set()
     scored: list[tuple[float, Candidate]] = []
-    rows: list[tuple[float, ...]] = []
+    rows: list[Sequence[float]] = []
     exact_idx: list[int] = []
     for cand in candidates:
-        if cand.path in seen:
-            continue
-        seen.add(cand.path)
         if cand.embedding is not None and len(cand.embedding) == q.size:
             exact_idx.append(len(scored))
             rows.append(cand.embedding)
@@ -96,8 +93,14 @@ def exact_rescore(
             cosines = np.where(norms > 0, dots / np.where(norms > 0, norms, 1.0), 0.0)
         for i, cos in zip(exact_idx, cosines, strict=True):
             scored[i] = (float(np.clip(cos, -1.0, 1.0)), scored[i][1])
-    usable = [(cos, cand) for cos, cand in scored if np.isfinite(cos)]
-    usable.sort(key=lambda item: (-item[0], item[1].path))
+    best: dict[str, tuple[float, Candidate]] = {}
+    for cos, cand in scored:
+        if not np.isfinite(cos):
+            continue
+        kept = best.get(cand.path)
+        if kept is None or cos > kept[0]:
+            best[cand.path] = (cos, cand)
+    usable = sorted(best.values(), key=lambda item: (-item[0], item[1].path))
     return [
         GraphHit(path=c.path, title=c.title, source_type=c.source_type, cosine=cos)
         for cos, c in usable[:k]

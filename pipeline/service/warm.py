@@ -295,7 +295,7 @@ class WarmAnswers:
                 # States first: a write after them shows as a change on the next refresh.
                 states = dict(pipeline.graph.note_states())
                 exact = ExactSearch.load(pipeline.graph, pipeline.kodb)
-                self.vectors_read += len(exact.paths)
+                self.vectors_read += exact.notes
             else:
                 exact, states = self._changed_rows(old, pipeline)
         except GraphUnavailable as exc:  # gone meanwhile: tried again on the next question
@@ -307,7 +307,12 @@ class WarmAnswers:
         dims = getattr(pipeline.embedder, "dims", None)
         if not exact.paths or exact.dims != dims:  # another model's vectors: as the CLI
             return _Vectors(generation, None, states)
-        log.info("note vectors loaded: %d notes, generation %d", len(exact.paths), generation)
+        log.info(
+            "note vectors loaded: %d notes (%d vectors), generation %d",
+            exact.notes,
+            len(exact.paths),
+            generation,
+        )
         return _Vectors(generation, exact, states)
 
     def _changed_rows(self, old: _Vectors, pipeline: Pipeline) -> tuple[Any, dict[str, NoteState]]:
@@ -315,25 +320,28 @@ class WarmAnswers:
 
         states = dict(pipeline.graph.note_states())
         changed = sorted(p for p, st in states.items() if old.states.get(p) != st)
-        read = pipeline.graph.note_vectors(changed) if changed else {}
+        read = pipeline.graph.note_vector_sets(changed) if changed else {}
         self.vectors_read += len(read)
-        rows = {p: i for i, p in enumerate(old.exact.paths)}
+        rows: dict[str, list[int]] = {}
+        for i, p in enumerate(old.exact.paths):  # a long note has a row per passage
+            rows.setdefault(p, []).append(i)
         paths, vectors = [], []
         for path in sorted(states):
             if path in read:
-                vectors.append(np.asarray(read[path], dtype=np.float32))
+                kept = [np.asarray(v, dtype=np.float32) for v in read[path]]
             elif path in rows and path not in changed:
-                vectors.append(old.exact.matrix[rows[path]])
+                kept = [old.exact.matrix[i] for i in rows[path]]
             else:
                 continue  # no embedding stored (yet)
-            paths.append(path)
+            vectors.extend(kept)
+            paths.extend([path] * len(kept))
         if len({v.size for v in vectors}) > 1:
             raise GraphQueryError("the graph holds embeddings of several sizes")
         matrix = np.vstack(vectors) if vectors else np.zeros((0, 0), dtype=np.float32)
         notes = pipeline.kodb.notes()
         titles: list[str | None] = []
         types: list[str | None] = []
-        for path in paths:
+        for path in paths:  # per row, as ExactSearch.load
             note = notes.get(path)
             same = note is not None and note.content_hash == states[path].content_hash
             titles.append(note.title if same and note else None)

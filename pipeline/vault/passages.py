@@ -10,7 +10,8 @@ sections together, or cutting a long one at its blank lines first, found fewer a
 (docs/benchmarks-history.md).
 
 What this buys on long notes, and what it costs (vectors a note, embedding time), is
-measured by ``scripts/long_notes.py``. The embed sync does not use it yet (issue 39, item 3).
+measured by ``scripts/long_notes.py`` and ``vault-ko eval``; the embed sync uses it with
+``embed_long_notes = "passages"`` (docs/long-notes.md).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from pipeline.vault.parse import embed_plain
+from pipeline.vault.parse import EMBED_TEXT_VERSION, embed_plain
 
 #: lengths(texts) -> each text's token count as the model's tokenizer reads it, special
 #: tokens included and capped at the model's limit (``Embedder.token_lengths``).
@@ -27,6 +28,20 @@ Lengths = Callable[[Sequence[str]], Sequence[int]]
 
 _HEADING: Final = re.compile(r"#{1,6}\s")
 _FENCE: Final = re.compile(r"(```|~~~)")
+#: The version of the cutting rules below, part of the text version a vault embedded as
+#: passages stores with each note (``text_version``).
+PASSAGE_RULES_VERSION: Final = 1
+
+
+def text_version(mode: str) -> int:
+    """The text version stored with each embedding under ``embed_long_notes = mode``: the
+    embed text's own version, plus the cutting rules' when long notes are cut, so changing
+    either (or the mode) embeds the vault again."""
+    if mode == "head":
+        return EMBED_TEXT_VERSION
+    return EMBED_TEXT_VERSION + 1000 * PASSAGE_RULES_VERSION
+
+
 #: Tokens the join of the title and a passage may cost beyond their own counts (the blank
 #: line, a word piece split differently at the seam).
 SEAM_TOKENS: Final = 2

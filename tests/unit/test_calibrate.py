@@ -150,3 +150,36 @@ def test_tight_vault_hint() -> None:
 
 def test_non_finite_top_cosine_is_never_strong() -> None:
     assert assess(float("nan"), choose_basis(cal(), MINILM, 384)).label == "no_match"
+
+
+def test_passages_of_one_note_are_never_paired_and_notes_are_counted_once() -> None:
+    rng = np.random.default_rng(11)
+    rows = rng.standard_normal((6, 8)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    owners = ["a.md", "a.md", "a.md", "b.md", "c.md", "c.md"]
+    mu, sigma, pairs = note_to_note_stats(rows, 1000, owners)
+    apart = [
+        float(rows[i] @ rows[j])
+        for i in range(6)
+        for j in range(i + 1, 6)
+        if owners[i] != owners[j]
+    ]
+    assert pairs == len(apart) == 11
+    assert mu == pytest.approx(np.mean(apart), abs=1e-6)
+    assert sigma == pytest.approx(np.std(apart), abs=1e-6)
+    _, _, sampled = note_to_note_stats(np.repeat(rows, 40, axis=0), 50, owners * 40)
+    assert sampled == 50  # the sample draws pairs of different notes only
+
+
+def test_measure_counts_notes_not_passages() -> None:
+    class Probe:
+        model_id = "sentence-transformers/all-MiniLM-L6-v2"
+        dims = 8
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return np.ones((len(texts), 8), dtype=np.float32) / np.sqrt(8)
+
+    rows = np.eye(8, dtype=np.float32)
+    owners = ["a", "a", "b", "c", "c", "c", "d", "e"]
+    cal = measure(Probe(), rows, vault_notes=5, max_pairs=1000, owners=owners)
+    assert cal.n_notes == 5

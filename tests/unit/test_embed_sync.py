@@ -20,6 +20,7 @@ from pipeline import embed_sync
 from pipeline.config import Settings
 from pipeline.embed_sync import EmbedReport, LinkIndex, plan_sync, sync_embeddings
 from pipeline.graph import GraphNote, NoteState
+from pipeline.graph.records import VectorSet
 from pipeline.model import Note
 from pipeline.vault.parse import read_note
 
@@ -100,8 +101,10 @@ class FakeGraph:
         self._begin()
         return self._link(source_paths, pairs)
 
-    def note_vectors(self, paths: Sequence[str]) -> dict[str, tuple[float, ...]]:
-        return {p: self.nodes[p].embedding for p in paths if p in self.nodes}
+    def note_vector_sets(self, paths: Sequence[str]) -> dict[str, VectorSet]:
+        return {
+            p: (self.nodes[p].embedding, *self.nodes[p].passages) for p in paths if p in self.nodes
+        }
 
     def _link(self, source_paths: Sequence[str], pairs: Sequence[tuple[str, str]]) -> int:
         sources = set(source_paths)
@@ -117,7 +120,12 @@ class FakeEmbedder:
 
     model_id: str = "fake/model-a"
     dims: int = 8
+    max_seq_length: int = 256
     calls: list[list[str]] = field(default_factory=list)
+
+    def token_lengths(self, texts: Sequence[str]) -> list[int]:
+        """A token a word, plus the two special tokens, capped like a tokenizer's."""
+        return [min(len(t.split()) + 2, self.max_seq_length) for t in texts]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         self.calls.append(list(texts))
@@ -443,6 +451,7 @@ def test_report_to_dict_is_the_json_document_counts_first_skipped_last() -> None
         "deleted",
         "unchanged",
         "moved",
+        "passages",
         "links",
         "seconds",
         "model",
@@ -629,7 +638,7 @@ def test_moves_whose_stored_vectors_cannot_be_read_are_embedded(
     from pipeline.errors import GraphUnavailable
 
     class Flaky(FakeGraph):
-        def note_vectors(self, paths: Sequence[str]) -> dict[str, tuple[float, ...]]:
+        def note_vector_sets(self, paths: Sequence[str]) -> dict[str, VectorSet]:
             raise GraphUnavailable("the graph did not answer within 2.0 s")
 
     graph = Flaky()
@@ -639,3 +648,84 @@ def test_moves_whose_stored_vectors_cannot_be_read_are_embedded(
     report = run(vault, registry, graph)
     assert (report.moved, report.embedded, report.deleted) == (0, 1, 1)
     assert "wiki/redis-cache.md" in graph.nodes
+
+
+# --- long notes as passages ----------------------------------------------------------------
+LONG = "# Runbook\n\n" + "\n\n".join(
+    f"## Step {i}\n\n" + " ".join(f"word{i}x{j}" for j in range(30)) for i in range(4)
+)
+
+
+def test_a_long_note_is_embedded_as_passages_led_by_its_title(
+    vault: Path, registry: Registry
+) -> None:
+    (vault / "wiki/runbook.md").write_text(LONG, encoding="utf-8")
+    registry.ingest()
+    graph, embedder = FakeGraph(), FakeEmbedder(max_seq_length=40)
+    report = run(vault, registry, graph, embedder)
+    node = graph.nodes["wiki/runbook.md"]
+    texts = [t for call in embedder.calls for t in call if t.startswith("Runbook\n\n")]
+    assert len(texts) == 1 + len(node.passages) and len(node.passages) >= 4
+    assert report.passages == sum(len(n.passages) for n in graph.nodes.values())
+    assert all(len(p) == 8 for p in node.passages)
+    assert any("word3x29" in t for t in texts)  # the last section is read, not dropped
+    assert graph.nodes["wiki/redis.md"].passages == ()  # a short note stays one vector
+
+
+def test_a_long_note_that_becomes_short_loses_its_passages(vault: Path, registry: Registry) -> None:
+    (vault / "wiki/runbook.md").write_text(LONG, encoding="utf-8")
+    registry.ingest()
+    graph, embedder = FakeGraph(), FakeEmbedder(max_seq_length=40)
+    run(vault, registry, graph, embedder)
+    (vault / "wiki/runbook.md").write_text("# Runbook\n\nShort now.\n", encoding="utf-8")
+    registry.ingest()
+    report = run(vault, registry, graph, embedder)
+    assert (report.embedded, report.passages) == (1, 0)
+    assert graph.nodes["wiki/runbook.md"].passages == ()
+
+
+def test_head_mode_embeds_one_text_a_note_and_switching_modes_re_embeds_all(
+    vault: Path, registry: Registry
+) -> None:
+    (vault / "wiki/runbook.md").write_text(LONG, encoding="utf-8")
+    registry.ingest()
+    graph, embedder = FakeGraph(), FakeEmbedder(max_seq_length=40)
+    head = settings_for(vault).replace(embed_long_notes="head")
+    report = sync_embeddings(head, registry, graph, embedder)
+    assert report.passages == 0 and graph.nodes["wiki/runbook.md"].passages == ()
+    assert sum(len(c) for c in embedder.calls) == len(registry.rows)
+    again = sync_embeddings(settings_for(vault), registry, graph, embedder)
+    assert again.embedded == len(registry.rows) and again.passages >= 4
+
+
+def test_a_renamed_long_note_keeps_its_passages_without_a_model_call(
+    vault: Path, registry: Registry
+) -> None:
+    (vault / "wiki/runbook.md").write_text("---\ntitle: Runbook\n---\n" + LONG, encoding="utf-8")
+    registry.ingest()
+    graph, embedder = FakeGraph(), FakeEmbedder(max_seq_length=40)
+    run(vault, registry, graph, embedder)
+    before = graph.nodes["wiki/runbook.md"]
+    (vault / "wiki/runbook.md").rename(vault / "wiki/ops-runbook.md")
+    registry.ingest()
+    embedder.calls.clear()
+    report = run(vault, registry, graph, embedder)
+    assert (report.moved, report.embedded, embedder.calls) == (1, 0, [])
+    after = graph.nodes["wiki/ops-runbook.md"]
+    assert after.passages == before.passages and after.embedding == before.embedding
+    assert report.passages == len(before.passages)
+
+
+def test_a_model_that_cannot_count_tokens_is_told_to_use_head_mode(
+    vault: Path, registry: Registry
+) -> None:
+    from pipeline.errors import EmbedderError
+
+    class Blind(FakeEmbedder):
+        def token_lengths(self, texts: Sequence[str]) -> None:  # type: ignore[override]
+            return None
+
+    with pytest.raises(EmbedderError, match=r'cannot count its tokens.*embed_long_notes = "head"'):
+        run(vault, registry, FakeGraph(), Blind())
+    head = settings_for(vault).replace(embed_long_notes="head")
+    assert sync_embeddings(head, registry, FakeGraph(), Blind()).embedded == len(registry.rows)

@@ -48,9 +48,9 @@ class Graph:
     def note_states(self) -> dict[str, State]:
         return {h.path: State(h.path) for h in self.hits}
 
-    def note_vectors(self, paths: list[str]) -> dict[str, tuple[float, ...]]:
+    def note_vector_sets(self, paths: list[str]) -> dict[str, tuple[tuple[float, ...], ...]]:
         known = {h.path for h in self.hits}
-        return {p: (1.0,) for p in paths if p in known}
+        return {p: ((1.0,), (0.5,)) for p in paths if p in known}
 
     def close(self) -> None:
         pass
@@ -74,7 +74,7 @@ def test_the_graph_view_writes_every_reader_method_and_none_returns_a_private_no
     calls = {
         "ping": lambda: view.ping(),
         "vector_search": lambda: view.vector_search(np.zeros(4), 5),
-        "note_vectors": lambda: view.note_vectors(["private/a.md", "wiki/b.md"]),
+        "note_vector_sets": lambda: view.note_vector_sets(["private/a.md", "wiki/b.md"]),
         "all_vectors": lambda: view.all_vectors()[0],
         "note_states": lambda: view.note_states(),
         "close": lambda: view.close(),
@@ -82,7 +82,7 @@ def test_the_graph_view_writes_every_reader_method_and_none_returns_a_private_no
     assert set(calls) == set(READER_METHODS)
     shown = {m: call() for m, call in calls.items()}
     assert [m for m, value in shown.items() if "private/" in repr(value)] == []
-    assert shown["note_vectors"] == {"wiki/b.md": (1.0,)}
+    assert shown["note_vector_sets"] == {"wiki/b.md": ((1.0,), (0.5,))}
 
 
 def test_globs_match_folders_and_names() -> None:

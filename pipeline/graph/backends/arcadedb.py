@@ -70,14 +70,14 @@ class ArcadeDBBackend(Backend):
         runner.call(run)
         self._schema_ready = True
 
-    def read_index_dims(self, runner: Runner) -> int | None:
+    def read_indexes(self, runner: Runner) -> dict[str, int]:
         http, database = self._http(runner)
-        return runner.call(lambda: http.vector_index_dims(database))
+        return runner.call(lambda: http.vector_indexes(database))
 
-    def drop_index(self, runner: Runner) -> None:
+    def drop_index(self, runner: Runner, which: str) -> None:
         http, database = self._http(runner)
-        runner.call(lambda: http.drop_vector_index(database))
+        runner.call(lambda: http.drop_vector_index(database, which))
 
-    def create_index(self, runner: Runner, dims: int) -> None:
+    def create_index(self, runner: Runner, which: str, dims: int) -> None:
         http, database = self._http(runner)
-        runner.call(lambda: http.create_vector_index(database, dims))
+        runner.call(lambda: http.create_vector_index(database, which, dims))

@@ -15,6 +15,7 @@ whether the server's version was checked.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from pipeline.errors import GraphQueryError
 from pipeline.graph import records
-from pipeline.graph.records import GraphHit, GraphNote, GraphTarget, NoteState
+from pipeline.graph.records import GraphHit, GraphNote, GraphTarget, NoteState, VectorSet
 from pipeline.graph.scoring import ScoreScale, as_query_vector, exact_rescore
 
 T = TypeVar("T")
@@ -35,6 +36,9 @@ Rows = list[dict[str, Any]]
 #: and indexes whose scores are approximate (quantised). Figures in
 #: docs/benchmarks-history.md.
 RESCORE_MARGIN = 20
+
+#: How often a client that found no passage index looks for it again (seconds).
+PASSAGE_INDEX_RECHECK_S = 60.0
 
 #: The step every write of embeddings ends its transaction with (``bump_generation``).
 BUMP: tuple[str, Mapping[str, Any]] = ("bump_generation", {})
@@ -55,8 +59,27 @@ DATA_QUERIES = frozenset(
         "note_vectors",
         "vector_search",
         "neighbors",
+        "delete_passages",
+        "create_passages",
+        "delete_other_dims_passages",
+        "all_passages",
+        "passage_vectors",
+        "passage_search",
     }
 )
+
+#: The two vector indexes: one over the notes' embeddings (a short note's only vector, a
+#: long note's first passage) and one over the later passages of long notes.
+NOTE_INDEX = "note"
+PASSAGE_INDEX = "passage"
+INDEXES = (NOTE_INDEX, PASSAGE_INDEX)
+#: The DDL files of each index, for the backends that create indexes in Cypher.
+_DDL = {
+    NOTE_INDEX: ("create_vector_index", "drop_vector_index"),
+    PASSAGE_INDEX: ("create_passage_index", "drop_passage_index"),
+}
+#: The DDL every backend with Cypher index statements adds to DATA_QUERIES.
+INDEX_DDL = frozenset(name for pair in _DDL.values() for name in pair)
 
 _VERSION = re.compile(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?")
 
@@ -120,7 +143,9 @@ class Backend:
     def __init__(self) -> None:
         self.version: str | None = None  # the server's version, once checked
         self._index_dims: int | None = None  # last read; None: unknown or no index
+        self._passage_dims: int | None = None  # the passage index's, read with it
         self._index_read = False
+        self._indexes_read_at = 0.0  # time.monotonic() of the last read
 
     # -- hooks: what differs per server --------------------------------------------------
     def server_version(self, runner: Runner, agent: str | None) -> str:
@@ -131,15 +156,16 @@ class Backend:
         """The unique path constraint (and whatever else the server needs); idempotent."""
         runner.auto("ensure_schema")
 
-    def read_index_dims(self, runner: Runner) -> int | None:
-        """The note vector index's dimensions as the server reports them; None: no index."""
+    def read_indexes(self, runner: Runner) -> dict[str, int]:
+        """The dimensions of the vector indexes that exist (``NOTE_INDEX``,
+        ``PASSAGE_INDEX``), as the server reports them, in one round trip."""
         raise NotImplementedError
 
-    def drop_index(self, runner: Runner) -> None:
-        runner.auto("drop_vector_index")
+    def drop_index(self, runner: Runner, which: str) -> None:
+        runner.auto(_DDL[which][1])
 
-    def create_index(self, runner: Runner, dims: int) -> None:
-        runner.auto("create_vector_index", inline={"dims": dims})
+    def create_index(self, runner: Runner, which: str, dims: int) -> None:
+        runner.auto(_DDL[which][0], inline={"dims": dims})
 
     # -- the version guard ---------------------------------------------------------------
     def check_server(self, runner: Runner, agent: str | None) -> None:
@@ -162,45 +188,61 @@ class Backend:
 
     # -- the vector index ----------------------------------------------------------------
     def vector_index_dims(self, runner: Runner) -> int | None:
-        """The index dimensions, read from the server now (and remembered)."""
-        self._index_dims = self.read_index_dims(runner)
+        """The note index dimensions, read from the server now (and remembered, with the
+        passage index's)."""
+        found = self.read_indexes(runner)
+        self._index_dims = found.get(NOTE_INDEX)
+        self._passage_dims = found.get(PASSAGE_INDEX)
         self._index_read = True
+        self._indexes_read_at = time.monotonic()
         return self._index_dims
 
     def ensure_schema(self, runner: Runner, dims: int) -> None:
-        """Schema, then the vector index for ``dims`` (see ``ensure_vector_index``)."""
+        """Schema, then the vector indexes for ``dims`` (see ``ensure_vector_index``)."""
         self.create_schema(runner)
         self.ensure_vector_index(runner, dims)
 
     def ensure_vector_index(self, runner: Runner, dims: int) -> None:
-        """Make the note vector index have ``dims`` dimensions, and prove it did.
+        """Make both vector indexes have ``dims`` dimensions, and prove they do.
 
-        Missing: created. Other dimensions: the notes embedded with other dimensions are
-        deleted first (the embed sync embeds them again), then the index is dropped and
-        created. The deletion comes before the drop on every backend because Memgraph's
-        drop moves every indexed vector back into the property store. The dimensions are
-        read back after creating: Memgraph answers a failed create with a notification,
-        not an error.
+        Missing: created. Other dimensions: the notes (and passages) embedded with other
+        dimensions are deleted first (the embed sync embeds them again), then the index is
+        dropped and created. The deletion comes before the drop on every backend because
+        Memgraph's drop moves every indexed vector back into the property store. The
+        dimensions are read back after creating: Memgraph answers a failed create with a
+        notification, not an error. Each index is handled on its own, so a graph written
+        before passages existed keeps its note index and only gains the passage index.
         """
         if dims > self.max_dims:
             raise GraphQueryError(
                 f"{self.product} vector indexes hold at most {self.max_dims:,} dimensions; "
                 f"the embedding model has {dims:,}"
             )
-        current = self.vector_index_dims(runner)
-        if current == dims:
+        self.vector_index_dims(runner)
+        current = {NOTE_INDEX: self._index_dims, PASSAGE_INDEX: self._passage_dims}
+        if all(value == dims for value in current.values()):
             return
-        runner.transaction([("delete_other_dims", {"dims": dims}), BUMP])
-        if current is not None:
-            self.drop_index(runner)
-        self.create_index(runner, dims)
-        created = self.vector_index_dims(runner)
-        if created != dims:
-            found = "no vector index" if created is None else f"{created} dimensions"
-            raise GraphQueryError(
-                f"the graph at {runner.target.shown_url} did not create the note vector index with "
-                f"{dims} dimensions (it reports {found}); see the {self.product} server log"
-            )
+        steps: list[tuple[str, Mapping[str, Any]]] = []
+        if current[NOTE_INDEX] != dims:
+            steps.append(("delete_other_dims", {"dims": dims}))
+        steps.append(("delete_other_dims_passages", {"dims": dims}))
+        runner.transaction([*steps, BUMP])
+        for which in INDEXES:
+            if current[which] == dims:
+                continue
+            if current[which] is not None:
+                self.drop_index(runner, which)
+            self.create_index(runner, which, dims)
+        self.vector_index_dims(runner)
+        created = {NOTE_INDEX: self._index_dims, PASSAGE_INDEX: self._passage_dims}
+        for which, value in created.items():
+            if value != dims:
+                found = "no vector index" if value is None else f"{value} dimensions"
+                raise GraphQueryError(
+                    f"the graph at {runner.target.shown_url} did not create the {which} vector "
+                    f"index with {dims} dimensions (it reports {found}); see the "
+                    f"{self.product} server log"
+                )
 
     # -- notes and links -----------------------------------------------------------------
     def ping(self, runner: Runner) -> None:
@@ -219,16 +261,13 @@ class Backend:
     def upsert_notes(self, runner: Runner, notes: Sequence[GraphNote]) -> None:
         if not notes:
             return
-        try:
-            payload = [note.as_row() for note in notes]
-        except ValueError as exc:
-            raise GraphQueryError(str(exc)) from exc
-        runner.transaction([("upsert_notes", {"rows": payload}), BUMP])
+        runner.transaction([*_note_steps(notes), BUMP])
 
     def delete_notes(self, runner: Runner, paths: Sequence[str]) -> None:
         unique = sorted(set(paths))
         if unique:
-            runner.transaction([("delete_notes", {"paths": unique}), BUMP])
+            steps = [("delete_notes", {"paths": unique}), ("delete_passages", {"paths": unique})]
+            runner.transaction([*steps, BUMP])
 
     def set_links(
         self, runner: Runner, source_paths: Sequence[str], pairs: Sequence[tuple[str, str]]
@@ -256,15 +295,9 @@ class Backend:
         """``upsert_notes`` then ``set_links`` in ONE transaction: a run killed at any point
         never leaves notes in the graph without their outgoing edges (the next run sees them
         unchanged and would not write those edges again)."""
-        try:
-            payload = [note.as_row() for note in notes]
-        except ValueError as exc:
-            raise GraphQueryError(str(exc)) from exc
         link_rows = records.link_pairs(pairs)
         sources = sorted(set(source_paths) | {row["src"] for row in link_rows})
-        steps: list[tuple[str, Mapping[str, Any]]] = []
-        if payload:
-            steps.append(("upsert_notes", {"rows": payload}))
+        steps = _note_steps(notes)
         if sources:
             steps.append(("clear_links", {"paths": sources}))
         link_step = len(steps)
@@ -272,7 +305,7 @@ class Backend:
             steps.append(("link_notes", {"pairs": link_rows}))
         if not steps:
             return 0
-        if payload:
+        if notes:
             steps.append(BUMP)  # the warm service reloads the vectors this write changed
         results = runner.transaction(steps)
         if not link_rows:
@@ -308,19 +341,26 @@ class Backend:
             raise GraphQueryError(f"invalid query vector: {exc}") from exc
         self._check_query_dims(runner, query.size)
         fetch = max(int(k), int(candidates))
-        rows = runner.auto(
-            "vector_search",
-            {
-                "k": fetch,
-                "limit": min(fetch, rescore_limit(int(k))),
-                "vector": query.astype(np.float32).astype(float).tolist(),
-            },
-        )
+        params = {
+            "k": fetch,
+            "limit": min(fetch, rescore_limit(int(k))),
+            "vector": query.astype(np.float32).astype(float).tolist(),
+        }
+        rows = runner.auto("vector_search", params)
+        if self._passage_dims == query.size:
+            # A long note is as near as its best passage; its first passage is the note's
+            # own embedding, found by the note index above.
+            rows = [*rows, *runner.auto("passage_search", params)]
         found = [records.candidate(row) for row in rows if row.get("path") is not None]
         return exact_rescore(query, found, int(k), self.score_scale)
 
     def _check_query_dims(self, runner: Runner, size: int) -> None:
-        fresh = not self._index_read
+        fresh = not self._index_read or (
+            # A graph embedded before passages existed gains their index at its next sync,
+            # perhaps by another process: a long-lived client looks again now and then.
+            self._passage_dims is None
+            and time.monotonic() - self._indexes_read_at > PASSAGE_INDEX_RECHECK_S
+        )
         dims = self.vector_index_dims(runner) if fresh else self._index_dims
         if dims != size and not fresh:
             dims = self.vector_index_dims(runner)  # rebuilt since we read it? ask again
@@ -336,24 +376,32 @@ class Backend:
                 "to re-embed it, or set embed_model to the model it was embedded with"
             )
 
-    def note_vectors(self, runner: Runner, paths: Sequence[str]) -> dict[str, tuple[float, ...]]:
-        rows = runner.auto("note_vectors", {"paths": sorted(set(paths))})
+    def note_vector_sets(self, runner: Runner, paths: Sequence[str]) -> dict[str, VectorSet]:
+        unique = sorted(set(paths))
+        rows = runner.auto("note_vectors", {"paths": unique})
+        passages = _passages_by_path(runner.auto("passage_vectors", {"paths": unique}))
         return {
-            str(row["path"]): embedding
+            path: (embedding, *passages.get(path, ()))
             for row in rows
-            if row.get("path") is not None and (embedding := records.embedding_of(row))
+            if row.get("path") is not None
+            and (embedding := records.embedding_of(row))
+            and (path := str(row["path"]))
         }
 
     def all_vectors(self, runner: Runner) -> tuple[list[NoteState], np.ndarray]:
         rows = runner.auto("all_vectors")
+        passages = _passages_by_path(runner.auto("all_passages"))
         states: list[NoteState] = []
         vectors: list[tuple[float, ...]] = []
         for row in rows:
             embedding = records.embedding_of(row)
             if not embedding:
                 continue
-            states.append(records.note_state(row))
-            vectors.append(embedding)
+            state = records.note_state(row)
+            # A long note's rows follow each other: its own embedding, then its passages.
+            for vector in (embedding, *passages.get(state.path, ())):
+                states.append(state)
+                vectors.append(vector)
         if not vectors:
             return [], np.zeros((0, 0), dtype=np.float32)
         lengths = {len(v) for v in vectors}
@@ -363,3 +411,32 @@ class Backend:
                 "run `vault-ko embed` to re-embed the vault with one model"
             )
         return states, np.asarray(vectors, dtype=np.float32)
+
+
+def _note_steps(notes: Sequence[GraphNote]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The steps that write ``notes``: the nodes, then their passages replaced (a note that
+    became short loses the ones it had)."""
+    if not notes:
+        return []
+    try:
+        payload = [note.as_row() for note in notes]
+        passages = [row for note in notes for row in note.passage_rows()]
+    except ValueError as exc:
+        raise GraphQueryError(str(exc)) from exc
+    steps: list[tuple[str, Mapping[str, Any]]] = [
+        ("upsert_notes", {"rows": payload}),
+        ("delete_passages", {"paths": sorted({note.path for note in notes})}),
+    ]
+    if passages:
+        steps.append(("create_passages", {"rows": passages}))
+    return steps
+
+
+def _passages_by_path(rows: Rows) -> dict[str, list[tuple[float, ...]]]:
+    """all_passages / passage_vectors rows → path → its passage vectors, in passage order."""
+    out: dict[str, list[tuple[float, ...]]] = {}
+    for row in rows:
+        embedding = records.embedding_of(row)
+        if row.get("path") is not None and embedding:
+            out.setdefault(str(row["path"]), []).append(embedding)
+    return out

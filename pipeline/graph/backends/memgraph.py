@@ -17,24 +17,27 @@ tests/gql_behave/.../vector_search.feature):
 
 from __future__ import annotations
 
-from pipeline.graph.backends.base import DATA_QUERIES, Backend, Runner
+from pipeline.graph.backends.base import (
+    DATA_QUERIES,
+    INDEX_DDL,
+    NOTE_INDEX,
+    PASSAGE_INDEX,
+    Backend,
+    Runner,
+)
 from pipeline.graph.dialects import MEMGRAPH
 from pipeline.graph.scoring import ScoreScale
 
-#: The name the Cypher files give the note vector index.
+#: The names the Cypher files give the note and passage vector indexes.
 VECTOR_INDEX = "note_embedding"
+PASSAGE_VECTOR_INDEX = "passage_embedding"
+_NAMES = {VECTOR_INDEX: NOTE_INDEX, PASSAGE_VECTOR_INDEX: PASSAGE_INDEX}
 
 
 class MemgraphBackend(Backend):
     name = MEMGRAPH
     product = "Memgraph"
-    queries = DATA_QUERIES | {
-        "server_version",
-        "ensure_schema",
-        "vector_index_info",
-        "drop_vector_index",
-        "create_vector_index",
-    }
+    queries = DATA_QUERIES | INDEX_DDL | {"server_version", "ensure_schema", "vector_index_info"}
     #: Memgraph's vector index dimension is a 16-bit count.
     max_dims = 65_535
     score_scale = ScoreScale(slope=-1.0, intercept=1.0, formula="distance = 1 - cos")
@@ -46,8 +49,10 @@ class MemgraphBackend(Backend):
         # SHOW VERSION answers one row with one column; read it by position, not by name.
         return str(next(iter(rows[0].values()), "")) if rows else ""
 
-    def read_index_dims(self, runner: Runner) -> int | None:
+    def read_indexes(self, runner: Runner) -> dict[str, int]:
+        found: dict[str, int] = {}
         for row in runner.auto("vector_index_info"):
-            if row.get("index_name") == VECTOR_INDEX and row.get("dimension") is not None:
-                return int(row["dimension"])
-        return None
+            which = _NAMES.get(str(row.get("index_name")))
+            if which is not None and row.get("dimension") is not None:
+                found[which] = int(row["dimension"])
+        return found

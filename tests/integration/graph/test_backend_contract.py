@@ -250,3 +250,36 @@ def test_paths_with_quotes_and_cypher_fragments_round_trip_as_data(graph: GraphC
     assert sorted(graph.note_states()) == sorted(
         [p for p in INJECTION_PATHS if p != INJECTION_PATHS[1]] + ["keep.md"]
     )
+
+
+# --- long notes: passages ----------------------------------------------------------------
+def test_a_long_note_is_found_by_its_best_passage_and_read_back_whole(graph: GraphClient) -> None:
+    vectors = unit_vectors(6, seed=21)
+    passages = (tuple(vectors[4].tolist()), tuple(vectors[5].tolist()))
+    graph.upsert_notes(
+        [note("short.md", vectors[0]), note("long.md", vectors[1], passages=passages)]
+        + [note(f"other{i}.md", vectors[i]) for i in (2, 3)]
+    )
+    # Found by its second passage alone, with that passage's exact cosine, once.
+    hits = graph.vector_search(vectors[5], 4)
+    assert hits[0].path == "long.md" and hits[0].cosine == pytest.approx(1.0, abs=1e-6)
+    assert len({h.path for h in hits}) == len(hits) == 4
+    sets = graph.note_vector_sets(["long.md", "short.md"])
+    np.testing.assert_allclose(sets["long.md"], vectors[[1, 4, 5]], atol=1e-6)
+    assert len(sets["short.md"]) == 1
+    states, matrix = graph.all_vectors()
+    assert [s.path for s in states].count("long.md") == 3 and len(matrix) == 6
+
+
+def test_a_rewritten_or_deleted_note_leaves_no_passage_behind(graph: GraphClient) -> None:
+    vectors = unit_vectors(4, seed=22)
+    graph.upsert_notes([note("long.md", vectors[0], passages=(tuple(vectors[1].tolist()),))])
+    graph.upsert_notes([note("other.md", vectors[2])])
+    graph.upsert_notes([note("long.md", vectors[0])])  # became short
+    assert len(graph.note_vector_sets(["long.md"])["long.md"]) == 1
+    assert graph.vector_search(vectors[1], 2)[0].cosine < 0.99
+    graph.upsert_notes([note("long.md", vectors[0], passages=(tuple(vectors[3].tolist()),))])
+    graph.delete_notes(["long.md"])
+    states, matrix = graph.all_vectors()
+    assert [s.path for s in states] == ["other.md"] and len(matrix) == 1
+    assert [h.path for h in graph.vector_search(vectors[3], 3)] == ["other.md"]

@@ -65,8 +65,8 @@ def test_arcadedb_schema_commands_are_sent_once_per_client(
         client.ensure_schema(DIMS)  # also reads the vector index dims
         client.ensure_schema(DIMS)
         assert client.vector_index_dims() == DIMS
-    # Note and VaultGeneration (the note vectors' generation), each once.
-    assert sum(c.startswith("CREATE VERTEX TYPE") for c in sent) == 2
+    # Note, VaultGeneration (the note vectors' generation) and Passage, each once.
+    assert sum(c.startswith("CREATE VERTEX TYPE") for c in sent) == 3
 
 
 def test_the_generation_counts_upserts_and_deletes(

@@ -40,3 +40,20 @@ def test_exact_search_defers_to_the_graph_when_the_registry_cannot_name_a_hit() 
     scores = exact.shortlist_scores(vectors[:1])[0]
     assert exact.top_k(vectors[0], scores, 1) is not None
     assert exact.top_k(vectors[0], scores, 3) is None  # b.md has no registry title
+
+
+def test_a_long_note_with_several_rows_is_one_hit_scored_by_its_best_row() -> None:
+    rng = np.random.default_rng(5)
+    base = rng.standard_normal((12, DIMS)).astype(np.float32)
+    # long.md has four rows in a row (its own and three passages), as all_vectors gives them
+    paths = ["a.md", "b.md", "c.md", "long.md", "long.md", "long.md", "long.md"]
+    paths += [f"z{i}.md" for i in range(5)]
+    exact = ExactSearch(paths, ["T"] * 12, ["wiki"] * 12, base)
+    assert exact.notes == 9
+    query = base[5]  # long.md's second passage
+    got = exact.top_k(query, exact.shortlist_scores(query[None, :])[0], 3)
+    assert got is not None
+    assert got[0].path == "long.md" and got[0].cosine == pytest.approx(1.0)
+    assert len({h.path for h in got}) == 3  # k distinct notes, not k rows of one note
+    every = exact.top_k(query, exact.shortlist_scores(query[None, :])[0], 20)
+    assert every is not None and sorted(h.path for h in every) == sorted(set(paths))

@@ -77,11 +77,13 @@ class FakeDriver:
         version: str = "5.26.0",
         index_dims: int | None = 2,
         create_fails: bool = False,
+        passage_dims: int | None = None,
     ) -> None:
         self.outcomes = list(outcomes)
         self.agent = agent
         self.version = version
         self.index_dims = index_dims
+        self.passage_dims = passage_dims  # the passage index's; None: none (an older graph)
         self.create_fails = create_fails  # like Memgraph: a refused create only notifies
         self.runs: list[tuple[str, dict[str, Any]]] = []
         self.statements: list[str] = []
@@ -91,21 +93,28 @@ class FakeDriver:
         self.statements.append(text)
         if "dbms.components" in text or text.startswith("SHOW VERSION"):
             return [{"version": self.version}]
+        indexes = {"note_embedding": self.index_dims, "passage_embedding": self.passage_dims}
         if text.startswith("SHOW VECTOR INDEXES"):
-            return [] if self.index_dims is None else [{"dims": self.index_dims}]
+            return [{"name": n, "dims": d} for n, d in indexes.items() if d is not None]
         if text.startswith("SHOW VECTOR INDEX INFO"):
             other = {"index_name": "other_index", "dimension": 7}
-            if self.index_dims is None:
-                return [other]
-            return [other, {"index_name": "note_embedding", "dimension": self.index_dims}]
+            return [other] + [
+                {"index_name": n, "dimension": d} for n, d in indexes.items() if d is not None
+            ]
         if text.startswith("CREATE VECTOR INDEX"):
             if not self.create_fails:
                 found = re.search(r"dimensions?`?\"?:\s*(\d+)", text)
                 assert found, text
-                self.index_dims = int(found.group(1))
+                if "passage_embedding" in text:
+                    self.passage_dims = int(found.group(1))
+                else:
+                    self.index_dims = int(found.group(1))
             return []
         if text.startswith("DROP"):
-            self.index_dims = None
+            if "passage_embedding" in text:
+                self.passage_dims = None
+            else:
+                self.index_dims = None
             return []
         if "db.awaitIndex" in text:
             return []

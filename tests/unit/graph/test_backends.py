@@ -151,28 +151,50 @@ def test_neo4j_waits_for_a_new_index_to_come_online(
     client_with(driver).ensure_vector_index(384)
     creates = [i for i, s in enumerate(driver.statements) if s.startswith("CREATE VECTOR")]
     waits = [i for i, s in enumerate(driver.statements) if "db.awaitIndex" in s]
-    assert len(creates) == 1 and len(waits) == 1 and waits[0] == creates[0] + 1
+    assert len(creates) == 2 and len(waits) == 2
+    assert waits == [c + 1 for c in creates]
     assert "'note_embedding'" in driver.statements[waits[0]]
+    assert "'passage_embedding'" in driver.statements[waits[1]]
 
 
 def test_memgraph_deletes_other_dims_notes_before_dropping_the_index(
     fake_driver, client_with
 ) -> None:
-    driver = fake_driver(agent=MEMGRAPH_AGENT, version="3.10.1", index_dims=8)
+    driver = fake_driver(agent=MEMGRAPH_AGENT, version="3.10.1", index_dims=8, passage_dims=8)
     client_with(driver).ensure_vector_index(384)
     kinds = [
-        "delete" if "DETACH DELETE" in s else s.split()[0]
+        "delete" if "DELETE" in s else " ".join(s.split()[:4])
         for s in driver.statements
-        if "DETACH DELETE" in s or s.startswith(("DROP", "CREATE VECTOR"))
+        if "DELETE" in s or s.startswith(("DROP", "CREATE VECTOR"))
     ]
-    assert kinds == ["delete", "DROP", "CREATE"]
-    assert driver.index_dims == 384
+    assert kinds == [
+        "delete",
+        "delete",
+        "DROP VECTOR INDEX note_embedding",
+        "CREATE VECTOR INDEX note_embedding",
+        "DROP VECTOR INDEX passage_embedding",
+        "CREATE VECTOR INDEX passage_embedding",
+    ]
+    assert driver.index_dims == 384 and driver.passage_dims == 384
+
+
+def test_a_graph_from_before_passages_gains_their_index_and_keeps_its_notes(
+    fake_driver: Drivers, client_with: Clients
+) -> None:
+    driver = fake_driver(agent=MEMGRAPH_AGENT, version="3.10.1", index_dims=384)
+    client_with(driver).ensure_vector_index(384)
+    assert not any("DETACH DELETE" in s for s in driver.statements)  # no note is deleted
+    assert not any(s.startswith("DROP") for s in driver.statements)
+    assert [s.split()[3] for s in driver.statements if s.startswith("CREATE VECTOR")] == [
+        "passage_embedding"
+    ]
+    assert driver.index_dims == 384 and driver.passage_dims == 384
 
 
 def test_an_index_of_the_right_dims_is_left_alone(
     fake_driver: Drivers, client_with: Clients
 ) -> None:
-    driver = fake_driver(index_dims=384)
+    driver = fake_driver(index_dims=384, passage_dims=384)
     client_with(driver).ensure_vector_index(384)
     assert not any("DELETE" in s or s.startswith(("DROP", "CREATE")) for s in driver.statements)
 
@@ -227,3 +249,50 @@ def test_the_client_runs_only_the_queries_its_backend_declares(
     client = client_with(fake_driver(agent="Neo4j/5.26.0 compatible (ArcadeDB 26.10.2)"))
     with pytest.raises(CypherLoadError, match="declares no query 'ensure_schema'"):
         client.auto("ensure_schema")
+
+
+def test_search_adds_the_passage_index_and_keeps_a_note_s_best_passage(
+    fake_driver: Drivers, client_with: Clients
+) -> None:
+    notes = [
+        {"path": "long.md", "title": "L", "source_type": "wiki", "embedding": [0.0, 1.0]},
+        {"path": "short.md", "title": "S", "source_type": "wiki", "embedding": [1.0, 1.0]},
+    ]
+    passages = [{"path": "long.md", "title": "L", "source_type": "wiki", "embedding": [1.0, 0.0]}]
+    driver = fake_driver(
+        [{**r, "score": 0.5} for r in notes],
+        [{**r, "score": 1.0} for r in passages],
+        index_dims=2,
+        passage_dims=2,
+    )
+    hits = client_with(driver).vector_search([1.0, 0.0], 5)  # type: ignore[arg-type]
+    assert [(h.path, round(h.cosine, 3)) for h in hits] == [("long.md", 1.0), ("short.md", 0.707)]
+    assert "'passage_embedding'" in driver.runs[1][0]
+
+
+def test_a_graph_without_a_passage_index_is_searched_by_its_notes_alone(
+    fake_driver: Drivers, client_with: Clients
+) -> None:
+    driver = fake_driver(ROWS, index_dims=2, passage_dims=None)
+    hits = client_with(driver).vector_search([1.0, 0.0], 5)  # type: ignore[arg-type]
+    assert [h.path for h in hits] == ["a.md", "b.md"] and len(driver.runs) == 1
+
+
+def test_all_vectors_gives_a_long_note_a_row_per_passage_next_to_its_own(
+    fake_driver: Drivers, client_with: Clients
+) -> None:
+    state = {"content_hash": "h", "model": "m", "dims": 2, "embedded_at": 1.0, "text_version": 2}
+    driver = fake_driver(
+        [
+            {"path": "a.md", **state, "embedding": [1.0, 0.0]},
+            {"path": "long.md", **state, "embedding": [0.0, 1.0]},
+            {"path": "z.md", **state, "embedding": [1.0, 1.0]},
+        ],
+        [
+            {"path": "long.md", "idx": 1, "embedding": [0.5, 0.5]},
+            {"path": "long.md", "idx": 2, "embedding": [0.25, 0.75]},
+        ],
+    )
+    states, matrix = client_with(driver).all_vectors()
+    assert [s.path for s in states] == ["a.md", "long.md", "long.md", "long.md", "z.md"]
+    assert matrix.tolist() == [[1, 0], [0, 1], [0.5, 0.5], [0.25, 0.75], [1, 1]]

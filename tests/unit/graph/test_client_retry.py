@@ -198,13 +198,39 @@ def test_upsert_sends_properties_as_parameters_and_bumps_the_generation_in_its_t
     client = client_with(driver)
     path = "x'}) DETACH DELETE n //.md"
     client.upsert_notes([GraphNote(path, "T", "adr", "h", "m", 2, 3.0, (0.5, 0.25))])
-    [(text, params), (bump, bump_params)] = driver.runs
+    [(text, params), (clear, clear_params), (bump, bump_params)] = driver.runs
     assert "VaultGeneration" in bump and "+ 1" in bump and bump_params == {}
-    assert path not in text
+    assert path not in text and path not in clear
     assert params["rows"][0]["path"] == path
     assert params["rows"][0]["props"]["embedding"] == [0.5, 0.25]
+    assert "Passage" in clear and clear_params == {"paths": [path]}  # a short note has none
     with pytest.raises(GraphQueryError, match="dims"):
         client.upsert_notes([GraphNote("y.md", "T", "adr", "h", "m", 3, 3.0, (0.5,))])
+
+
+def test_a_long_note_s_passages_replace_its_old_ones_in_the_same_transaction(
+    fake_driver: Drivers, client_with: Clients
+) -> None:
+    driver = fake_driver([])
+    client = client_with(driver)
+    passages = ((0.0, 1.0), (1.0, 1.0))
+    client.upsert_notes(
+        [GraphNote("long.md", "T", "wiki", "h", "m", 2, 3.0, (0.5, 0.25), 2, passages)]
+    )
+    names = [text.split("\n")[0] for text, _ in driver.runs]
+    assert [n.split()[0] for n in names] == ["UNWIND", "UNWIND", "UNWIND", "MERGE"]
+    (_, upsert), (_, cleared), (_, created), _ = driver.runs
+    assert "embedding" in upsert["rows"][0]["props"]
+    assert cleared == {"paths": ["long.md"]}
+    assert created["rows"] == [
+        {"path": "long.md", "idx": 1, "dims": 2, "embedding": [0.0, 1.0]},
+        {"path": "long.md", "idx": 2, "dims": 2, "embedding": [1.0, 1.0]},
+    ]
+    assert driver.commits == 1
+    with pytest.raises(GraphQueryError, match="passage 1 has 1 values"):
+        client.upsert_notes(
+            [GraphNote("y.md", "T", "adr", "h", "m", 2, 3.0, (0.5, 0.1), 2, ((1.0,),))]
+        )
 
 
 SEARCH_ROWS = [
@@ -249,7 +275,7 @@ def test_vector_dimensions_out_of_range_are_refused_before_any_call(
     with pytest.raises(GraphQueryError, match=r"integer in \[1, 65536\]"):
         client.ensure_vector_index(dims)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"integer in \[1, 65536\]"):
-        ArcadeHttp("http://127.0.0.1:9", "root", "pw").create_vector_index("vault", dims)  # type: ignore[arg-type]
+        ArcadeHttp("http://127.0.0.1:9", "root", "pw").create_vector_index("vault", "note", dims)  # type: ignore[arg-type]
 
 
 SECRET_URL = "bolt://neo:s3cr@t:pw@127.0.0.1:7687"

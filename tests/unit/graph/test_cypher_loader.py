@@ -102,6 +102,7 @@ def test_multi_statement_files_split_on_line_end_semicolons() -> None:
     assert [t for t, _ in statements] == [
         "CREATE INDEX ON :Note(path)",
         "CREATE CONSTRAINT ON (n:Note) ASSERT n.path IS UNIQUE",
+        "CREATE INDEX ON :Passage(path)",
     ]
 
 

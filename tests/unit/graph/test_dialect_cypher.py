@@ -117,8 +117,9 @@ def test_memgraph_reads_its_vector_indexes_with_show_vector_index_info() -> None
 
 def test_neo4j_reads_the_dimensions_from_show_vector_indexes() -> None:
     assert text(NEO4J, "vector_index_info") == (
-        "SHOW VECTOR INDEXES YIELD name, options WHERE name = 'note_embedding' "
-        "RETURN options.indexConfig['vector.dimensions'] AS dims"
+        "SHOW VECTOR INDEXES YIELD name, options "
+        "WHERE name IN ['note_embedding', 'passage_embedding'] "
+        "RETURN name, options.indexConfig['vector.dimensions'] AS dims"
     )
 
 

@@ -148,3 +148,15 @@ def test_duplicate_rows_count_once_and_k_cuts() -> None:
 def test_invalid_query_vectors_are_refused(bad: list) -> None:
     with pytest.raises(ValueError):
         as_query_vector(bad)
+
+
+def test_a_note_found_by_several_passages_is_one_hit_scored_by_its_best() -> None:
+    scale = score_scale(NEO4J)
+    rows = [
+        Candidate("long.md", "L", "wiki", (0.0, 1.0), float("nan")),  # its own: cos 0
+        Candidate("short.md", "S", "wiki", (1.0, 1.0), float("nan")),  # cos 0.707
+        Candidate("long.md", "L", "wiki", (1.0, 0.1), float("nan")),  # a passage: cos 0.995
+    ]
+    hits = exact_rescore(np.array([1.0, 0.0]), rows, 5, scale)
+    assert [h.path for h in hits] == ["long.md", "short.md"]
+    assert hits[0].cosine == pytest.approx(0.995, abs=1e-3)

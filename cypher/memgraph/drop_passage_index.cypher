@@ -1,0 +1,4 @@
+// drop_passage_index: drop the passage vector index (before recreating it for new dims).
+// params: (none)
+// returns: (nothing)
+DROP VECTOR INDEX passage_embedding

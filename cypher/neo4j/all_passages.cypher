@@ -1,0 +1,7 @@
+// all_passages: every stored passage vector, for calibration and exact search (a note's
+// first passage is its own embedding, in all_vectors).
+// params: (none)
+// returns: path, idx, embedding
+MATCH (x:Passage)
+RETURN x.path AS path, x.idx AS idx, x.embedding AS embedding
+ORDER BY path ASC, idx ASC
