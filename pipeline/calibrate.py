@@ -35,11 +35,21 @@ class _Embedder(Protocol):
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
 
-def probe_noise_floor(probe_vectors: np.ndarray, notes: np.ndarray, quantile: float) -> float:
-    """N: the chosen quantile (1.0 = max) of each probe's best cosine to any note."""
+def probe_noise_floor(
+    probe_vectors: np.ndarray,
+    notes: np.ndarray,
+    quantile: float,
+    owners: Sequence[str] | None = None,
+) -> float:
+    """N: the chosen quantile (1.0 = max) of each probe's best score to any note, a note
+    scored as a hit is (``owners``: each row's note, a long note's passages after its own
+    vector; see ``graph.scoring.note_score``)."""
     if len(notes) == 0 or len(probe_vectors) == 0:
         return 0.0
-    per_probe_max = (probe_vectors @ notes.T).max(axis=1)
+    scores = probe_vectors @ notes.T
+    if owners is not None:
+        scores = scores - _Rows(owners).discount[None, :]
+    per_probe_max = scores.max(axis=1)
     if quantile >= 1.0:
         return float(per_probe_max.max())
     import numpy as np
@@ -50,37 +60,71 @@ def probe_noise_floor(probe_vectors: np.ndarray, notes: np.ndarray, quantile: fl
 def note_to_note_stats(
     notes: np.ndarray, max_pairs: int, owners: Sequence[str] | None = None
 ) -> tuple[float, float, int]:
-    """(μ, σ, pairs) of note-to-note cosines; (0, 0, 0) for fewer than two notes.
+    """(μ, σ, pairs) of note-to-note scores; (0, 0, 0) for fewer than two notes.
 
-    ``owners``: the note of each row, when a long note has a row per passage (the unit a
-    hit is scored by): pairs of passages of one note are left out, since they measure a
-    note against itself, not the spread between notes."""
-    n = len(notes)
-    if n < 2:
-        return 0.0, 0.0, 0
+    Without ``owners`` each row is a note and a pair's score is its cosine. With them
+    (each row's note, a long note's passages after its own vector), a pair (a, b) is
+    scored as a hit is: b against a's own vector taken as the question, b's passages less
+    the discount (``graph.scoring.note_score``), so μ and σ are measured on the unit the
+    labels compare."""
     import numpy as np
 
-    owner = (
-        np.unique(np.asarray(owners), return_inverse=True)[1]
-        if owners is not None
-        else np.arange(n)
-    )
+    rows = _Rows(owners if owners is not None else range(len(notes)))
+    heads = notes[rows.starts]
+    n = len(heads)
+    if n < 2:
+        return 0.0, 0.0, 0
     total = n * (n - 1) // 2
     if total <= max_pairs:
-        sims = notes @ notes.T
         i, j = np.triu_indices(n, k=1)
-        apart = owner[i] != owner[j]
-        upper = sims[i[apart], j[apart]]
     else:
         rng = np.random.default_rng(PAIR_SAMPLE_SEED)
         i = rng.integers(0, n, size=max_pairs * 2)
         j = rng.integers(0, n, size=max_pairs * 2)
-        keep = owner[i] != owner[j]
+        keep = i != j
         i, j = i[keep][:max_pairs], j[keep][:max_pairs]
-        upper = np.einsum("ij,ij->i", notes[i], notes[j])
-    if upper.size == 0:
-        return 0.0, 0.0, 0
-    return float(upper.mean()), float(upper.std()), len(upper)
+    scores = np.einsum("ij,ij->i", heads[i], heads[j])
+    if rows.has_passages:
+        scores = np.maximum(scores, rows.best_passage(notes, heads, i, j))
+    return float(scores.mean()), float(scores.std()), len(scores)
+
+
+class _Rows:
+    """Where each note's rows are: its own vector first, then a long note's passages."""
+
+    def __init__(self, owners: Sequence[str] | range) -> None:
+        import numpy as np
+
+        keys = list(owners)
+        first = [r for r, key in enumerate(keys) if r == 0 or key != keys[r - 1]]
+        self.starts = np.asarray(first, dtype=np.intp)
+        self.ends = np.append(self.starts[1:], len(keys)).astype(np.intp)
+        passage = np.ones(len(keys), dtype=bool)
+        passage[self.starts] = False
+        self.has_passages = bool(passage.any())
+        from pipeline.graph.scoring import PASSAGE_DISCOUNT
+
+        self.discount = np.where(passage, PASSAGE_DISCOUNT, 0.0).astype(np.float32)
+
+    def best_passage(
+        self, notes: np.ndarray, heads: np.ndarray, i: np.ndarray, j: np.ndarray
+    ) -> np.ndarray:
+        """For each pair, the best passage of note ``j`` against note ``i``'s own vector,
+        less the discount (-inf for a note without passages)."""
+        import numpy as np
+
+        counts = self.ends[j] - self.starts[j] - 1  # passages of each pair's second note
+        best = np.full(len(i), -np.inf)
+        has = np.flatnonzero(counts > 0)
+        if has.size == 0:
+            return best
+        pair = np.repeat(has, counts[has])  # one entry per (pair, passage)
+        before = np.cumsum(counts[has]) - counts[has]
+        offsets = np.arange(pair.size) - np.repeat(before, counts[has])
+        row = self.starts[j[pair]] + 1 + offsets
+        dots = np.einsum("ij,ij->i", heads[i[pair]], notes[row]) - self.discount[row]
+        np.maximum.at(best, pair, dots)
+        return best
 
 
 def measure(
@@ -101,7 +145,7 @@ def measure(
     import numpy as np
 
     notes = np.asarray(note_vectors, dtype=np.float32)
-    n_floor = probe_noise_floor(probes, notes, quantile)
+    n_floor = probe_noise_floor(probes, notes, quantile, owners)
     mu, sigma, pairs = note_to_note_stats(notes, max_pairs, owners)
     return Calibration(
         embedder=embedder.model_id,
@@ -110,7 +154,7 @@ def measure(
         noise_floor=n_floor,
         sigma=sigma,
         mu=mu,
-        n_notes=len(set(owners)) if owners is not None else len(notes),
+        n_notes=len(_Rows(owners).starts) if owners is not None else len(notes),
         n_pairs=pairs,
         vault_notes_at_calibration=vault_notes,
         measured_at=time.time(),

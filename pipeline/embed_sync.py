@@ -20,9 +20,10 @@ model, dims) and then:
    or file stem, case-insensitively; unresolved targets are ignored.
 
 5. a long note, with ``embed_long_notes = "passages"`` (the default), is embedded as
-   passages (``pipeline/vault/passages.py``): the first is the note node's embedding, the
-   later ones are Passage nodes written in the same transaction, after the note's old
-   passages are deleted; a note the model reads whole is one vector either way. The setting
+   passages too (``pipeline/vault/passages.py``): the note node keeps its own embedding
+   (what the model reads of the whole text), and each passage is a Passage node written in
+   the same transaction, after the note's old passages are deleted; a note the model reads
+   whole is one vector either way. The setting
    is part of the text rules (``text_version``): changing it embeds the vault again.
 
 A note that cannot be read now (bad YAML, binary, too big, gone) is skipped and reported with
@@ -138,7 +139,7 @@ class EmbedReport:
     model: str
     dims: int
     moved: int = 0  # renamed or moved notes whose stored vector was kept (not in embedded)
-    passages: int = 0  # later passages of long notes written by this run (Passage nodes)
+    passages: int = 0  # passages of long notes written by this run (Passage nodes)
 
     def to_dict(self) -> dict[str, Any]:
         """The `vault-ko embed --json` document: counts first, then model, dims, skipped."""
@@ -368,6 +369,9 @@ def _plan(
 ) -> tuple[dict[str, NoteState], SyncPlan]:
     """Make the schema fit ``dims``, read the graph's states and plan the run (logged)."""
     graph.ensure_schema(dims)
+    tidy = getattr(graph, "delete_orphan_passages", None)  # a store without passages has none
+    if tidy is not None and (gone := tidy()):
+        log.info("deleted the passages of %d notes whose node was gone", gone)
     states = dict(graph.note_states())
     plan = plan_sync(
         registry, states, model=model, dims=dims, full=full, text_version=cutter.version
@@ -607,7 +611,7 @@ def _graph_rows(
     version: int = EMBED_TEXT_VERSION,
 ) -> list[GraphNote]:
     """The graph nodes of a window's notes and their vectors (the first is the note's own,
-    the rest a long note's later passages), all stamped with one time."""
+    the rest a long note's passages), all stamped with one time."""
     now = time.time()
     return [
         GraphNote(
@@ -649,7 +653,9 @@ class _Cutter:
                 'cut into passages; set embed_long_notes = "head" (docs/long-notes.md)'
             )
         cut = passages(item.title, item.body, lengths, limit)
-        return cut if len(cut) > 1 else [whole]
+        # The note's own vector stays the one it always had (its head, what the model reads
+        # of the whole text); a long note's passages, every one of them, come after it.
+        return [whole, *cut] if len(cut) > 1 else [whole]
 
 
 @dataclass(frozen=True)

@@ -384,14 +384,17 @@ class Pipeline:
         bm25 = dict(words)
         missing = [p for p in order if p not in by_path]
         if missing:
+            from pipeline.graph.scoring import note_score  # numpy: not on the degraded path
+
             with shared.stage("graph_ms"):
                 stored = self.graph.note_vector_sets(missing)
             registry = self.kodb.notes_at(missing)
             for path in missing:
                 note = registry.get(path)
                 if path in stored and note is not None:
-                    # As near as its best passage, as the vector search scores it.
-                    cosine = max(cosine_of(vector, v) for v in stored[path])
+                    # Scored as the vector search scores it: its own vector, or a passage.
+                    own, *parts = (cosine_of(vector, v) for v in stored[path])
+                    cosine = note_score(own, parts)
                     by_path[path] = Hit(path, note.title, note.source_type, cosine)
         return [replace(by_path[p], bm25=bm25.get(p)) for p in order if p in by_path]
 

@@ -1,5 +1,5 @@
-// all_passages: every stored passage vector, for calibration and exact search (a note's
-// first passage is its own embedding, in all_vectors).
+// all_passages: every stored passage vector of long notes, for calibration and exact
+// search (a note's own embedding is in all_vectors).
 // params: (none)
 // returns: path, idx, embedding
 MATCH (x:Passage)

@@ -1,6 +1,6 @@
-// create_passages: the later passages of long notes (the first is the note's own
-// embedding); delete_passages runs first in the same transaction, so a note never holds
-// passages of two versions.
+// create_passages: the passages of long notes (the note keeps its own embedding);
+// delete_passages runs first in the same transaction, so a note never holds passages of
+// two versions.
 // params: rows  (list of {path, idx, dims, embedding})
 // returns: (nothing)
 UNWIND $rows AS r

@@ -9,7 +9,7 @@ import numpy as np
 
 from pipeline.graph.backends import score_scale
 from pipeline.graph.records import Candidate
-from pipeline.graph.scoring import exact_rescore
+from pipeline.graph.scoring import PASSAGE_DISCOUNT, exact_rescore
 from pipeline.model import Hit
 
 #: The shortlist keeps every note whose float32 cosine is within this of the k-th best: far
@@ -48,6 +48,10 @@ class ExactSearch:
         starts = [i for i, p in enumerate(self.paths) if i == 0 or p != self.paths[i - 1]]
         self._starts = np.asarray(starts, dtype=np.intp)
         self._ends = np.append(self._starts[1:], len(self.paths)).astype(np.intp)
+        # The rows after a note's first are its passages, scored less the discount.
+        self._passage = np.ones(len(self.paths), dtype=bool)
+        self._passage[self._starts] = False
+        self._discount = np.where(self._passage, PASSAGE_DISCOUNT, 0.0).astype(np.float32)
 
     @property
     def notes(self) -> int:
@@ -74,11 +78,13 @@ class ExactSearch:
         return int(self.matrix.shape[1]) if self.matrix.ndim == 2 and len(self.paths) else 0
 
     def shortlist_scores(self, queries: np.ndarray) -> np.ndarray:
-        """(n prompts × N notes) float32 cosines: only for choosing shortlists."""
+        """(n prompts × N rows) float32 scores (cosines, a passage's less the discount):
+        only for choosing shortlists."""
         q = np.asarray(queries, dtype=np.float32)
         q_norms = np.linalg.norm(q, axis=1)
         q_inv = np.where(q_norms > 0, 1.0 / np.where(q_norms > 0, q_norms, 1.0), 0.0)
-        return (q @ self.matrix.T) * q_inv[:, None].astype(np.float32) * self._inv_norms[None, :]
+        cosines = (q @ self.matrix.T) * q_inv[:, None].astype(np.float32)
+        return cosines * self._inv_norms[None, :] - self._discount[None, :]
 
     def _row(self, i: int) -> np.ndarray:
         # The stored float32 vector as float64, as the graph returns it: an array, not a
@@ -122,6 +128,7 @@ class ExactSearch:
                 self.source_types[i] or "",
                 self._row(i),
                 float("nan"),
+                bool(self._passage[i]),
             )
             for i in sorted(idx.tolist(), key=self.paths.__getitem__)
         ]

@@ -232,6 +232,8 @@ class EvalReport:
     answer_grade: int = 1  # the grade a subject needs to count as answering
     default_retrieval: str = "dense"  # what "semantic" means: dense or hybrid
     language: str = "english"  # the full-text index's stemmer (setting vault_language)
+    long_notes: str = "passages"  # how long notes were embedded (setting embed_long_notes)
+    vectors: int = 0  # the vectors the sync stored: a note's own, and long notes' passages
     #: retrieval mode -> how many of its answers were semantic and how many degraded
     answers_by_mode: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
@@ -346,6 +348,8 @@ class EvalReport:
             "bm25_baseline": self.retrieval("baseline"),
             "bm25_whole_words": self.retrieval("baseline_whole_words"),
             "language": self.language,
+            "long_notes": self.long_notes,
+            "vectors_per_note": round(self.vectors / self.notes, 3) if self.notes else None,
             "default_retrieval": self.default_retrieval,
             "recommended_retrieval": self.recommended_retrieval(),
             "answers_by_mode": {m: dict(c) for m, c in self.answers_by_mode.items()},
@@ -693,6 +697,8 @@ def _measure(
             default_retrieval=default.retrieval,
             answers_by_mode=answer_modes,
             language=settings.vault_language,
+            long_notes=settings.embed_long_notes,
+            vectors=synced.embed.embedded + synced.embed.moved + synced.embed.passages,
         )
 
 

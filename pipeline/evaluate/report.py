@@ -116,7 +116,8 @@ def _retrieval_lines(data: dict[str, Any]) -> list[str]:
         f"{data['default_retrieval']}; fallback/BM25 nDCG@10: "
         f"{_ratio(data['fallback']['ndcg@10'], data['bm25_baseline']['ndcg@10'])}. "
         f"The full text is stemmed as {data['language']} (setting vault_language; a note's "
-        "`lang:` overrides it); BM25 over whole words shows the words before stemming.",
+        "`lang:` overrides it); BM25 over whole words shows the words before stemming. "
+        f"{_long_notes(data)}",
         "",
         f"Fallback (degraded mode) {data['fallback_reach']}.",
         "",
@@ -220,3 +221,14 @@ def _calibration_lines(data: dict[str, Any]) -> list[str]:
             "",
         ]
     return lines
+
+
+def _long_notes(data: dict[str, Any]) -> str:
+    """How long notes were embedded, and what it cost in vectors."""
+    per_note = data.get("vectors_per_note")
+    cost = f" ({per_note:.2f} vectors a note)" if per_note is not None else ""
+    if data.get("long_notes") == "head":
+        return (
+            f"Long notes are embedded by their head alone (setting embed_long_notes = head){cost}."
+        )
+    return f"Long notes are embedded as passages, each scored by its best{cost}."

@@ -24,7 +24,7 @@ from typing import Any
 from pipeline.graph.records import check_dims
 
 NOTE_TYPE = "Note"
-#: The later passages of long notes (backends/base.py, PASSAGE_INDEX).
+#: The passages of long notes (backends/base.py, PASSAGE_INDEX).
 PASSAGE_TYPE = "Passage"
 LINK_TYPE = "LINKS_TO"
 #: The one vertex holding the note vectors' generation (cypher/*/bump_generation.cypher).

@@ -645,6 +645,15 @@ class GraphClient:
             self._wrote(deleted=paths)
             self._changed()
 
+    def delete_orphan_passages(self) -> int:
+        """Delete the passages whose note node is gone (left by a writer that did not know
+        passages); the number of notes they belonged to."""
+        with self._bulk():
+            deleted = self._ready().delete_orphan_passages(self)
+        if deleted:
+            self._changed()
+        return deleted
+
     def set_links(self, source_paths: Sequence[str], pairs: Sequence[tuple[str, str]]) -> int:
         """Replace the LINKS_TO edges going out of ``source_paths`` with ``pairs``.
 
@@ -702,7 +711,7 @@ class GraphClient:
 
     def note_vector_sets(self, paths: Sequence[str]) -> dict[str, VectorSet]:
         """Every stored vector of these notes, the note's own first, then a long note's
-        later passages (notes without one are left out); hybrid retrieval scores the notes
+        passages (notes without one are left out); hybrid retrieval scores the notes
         found only by words by their best, the service's warm copy reloads changed notes."""
         if not paths:
             return {}
@@ -710,7 +719,7 @@ class GraphClient:
 
     def all_vectors(self) -> tuple[list[NoteState], np.ndarray]:
         """Every stored vector with its note's state (float32 rows aligned with the states,
-        sorted by path): a note's own embedding, then a long note's later passages, so a
+        sorted by path): a note's own embedding, then a long note's passages, so a
         long note has several rows in a row. Notes without an embedding are left out."""
         with self._bulk():
             return self._ready().all_vectors(self)

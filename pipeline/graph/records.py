@@ -12,8 +12,8 @@ from typing import Any
 MAX_DIMS = 65_536
 
 
-#: Every stored vector of one note: its own embedding, then its later passages (a long
-#: note's; ``pipeline/vault/passages.py``).
+#: Every stored vector of one note: its own embedding (what the model reads of its whole
+#: text), then a long note's passages (``pipeline/vault/passages.py``).
 VectorSet = tuple[tuple[float, ...], ...]
 
 
@@ -90,12 +90,12 @@ class GraphNote:
     embedded_at: float
     embedding: tuple[float, ...]
     text_version: int = 0
-    #: A long note's later passages (the first is ``embedding``); empty for a note the model
-    #: reads whole.
+    #: A long note's passages, each cut to fit the model (``embedding`` stays what the model
+    #: reads of the whole text); empty for a note the model reads whole.
     passages: tuple[tuple[float, ...], ...] = ()
 
     def passage_rows(self) -> list[dict[str, Any]]:
-        """The ``rows`` of create_passages: one per later passage, numbered from 1."""
+        """The ``rows`` of create_passages: one per passage, numbered from 1."""
         out = []
         for idx, vector in enumerate(self.passages, start=1):
             if len(vector) != self.dims:
@@ -152,6 +152,7 @@ class Candidate:
     source_type: str
     embedding: Sequence[float] | None  # or a float64 array (the service's warm search)
     score: float
+    passage: bool = False  # a long note's passage, not the note's own vector
 
 
 def _text(value: Any) -> str:
@@ -195,8 +196,8 @@ def note_state(row: Mapping[str, Any]) -> NoteState:
     )
 
 
-def candidate(row: Mapping[str, Any]) -> Candidate:
-    """A vector_search row → Candidate."""
+def candidate(row: Mapping[str, Any], *, passage: bool = False) -> Candidate:
+    """A vector_search (or passage_search, ``passage``) row → Candidate."""
     score = row.get("score")
     return Candidate(
         path=_text(row["path"]),
@@ -204,6 +205,7 @@ def candidate(row: Mapping[str, Any]) -> Candidate:
         source_type=_text(row.get("source_type")),
         embedding=_vector(row.get("embedding")),
         score=float(score) if score is not None else float("nan"),
+        passage=passage,
     )
 
 

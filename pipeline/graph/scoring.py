@@ -9,12 +9,25 @@ and their labels are the same whichever backend served them.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 
 from pipeline.graph.records import Candidate, GraphHit
+
+#: What a passage's cosine gives up against a note's own vector: a long note scores
+#: max(cos(own vector), cos(best passage) − PASSAGE_DISCOUNT). A section of a hub note
+#: otherwise outranks the note that is about the question (a passage is a narrower text,
+#: so it meets a question more closely than a whole note does); chosen on the judged sets'
+#: tune halves and the long-note collections (docs/long-notes.md).
+PASSAGE_DISCOUNT: Final = 0.05
+
+
+def note_score(own: float, passages: Iterable[float] = ()) -> float:
+    """A note's score from the cosines of its own vector and of its passages."""
+    return max([own, *(c - PASSAGE_DISCOUNT for c in passages)])
 
 
 @dataclass(frozen=True)
@@ -67,7 +80,8 @@ def exact_rescore(
     own score converted to cosine with ``scale`` (the index knew it under some vector, so it
     is not lost).
     A path that comes back several times (a long note's passages, or a backend returning a
-    node twice) is one hit, scored by its best row: a note is as near as its best passage.
+    node twice) is one hit, scored by its best row, a passage's less ``PASSAGE_DISCOUNT``
+    (``note_score``).
     """
     if k <= 0 or not candidates:
         return []
@@ -82,7 +96,7 @@ def exact_rescore(
             rows.append(cand.embedding)
             scored.append((float("nan"), cand))
         else:
-            scored.append((scale.to_cosine(cand.score), cand))
+            scored.append((scale.to_cosine(cand.score) - _discount(cand), cand))
     if rows:
         matrix = np.asarray(rows, dtype=np.float64)
         norms = np.linalg.norm(matrix, axis=1) * q_norm
@@ -92,7 +106,8 @@ def exact_rescore(
         with np.errstate(invalid="ignore", divide="ignore"):
             cosines = np.where(norms > 0, dots / np.where(norms > 0, norms, 1.0), 0.0)
         for i, cos in zip(exact_idx, cosines, strict=True):
-            scored[i] = (float(np.clip(cos, -1.0, 1.0)), scored[i][1])
+            cand = scored[i][1]
+            scored[i] = (float(np.clip(cos, -1.0, 1.0)) - _discount(cand), cand)
     best: dict[str, tuple[float, Candidate]] = {}
     for cos, cand in scored:
         if not np.isfinite(cos):
@@ -105,3 +120,7 @@ def exact_rescore(
         GraphHit(path=c.path, title=c.title, source_type=c.source_type, cosine=cos)
         for cos, c in usable[:k]
     ]
+
+
+def _discount(candidate: Candidate) -> float:
+    return PASSAGE_DISCOUNT if candidate.passage else 0.0

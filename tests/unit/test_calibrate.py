@@ -152,23 +152,44 @@ def test_non_finite_top_cosine_is_never_strong() -> None:
     assert assess(float("nan"), choose_basis(cal(), MINILM, 384)).label == "no_match"
 
 
-def test_passages_of_one_note_are_never_paired_and_notes_are_counted_once() -> None:
+def test_a_pair_of_notes_is_scored_as_a_hit_its_passages_less_the_discount() -> None:
+    from pipeline.graph.scoring import PASSAGE_DISCOUNT
+
     rng = np.random.default_rng(11)
     rows = rng.standard_normal((6, 8)).astype(np.float32)
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    owners = ["a.md", "a.md", "a.md", "b.md", "c.md", "c.md"]
+    owners = ["a.md", "a.md", "a.md", "b.md", "c.md", "c.md"]  # own vector, then passages
+    heads = {"a.md": 0, "b.md": 3, "c.md": 4}
+    parts = {"a.md": [1, 2], "b.md": [], "c.md": [5]}
+
+    def score(q: str, note: str) -> float:
+        own = float(rows[heads[q]] @ rows[heads[note]])
+        return max(
+            [own, *(float(rows[heads[q]] @ rows[p]) - PASSAGE_DISCOUNT for p in parts[note])]
+        )
+
     mu, sigma, pairs = note_to_note_stats(rows, 1000, owners)
-    apart = [
-        float(rows[i] @ rows[j])
-        for i in range(6)
-        for j in range(i + 1, 6)
-        if owners[i] != owners[j]
-    ]
-    assert pairs == len(apart) == 11
-    assert mu == pytest.approx(np.mean(apart), abs=1e-6)
-    assert sigma == pytest.approx(np.std(apart), abs=1e-6)
-    _, _, sampled = note_to_note_stats(np.repeat(rows, 40, axis=0), 50, owners * 40)
-    assert sampled == 50  # the sample draws pairs of different notes only
+    expected = [score("a.md", "b.md"), score("a.md", "c.md"), score("b.md", "c.md")]
+    assert pairs == 3
+    assert mu == pytest.approx(np.mean(expected), abs=1e-6)
+    assert sigma == pytest.approx(np.std(expected), abs=1e-6)
+    # Sampled (more pairs than max_pairs): the same rule, pairs of two different notes.
+    many = [f"n{i // 3}" for i in range(300)]
+    vectors = rng.standard_normal((300, 8)).astype(np.float32)
+    mu_s, _, sampled = note_to_note_stats(vectors, 50, many)
+    assert sampled == 50 and np.isfinite(mu_s)
+    plain_mu, _, _ = note_to_note_stats(vectors[::3], 50)
+    assert mu_s >= plain_mu - 0.2  # passages only ever raise a pair's score
+
+
+def test_the_floor_scores_passages_less_the_discount() -> None:
+    from pipeline.graph.scoring import PASSAGE_DISCOUNT
+
+    probe = np.array([[1.0, 0.0]], dtype=np.float32)
+    rows = np.array([[0.6, 0.8], [1.0, 0.0]], dtype=np.float32)  # a note and its passage
+    assert probe_noise_floor(probe, rows, 1.0) == pytest.approx(1.0)
+    floor = probe_noise_floor(probe, rows, 1.0, ["a.md", "a.md"])
+    assert floor == pytest.approx(1.0 - PASSAGE_DISCOUNT)
 
 
 def test_measure_counts_notes_not_passages() -> None:

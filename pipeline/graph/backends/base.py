@@ -65,11 +65,12 @@ DATA_QUERIES = frozenset(
         "all_passages",
         "passage_vectors",
         "passage_search",
+        "orphan_passages",
     }
 )
 
-#: The two vector indexes: one over the notes' embeddings (a short note's only vector, a
-#: long note's first passage) and one over the later passages of long notes.
+#: The two vector indexes: one over the notes' own embeddings (what the model reads of the
+#: whole text) and one over the passages of long notes.
 NOTE_INDEX = "note"
 PASSAGE_INDEX = "passage"
 INDEXES = (NOTE_INDEX, PASSAGE_INDEX)
@@ -313,6 +314,13 @@ class Backend:
         written = results[link_step]
         return int(written[0]["written"]) if written else 0
 
+    def delete_orphan_passages(self, runner: Runner) -> int:
+        """Delete the passages whose note is gone; how many notes' passages went."""
+        paths = [str(r["path"]) for r in runner.auto("orphan_passages") if r.get("path")]
+        if paths:
+            runner.transaction([("delete_passages", {"paths": paths}), BUMP])
+        return len(paths)
+
     def neighbors(self, runner: Runner, paths: Sequence[str]) -> list[tuple[str, str, bool]]:
         unique = sorted(set(paths))
         if not unique:
@@ -347,11 +355,14 @@ class Backend:
             "vector": query.astype(np.float32).astype(float).tolist(),
         }
         rows = runner.auto("vector_search", params)
-        if self._passage_dims == query.size:
-            # A long note is as near as its best passage; its first passage is the note's
-            # own embedding, found by the note index above.
-            rows = [*rows, *runner.auto("passage_search", params)]
         found = [records.candidate(row) for row in rows if row.get("path") is not None]
+        if self._passage_dims == query.size:
+            # A long note scores the better of its own vector and its best passage, less
+            # the passage discount (``scoring.PASSAGE_DISCOUNT``).
+            passages = runner.auto("passage_search", params)
+            found += [
+                records.candidate(r, passage=True) for r in passages if r.get("path") is not None
+            ]
         return exact_rescore(query, found, int(k), self.score_scale)
 
     def _check_query_dims(self, runner: Runner, size: int) -> None:

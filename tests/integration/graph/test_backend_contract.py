@@ -15,6 +15,7 @@ import pytest
 from pipeline.config import Settings
 from pipeline.errors import GraphQueryError
 from pipeline.graph import GraphClient, GraphNote
+from pipeline.graph.scoring import PASSAGE_DISCOUNT
 
 pytestmark = pytest.mark.integration
 
@@ -260,9 +261,11 @@ def test_a_long_note_is_found_by_its_best_passage_and_read_back_whole(graph: Gra
         [note("short.md", vectors[0]), note("long.md", vectors[1], passages=passages)]
         + [note(f"other{i}.md", vectors[i]) for i in (2, 3)]
     )
-    # Found by its second passage alone, with that passage's exact cosine, once.
+    # Found by its second passage alone, with that passage's exact cosine less the
+    # discount, once.
     hits = graph.vector_search(vectors[5], 4)
-    assert hits[0].path == "long.md" and hits[0].cosine == pytest.approx(1.0, abs=1e-6)
+    assert hits[0].path == "long.md"
+    assert hits[0].cosine == pytest.approx(1.0 - PASSAGE_DISCOUNT, abs=1e-6)
     assert len({h.path for h in hits}) == len(hits) == 4
     sets = graph.note_vector_sets(["long.md", "short.md"])
     np.testing.assert_allclose(sets["long.md"], vectors[[1, 4, 5]], atol=1e-6)
@@ -283,3 +286,15 @@ def test_a_rewritten_or_deleted_note_leaves_no_passage_behind(graph: GraphClient
     states, matrix = graph.all_vectors()
     assert [s.path for s in states] == ["other.md"] and len(matrix) == 1
     assert [h.path for h in graph.vector_search(vectors[3], 3)] == ["other.md"]
+
+
+def test_passages_whose_note_is_gone_are_never_read_and_are_deleted(graph: GraphClient) -> None:
+    vectors = unit_vectors(3, seed=23)
+    graph.upsert_notes([note("kept.md", vectors[0], passages=(tuple(vectors[1].tolist()),))])
+    stray = {"path": "gone.md", "idx": 1, "dims": DIMS, "embedding": vectors[2].tolist()}
+    graph.transaction([("create_passages", {"rows": [stray]})])  # as an older writer leaves it
+    assert [h.path for h in graph.vector_search(vectors[2], 3)] == ["kept.md"]
+    assert [s.path for s in graph.all_vectors()[0]] == ["kept.md", "kept.md"]
+    assert graph.delete_orphan_passages() == 1
+    assert graph.delete_orphan_passages() == 0
+    assert len(graph.note_vector_sets(["kept.md"])["kept.md"]) == 2

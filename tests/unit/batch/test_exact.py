@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from pipeline.batch.exact import ExactSearch
+from pipeline.graph.scoring import PASSAGE_DISCOUNT
 
 DIMS = 8
 
@@ -50,10 +51,11 @@ def test_a_long_note_with_several_rows_is_one_hit_scored_by_its_best_row() -> No
     paths += [f"z{i}.md" for i in range(5)]
     exact = ExactSearch(paths, ["T"] * 12, ["wiki"] * 12, base)
     assert exact.notes == 9
-    query = base[5]  # long.md's second passage
+    query = base[5]  # long.md's second passage (its rows: 3 own, 4–6 passages)
     got = exact.top_k(query, exact.shortlist_scores(query[None, :])[0], 3)
     assert got is not None
-    assert got[0].path == "long.md" and got[0].cosine == pytest.approx(1.0)
+    # Its passage's cosine, less the discount a passage gives up against a note's own vector.
+    assert got[0].path == "long.md" and got[0].cosine == pytest.approx(1.0 - PASSAGE_DISCOUNT)
     assert len({h.path for h in got}) == 3  # k distinct notes, not k rows of one note
     every = exact.top_k(query, exact.shortlist_scores(query[None, :])[0], 20)
     assert every is not None and sorted(h.path for h in every) == sorted(set(paths))

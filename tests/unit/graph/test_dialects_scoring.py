@@ -9,7 +9,7 @@ from pipeline.errors import ConfigError
 from pipeline.graph.backends import score_scale
 from pipeline.graph.dialects import ARCADEDB, DIALECTS, MEMGRAPH, NEO4J, detect_dialect
 from pipeline.graph.records import Candidate
-from pipeline.graph.scoring import as_query_vector, exact_rescore
+from pipeline.graph.scoring import PASSAGE_DISCOUNT, as_query_vector, exact_rescore, note_score
 
 #: What each server really sends as its Bolt agent (``driver.get_server_info().agent``).
 REAL_AGENTS = [
@@ -150,13 +150,18 @@ def test_invalid_query_vectors_are_refused(bad: list) -> None:
         as_query_vector(bad)
 
 
-def test_a_note_found_by_several_passages_is_one_hit_scored_by_its_best() -> None:
+def test_a_note_found_by_several_rows_is_one_hit_its_passages_less_the_discount() -> None:
     scale = score_scale(NEO4J)
     rows = [
         Candidate("long.md", "L", "wiki", (0.0, 1.0), float("nan")),  # its own: cos 0
         Candidate("short.md", "S", "wiki", (1.0, 1.0), float("nan")),  # cos 0.707
-        Candidate("long.md", "L", "wiki", (1.0, 0.1), float("nan")),  # a passage: cos 0.995
+        Candidate("long.md", "L", "wiki", (1.0, 0.1), float("nan"), passage=True),  # 0.995
+        Candidate("mid.md", "M", "wiki", (1.0, 0.6), float("nan")),  # cos 0.857
+        Candidate("mid.md", "M", "wiki", (1.0, 0.45), float("nan"), passage=True),  # 0.912
     ]
     hits = exact_rescore(np.array([1.0, 0.0]), rows, 5, scale)
-    assert [h.path for h in hits] == ["long.md", "short.md"]
-    assert hits[0].cosine == pytest.approx(0.995, abs=1e-3)
+    assert [h.path for h in hits] == ["long.md", "mid.md", "short.md"]
+    assert hits[0].cosine == pytest.approx(0.995 - PASSAGE_DISCOUNT, abs=1e-3)
+    # mid.md's passage, less the discount (0.862), only just beats its own vector (0.857)
+    assert hits[1].cosine == pytest.approx(0.912 - PASSAGE_DISCOUNT, abs=1e-3)
+    assert note_score(0.857, [0.80]) == 0.857
