@@ -82,6 +82,8 @@ def summary_line(report: EmbedReport) -> str:
     """One line for people: what changed, how long it took, with which model."""
     skipped = f", {len(report.skipped)} skipped" if report.skipped else ""
     moved = f", moved {report.moved}" if report.moved else ""
+    if report.passages:  # long notes' passages, beside the notes they belong to
+        moved += f" ({report.passages} passages of long notes)"
     return (
         f"embedded {report.embedded}{moved}, deleted {report.deleted}, "
         f"unchanged {report.unchanged}, "

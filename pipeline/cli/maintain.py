@@ -142,6 +142,8 @@ def sync_cmd(
         return
     e = report.embed
     moved = f", moved {e.moved}" if e.moved else ""
+    if e.passages:
+        moved += f" ({e.passages} passages of long notes)"
     out.print(
         f"ingested {report.ingest.notes_total} notes ({report.ingest.facts_total} facts); "
         f"embedded {e.embedded}{moved}, deleted {e.deleted}, unchanged {e.unchanged}, "

@@ -43,7 +43,7 @@ import logging
 import threading
 import time
 import urllib.error
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -485,8 +485,26 @@ class GraphClient:
             rows: list[dict[str, Any]] = []
             with self._session() as session:
                 for text, values in statements:
-                    rows = session.run(text, values).data()
+                    rows = _rows(session.run(text, values))
             return rows
+
+        return self.call(run)
+
+    def reads(self, steps: Sequence[tuple[str, Mapping[str, Any]]]) -> list[list[dict]]:
+        """Run named read queries one after the other in auto-commit mode, in one session
+        and one bounded call (one round of the retry policy for all of them); each one's
+        last rows."""
+        bound = [self._bind(name, params) for name, params in steps]
+
+        def run() -> list[list[dict[str, Any]]]:
+            out: list[list[dict[str, Any]]] = []
+            with self._session() as session:
+                for statements in bound:
+                    rows: list[dict[str, Any]] = []
+                    for text, values in statements:
+                        rows = _rows(session.run(text, values))
+                    out.append(rows)
+            return out
 
         return self.call(run)
 
@@ -500,7 +518,7 @@ class GraphClient:
                 for statements in bound:
                     rows: list[dict[str, Any]] = []
                     for text, values in statements:
-                        rows = tx.run(text, values).data()
+                        rows = _rows(tx.run(text, values))
                     out.append(rows)
                 tx.commit()
             return out
@@ -731,6 +749,14 @@ class _StatesMemo:
 
     generation: int
     states: dict[str, NoteState]
+
+
+def _rows(result: Iterable[Any]) -> list[dict[str, Any]]:
+    """A result's records as dicts of their values as the driver decoded them. Not
+    ``Result.data()``: it walks every value again in Python to convert graph types our
+    queries never return (they return properties), which costs more than the query itself
+    for rows that carry embeddings."""
+    return [dict(record.items()) for record in result]
 
 
 def changes_path(state_dir: Path, url: str) -> Path:

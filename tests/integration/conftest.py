@@ -124,7 +124,9 @@ def _empty_graph(settings: Settings) -> None:
     from pipeline.graph import GraphClient
 
     with GraphClient(settings) as client:
+        client.ensure_schema(384)  # a graph from before passages gains their index
         client.delete_notes(list(client.note_states()))
+        client.delete_orphan_passages()
 
 
 @pytest.fixture(params=["arcadedb", "memgraph", "neo4j"])

@@ -106,6 +106,10 @@ class Runner(Protocol):
         """Run named queries in one explicit transaction; each one's last rows."""
         ...
 
+    def reads(self, steps: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Rows]:
+        """Run named read queries in auto-commit mode, in one session and one call."""
+        ...
+
     def call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` (e.g. an HTTP command) through the retries, breaker and translation."""
         ...
@@ -354,15 +358,15 @@ class Backend:
             "limit": min(fetch, rescore_limit(int(k))),
             "vector": query.astype(np.float32).astype(float).tolist(),
         }
-        rows = runner.auto("vector_search", params)
-        found = [records.candidate(row) for row in rows if row.get("path") is not None]
         if self._passage_dims == query.size:
             # A long note scores the better of its own vector and its best passage, less
-            # the passage discount (``scoring.PASSAGE_DISCOUNT``).
-            passages = runner.auto("passage_search", params)
-            found += [
-                records.candidate(r, passage=True) for r in passages if r.get("path") is not None
-            ]
+            # the passage discount (``scoring.PASSAGE_DISCOUNT``): both indexes are asked,
+            # in one call.
+            rows, passages = runner.reads([("vector_search", params), ("passage_search", params)])
+        else:
+            rows, passages = runner.auto("vector_search", params), []
+        found = [records.candidate(row) for row in rows if row.get("path") is not None]
+        found += [records.candidate(r, passage=True) for r in passages if r.get("path") is not None]
         return exact_rescore(query, found, int(k), self.score_scale)
 
     def _check_query_dims(self, runner: Runner, size: int) -> None:

@@ -9,7 +9,7 @@ hands out the queued ``outcomes`` (rows, or an exception to raise) to every othe
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,8 +26,8 @@ class FakeResult:
     def __init__(self, rows: list[dict[str, Any]]) -> None:
         self.rows = rows
 
-    def data(self) -> list[dict[str, Any]]:
-        return self.rows
+    def __iter__(self) -> Iterator[dict[str, Any]]:  # records: each has .items()
+        return iter(self.rows)
 
     def consume(self) -> None:
         return None
