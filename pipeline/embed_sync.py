@@ -393,12 +393,12 @@ def move_candidates(
     *,
     model: str,
     dims: int,
-    cutter: _Cutter | None = None,
+    cutter: _Cutter,
 ) -> dict[str, str]:
     """New path -> orphan path, for each note created by this run whose content hash an
     orphan embedded by this model, at these dims and under these text rules has (a rename
     or a move). Several of the same content pair up in path order, one to one."""
-    version = cutter.version if cutter is not None else EMBED_TEXT_VERSION
+    version = cutter.version
     by_hash: dict[str, list[str]] = {}
     for path in plan.orphans:
         st = states[path]

@@ -33,7 +33,8 @@ from pipeline.freshness.report import (
 from pipeline.graph.reason import graph_reason
 from pipeline.ingest import SkippedNote, skip_reason
 from pipeline.model import Calibration, Note
-from pipeline.vault.parse import EMBED_TEXT_VERSION, read_note
+from pipeline.vault.parse import read_note
+from pipeline.vault.passages import text_version
 from pipeline.vault.scan import ScannedFile, scan_vault, source_type_for
 from pipeline.watch import watcher_status
 
@@ -237,7 +238,7 @@ def _compare(
         states,
         model=model_id,
         dims=dims,
-        text_version=EMBED_TEXT_VERSION,
+        text_version=text_version(settings.embed_long_notes),  # the sync's own rules
         present=(s.path for s in skipped),
     )
     return _Comparison(True, classification, skipped, reread, read=True)

@@ -28,7 +28,10 @@ from pipeline.embed_sync import EmbedReport, sync_embeddings
 from pipeline.graph import GraphClient
 from pipeline.ingest import ingest_vault
 from pipeline.kodb import KoDB
-from pipeline.vault.parse import EMBED_TEXT_VERSION
+from pipeline.vault.passages import text_version
+
+#: The text rules the default setting stores (long notes as passages).
+EMBED_TEXT_VERSION = text_version("passages")
 
 if TYPE_CHECKING:
     from tests.integration.conftest import LocalGraphHandle

@@ -26,7 +26,11 @@ from pipeline.freshness import FreshnessOptions, check_freshness, to_prometheus
 from pipeline.freshness import check as fr_check
 from pipeline.graph import GraphStatus, NoteState
 from pipeline.model import Calibration, Note
-from pipeline.vault.parse import EMBED_TEXT_VERSION, read_note
+from pipeline.vault.parse import read_note
+from pipeline.vault.passages import text_version as rules_version
+
+#: The text rules of a sync under the default setting (long notes as passages).
+EMBED_TEXT_VERSION = rules_version("passages")
 from pipeline.vault.scan import scan_vault
 
 NOTES = {
@@ -623,3 +627,13 @@ def test_graph_down_prometheus_passes_promtool(graph_down) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_vault_embedded_by_its_head_is_stale_once_long_notes_are_cut(synced) -> None:
+    graph = synced[2]
+    for path, old in list(graph.states.items()):
+        graph.states[path] = NoteState(
+            path, old.content_hash, old.model, old.dims, old.embedded_at, rules_version("head")
+        )
+    report = run(synced)
+    assert report.status == "stale" and set(report.classification.stale) == set(graph.states)
