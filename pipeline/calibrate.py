@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     # choose_basis) must stay light for --help, the fallback path and the hook.
     import numpy as np
 
-PAIR_SAMPLE_SEED = 20260530  # fixed, so recalibrating an unchanged vault gives the same σ
+PAIR_SAMPLE_SEED = 20260530
+#: (pair, passage) entries scored at once when passages are measured (bounds the memory).
+PASSAGE_CHUNK = 16_384  # fixed, so recalibrating an unchanged vault gives the same σ
 
 
 class _Embedder(Protocol):
@@ -77,6 +79,8 @@ def note_to_note_stats(
     total = n * (n - 1) // 2
     if total <= max_pairs:
         i, j = np.triu_indices(n, k=1)
+        if rows.has_passages:  # a pair scores differently each way: take both
+            i, j = np.concatenate([i, j]), np.concatenate([j, i])
     else:
         rng = np.random.default_rng(PAIR_SAMPLE_SEED)
         i = rng.integers(0, n, size=max_pairs * 2)
@@ -116,14 +120,21 @@ class _Rows:
         counts = self.ends[j] - self.starts[j] - 1  # passages of each pair's second note
         best = np.full(len(i), -np.inf)
         has = np.flatnonzero(counts > 0)
-        if has.size == 0:
-            return best
-        pair = np.repeat(has, counts[has])  # one entry per (pair, passage)
-        before = np.cumsum(counts[has]) - counts[has]
-        offsets = np.arange(pair.size) - np.repeat(before, counts[has])
-        row = self.starts[j[pair]] + 1 + offsets
-        dots = np.einsum("ij,ij->i", heads[i[pair]], notes[row]) - self.discount[row]
-        np.maximum.at(best, pair, dots)
+        # In chunks of about PASSAGE_CHUNK (pair, passage) entries: all at once, a vault of
+        # long notes would gather pairs × passages × dims floats twice.
+        ends = np.cumsum(counts[has])
+        first = 0
+        while first < has.size:
+            last = int(np.searchsorted(ends, ends[first] - counts[has[first]] + PASSAGE_CHUNK))
+            last = max(last, first + 1)
+            part = has[first:last]
+            pair = np.repeat(part, counts[part])  # one entry per (pair, passage)
+            before = np.cumsum(counts[part]) - counts[part]
+            offsets = np.arange(pair.size) - np.repeat(before, counts[part])
+            row = self.starts[j[pair]] + 1 + offsets
+            dots = np.einsum("ij,ij->i", heads[i[pair]], notes[row]) - self.discount[row]
+            np.maximum.at(best, pair, dots)
+            first = last
         return best
 
 

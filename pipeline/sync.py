@@ -74,6 +74,13 @@ def sync_vault(
     cal, reasons = calibration_needed(settings, kodb, embedder, vault_notes=notes)
     if not reasons and notes and embed.embedded / notes > settings.calibration_max_drift:
         reasons = [f"{embed.embedded} of {notes} notes re-embedded by this run"]
+    if not reasons and notes and cal is not None:
+        # Re-embedded since, by `vault-ko embed` or by runs each under the drift share (a
+        # change of embed_long_notes, an interrupted re-embed): the floor measured vectors
+        # that are mostly gone.
+        since = sum(s.embedded_at > cal.measured_at for s in graph.note_states().values())
+        if since / notes > settings.calibration_max_drift:
+            reasons = [f"{since} of {notes} notes embedded since it was measured"]
     if force_calibration and not reasons:
         reasons = ["requested with --calibrate"]
     calibrated = bool(reasons)

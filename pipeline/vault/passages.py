@@ -42,6 +42,9 @@ def text_version(mode: str) -> int:
     return EMBED_TEXT_VERSION + 1000 * PASSAGE_RULES_VERSION
 
 
+#: Below this many tokens left after the title, a note is not cut: its passages would be a
+#: word or two each, thousands of vectors that all say the title.
+MIN_PASSAGE_TOKENS: Final = 32
 #: Tokens the join of the title and a passage may cost beyond their own counts (the blank
 #: line, a word piece split differently at the seam).
 SEAM_TOKENS: Final = 2
@@ -73,6 +76,8 @@ def passages(title: str, body: str, lengths: Lengths, limit: int) -> list[str]:
     head = f"{title}\n\n"
     # The title's count holds the special tokens, which every passage pays once.
     budget = limit - lengths([title])[0] - SEAM_TOKENS
+    if budget < MIN_PASSAGE_TOKENS:  # a title that fills the model: nothing left to cut
+        return [whole]
     out: list[str] = []
     plain = [embed_plain(s) for s in sections(body)]
     for text, n in zip(plain, _own(plain, lengths), strict=True):

@@ -169,8 +169,9 @@ def test_a_pair_of_notes_is_scored_as_a_hit_its_passages_less_the_discount() -> 
         )
 
     mu, sigma, pairs = note_to_note_stats(rows, 1000, owners)
-    expected = [score("a.md", "b.md"), score("a.md", "c.md"), score("b.md", "c.md")]
-    assert pairs == 3
+    notes = ["a.md", "b.md", "c.md"]
+    expected = [score(q, n) for q in notes for n in notes if q != n]  # both ways
+    assert pairs == 6
     assert mu == pytest.approx(np.mean(expected), abs=1e-6)
     assert sigma == pytest.approx(np.std(expected), abs=1e-6)
     # Sampled (more pairs than max_pairs): the same rule, pairs of two different notes.
@@ -204,3 +205,16 @@ def test_measure_counts_notes_not_passages() -> None:
     owners = ["a", "a", "b", "c", "c", "c", "d", "e"]
     cal = measure(Probe(), rows, vault_notes=5, max_pairs=1000, owners=owners)
     assert cal.n_notes == 5
+
+
+def test_pairs_with_passages_are_scored_the_same_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pipeline.calibrate as calibrate
+
+    rng = np.random.default_rng(13)
+    owners = [f"n{i:02d}" for i in range(40) for _ in range(1 + i % 5)]  # 0–4 passages each
+    rows = rng.standard_normal((len(owners), 8)).astype(np.float32)
+    whole = note_to_note_stats(rows, 200, owners)
+    monkeypatch.setattr(calibrate, "PASSAGE_CHUNK", 3)
+    assert note_to_note_stats(rows, 200, owners) == pytest.approx(whole)
+    every = note_to_note_stats(rows, 10_000, owners)  # all pairs, both ways
+    assert every[2] == 40 * 39

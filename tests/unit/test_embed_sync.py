@@ -729,3 +729,14 @@ def test_a_model_that_cannot_count_tokens_is_told_to_use_head_mode(
         run(vault, registry, FakeGraph(), Blind())
     head = settings_for(vault).replace(embed_long_notes="head")
     assert sync_embeddings(head, registry, FakeGraph(), Blind()).embedded == len(registry.rows)
+
+
+def test_a_title_that_fills_the_model_is_not_cut_into_word_sized_passages() -> None:
+    from pipeline.vault.passages import passages
+
+    def lengths(texts: Sequence[str]) -> list[int]:
+        return [min(len(t.split()) + 2, 40) for t in texts]
+
+    title = " ".join(["word"] * 30)  # leaves fewer tokens than a passage needs
+    body = " ".join(["filler"] * 500)
+    assert passages(title, body, lengths, 40) == [f"{title}\n\n{body}"]

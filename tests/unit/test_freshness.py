@@ -28,10 +28,10 @@ from pipeline.graph import GraphStatus, NoteState
 from pipeline.model import Calibration, Note
 from pipeline.vault.parse import read_note
 from pipeline.vault.passages import text_version as rules_version
+from pipeline.vault.scan import scan_vault
 
 #: The text rules of a sync under the default setting (long notes as passages).
 EMBED_TEXT_VERSION = rules_version("passages")
-from pipeline.vault.scan import scan_vault
 
 NOTES = {
     "wiki/alpha.md": "# Alpha\n\nAlpha talks to [[Beta]].\n",

@@ -393,8 +393,10 @@ class Backend:
 
     def note_vector_sets(self, runner: Runner, paths: Sequence[str]) -> dict[str, VectorSet]:
         unique = sorted(set(paths))
-        rows = runner.auto("note_vectors", {"paths": unique})
-        passages = _passages_by_path(runner.auto("passage_vectors", {"paths": unique}))
+        rows, found = runner.reads(
+            [("note_vectors", {"paths": unique}), ("passage_vectors", {"paths": unique})]
+        )
+        passages = _passages_by_path(found)
         return {
             path: (embedding, *passages.get(path, ()))
             for row in rows
@@ -404,8 +406,8 @@ class Backend:
         }
 
     def all_vectors(self, runner: Runner) -> tuple[list[NoteState], np.ndarray]:
-        rows = runner.auto("all_vectors")
-        passages = _passages_by_path(runner.auto("all_passages"))
+        rows, found = runner.reads([("all_vectors", {}), ("all_passages", {})])
+        passages = _passages_by_path(found)
         states: list[NoteState] = []
         vectors: list[tuple[float, ...]] = []
         for row in rows:
