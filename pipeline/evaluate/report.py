@@ -231,4 +231,7 @@ def _long_notes(data: dict[str, Any]) -> str:
         return (
             f"Long notes are embedded by their head alone (setting embed_long_notes = head){cost}."
         )
-    return f"Long notes are embedded as passages, each scored by its best{cost}."
+    return (
+        "Long notes are embedded as passages too, a note scored by the better of its own "
+        f"vector and its best passage less a discount{cost}."
+    )
