@@ -1,14 +1,19 @@
-// passage_search: nearest passages from the LSM_VECTOR index `Passage[embedding]`, each
-// with its note's title and type, for exact re-scoring by the client (see vector_search;
-// the client keeps a note's best passage). A passage whose note is gone drops out.
+// passage_search: the nearest passages from the LSM_VECTOR index `Passage[embedding]`,
+// kept once per note (its best passage; the index rows are ordered before they are
+// collected, so the first of a note's is its nearest), the best $limit notes with their
+// title and type and that passage's embedding, for exact re-scoring by the client (see
+// vector_search). One row per note, so a note with many near passages cannot crowd the
+// others out of $limit. A passage whose note is gone drops out.
 // score = (1 + cos) / 2.
 // params: k, limit, vector
 // returns: path, title, source_type, embedding, score
 CALL db.index.vector.queryNodes('Passage[embedding]', $k, $vector) YIELD node, score
 WITH node, score
 ORDER BY score DESC
+WITH node.path AS note, collect(node)[0] AS best, max(score) AS score
+ORDER BY score DESC, note ASC
 LIMIT $limit
-MATCH (n:Note {path: node.path})
+MATCH (n:Note {path: note})
 RETURN n.path AS path, n.title AS title, n.source_type AS source_type,
-       node.embedding AS embedding, score
+       best.embedding AS embedding, score
 ORDER BY score DESC, path ASC

@@ -298,3 +298,26 @@ def test_passages_whose_note_is_gone_are_never_read_and_are_deleted(graph: Graph
     assert graph.delete_orphan_passages() == 1
     assert graph.delete_orphan_passages() == 0
     assert len(graph.note_vector_sets(["kept.md"])["kept.md"]) == 2
+
+
+def test_a_note_with_many_near_passages_does_not_crowd_out_another(graph: GraphClient) -> None:
+    rng = np.random.default_rng(24)
+    query = unit_vectors(1, seed=25)[0]
+
+    def near(scale: float) -> tuple[float, ...]:
+        v = query + scale * rng.standard_normal(DIMS)
+        return tuple((v / np.linalg.norm(v)).tolist())
+
+    far = unit_vectors(2, seed=26)
+    crowd = tuple(near(0.02) for _ in range(45))  # 45 passages nearer than other.md's
+    graph.upsert_notes(
+        [
+            note("crowd.md", far[0], passages=crowd),
+            note("other.md", far[1], passages=(near(0.2),)),
+        ]
+    )
+    hits = graph.vector_search(query, 2)  # the index keeps one passage a note
+    assert [h.path for h in hits] == ["crowd.md", "other.md"]
+    other = graph.note_vector_sets(["other.md"])["other.md"][1]
+    expected = float(np.dot(query, other) / np.linalg.norm(other)) - PASSAGE_DISCOUNT
+    assert hits[1].cosine == pytest.approx(expected, abs=1e-6)
