@@ -52,7 +52,13 @@ class LocalGraphHandle:
 
     def settings(self, vault: Path, state_dir: Path | None = None, **overrides: Any) -> Settings:
         """Settings for ``vault`` pointed at this server; the state dir defaults to
-        ``<vault>/.vault-ko`` (the server's own files stay in the session's state dir)."""
+        ``<vault>/.vault-ko`` (the server's own files stay in the session's state dir).
+
+        Long notes are embedded by their head unless a test asks for passages (the
+        default a user gets): the modules that check how notes are found and scored (cold
+        query, embed sync, long notes, load-context, the warm copy) ask for them; the
+        others test later stages, and passages would only multiply their syncs' time."""
+        overrides.setdefault("embed_long_notes", "head")
         base = Settings(vault=vault, state_dir=state_dir or vault / ".vault-ko")
         return self.local.settings_for(base).replace(
             state_dir=state_dir or vault / ".vault-ko", **overrides

@@ -38,7 +38,7 @@ def synced_copy(local_graph: Any, source: Path, dest: Path) -> Settings:
     from pipeline.sync import sync_vault
 
     shutil.copytree(source, dest, ignore=shutil.ignore_patterns(".vault-ko"))
-    settings = local_graph.settings(dest)
+    settings = local_graph.settings(dest, embed_long_notes="passages")
     with GraphClient(settings) as client:
         client.delete_notes(list(client.note_states()))
     with App(settings) as app:

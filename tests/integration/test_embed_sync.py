@@ -76,7 +76,7 @@ def synced(
     """A copy of the sample vault, ingested and synced once into the session's graph."""
     root = tmp_path_factory.mktemp("embed-sync") / "vault"
     shutil.copytree(EXAMPLE_VAULT, root, ignore=shutil.ignore_patterns(".vault-ko"))
-    settings = local_graph.settings(root)
+    settings = local_graph.settings(root, embed_long_notes="passages")
     kodb = KoDB.open(settings.effective_kodb_url)
     graph = GraphClient(settings)
     try:

@@ -72,7 +72,9 @@ def _sync(settings: Settings) -> None:
 
 @pytest.fixture
 def synced(local_graph: LocalGraphHandle, kodb_url: str, tmp_path: Path) -> Iterator[Settings]:
-    settings = local_graph.settings(_vault(tmp_path / "vault"), kodb_url=kodb_url)
+    settings = local_graph.settings(
+        _vault(tmp_path / "vault"), kodb_url=kodb_url, embed_long_notes="passages"
+    )
     _sync(settings)
     yield settings
     with GraphClient(settings) as graph:

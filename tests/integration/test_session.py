@@ -48,7 +48,7 @@ def prompts() -> list[str]:
 def synced(local_graph: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     """The sample vault synced into the session's graph (ingest, embed, calibrate)."""
     vault = copy_vault(tmp_path_factory.mktemp("session") / "vault")
-    settings = local_graph.settings(vault)
+    settings = local_graph.settings(vault, embed_long_notes="passages")
     with App(settings).pipeline() as p:
         sync_vault(p.settings, p.kodb, p.graph, p.embedder)
     yield settings

@@ -32,7 +32,7 @@ def vault_settings(
     """The sample vault ingested and embedded into the session's graph (emptied first)."""
     root = tmp_path / "vault"
     shutil.copytree(EXAMPLE_VAULT, root, ignore=shutil.ignore_patterns(".vault-ko"))
-    settings = local_graph.settings(root, kodb_url=kodb_url)
+    settings = local_graph.settings(root, kodb_url=kodb_url, embed_long_notes="passages")
     with KoDB.open(settings.effective_kodb_url) as kodb, GraphClient(settings) as graph:
         graph.delete_notes(list(graph.note_states()))  # other modules share the server
         ingest_vault(settings, kodb)
