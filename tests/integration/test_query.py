@@ -45,7 +45,7 @@ def synced(
         kodb_url = f"sqlite:///{vault / '.vault-ko' / 'ko.db'}"
     else:
         kodb_url = request.getfixturevalue("reset_pg")()
-    settings = local_graph.settings(vault, kodb_url=kodb_url)
+    settings = local_graph.settings(vault, kodb_url=kodb_url, embed_long_notes="passages")
     with GraphClient(settings) as client:
         client.delete_notes(list(client.note_states()))
     pipeline = App(settings, embedder=get_embedder(settings)).pipeline()
