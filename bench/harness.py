@@ -266,7 +266,11 @@ class World:
         log(
             f"world: vault of {self.size['notes']} notes copied in {time.perf_counter() - t0:.1f} s"
         )
-        self.settings = load_settings(self.vault, env={})
+        # The corpus cache holds one vector a note (bench/make_corpus.py --embed): the World
+        # embeds long notes by their head, and the passage index stays empty (a search still
+        # asks it). What passages cost and buy is measured by `vault-ko eval` and
+        # scripts/long_notes.py (docs/long-notes.md).
+        self.settings = load_settings(self.vault, env={}).replace(embed_long_notes="head")
         facts_file = self.corpus.facts_file()
 
         with KoDB.open(self.settings.effective_kodb_url) as kodb:
