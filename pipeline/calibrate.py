@@ -94,21 +94,15 @@ def note_to_note_stats(
 
 
 class _Rows:
-    """Where each note's rows are: its own vector first, then a long note's passages."""
+    """Where each note's rows are (``graph.scoring.RowLayout``), and the best passage of a
+    pair's second note."""
 
     def __init__(self, owners: Sequence[str] | range) -> None:
-        import numpy as np
+        from pipeline.graph.scoring import RowLayout
 
-        keys = list(owners)
-        first = [r for r, key in enumerate(keys) if r == 0 or key != keys[r - 1]]
-        self.starts = np.asarray(first, dtype=np.intp)
-        self.ends = np.append(self.starts[1:], len(keys)).astype(np.intp)
-        passage = np.ones(len(keys), dtype=bool)
-        passage[self.starts] = False
-        self.has_passages = bool(passage.any())
-        from pipeline.graph.scoring import PASSAGE_DISCOUNT
-
-        self.discount = np.where(passage, PASSAGE_DISCOUNT, 0.0).astype(np.float32)
+        layout = RowLayout(owners)
+        self.starts, self.ends = layout.starts, layout.ends
+        self.has_passages, self.discount = layout.has_passages, layout.discount
 
     def best_passage(
         self, notes: np.ndarray, heads: np.ndarray, i: np.ndarray, j: np.ndarray

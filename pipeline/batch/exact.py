@@ -9,7 +9,7 @@ import numpy as np
 
 from pipeline.graph.backends import score_scale
 from pipeline.graph.records import Candidate
-from pipeline.graph.scoring import PASSAGE_DISCOUNT, exact_rescore
+from pipeline.graph.scoring import RowLayout, exact_rescore
 from pipeline.model import Hit
 
 #: The shortlist keeps every note whose float32 cosine is within this of the k-th best: far
@@ -43,15 +43,11 @@ class ExactSearch:
         self.matrix = np.asarray(matrix, dtype=np.float32)
         norms = np.linalg.norm(self.matrix, axis=1) if len(self.paths) else np.zeros(0)
         self._inv_norms = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
-        # A long note has a row per passage, next to each other (``all_vectors``): the rows
-        # where each note starts, to score a note by its best row.
-        starts = [i for i, p in enumerate(self.paths) if i == 0 or p != self.paths[i - 1]]
-        self._starts = np.asarray(starts, dtype=np.intp)
-        self._ends = np.append(self._starts[1:], len(self.paths)).astype(np.intp)
-        # The rows after a note's first are its passages, scored less the discount.
-        self._passage = np.ones(len(self.paths), dtype=bool)
-        self._passage[self._starts] = False
-        self._discount = np.where(self._passage, PASSAGE_DISCOUNT, 0.0).astype(np.float32)
+        # A long note has a row per passage (``all_vectors``), scored less the discount; a
+        # note scores by its best row.
+        rows = RowLayout(self.paths)
+        self._starts, self._ends = rows.starts, rows.ends
+        self._passage, self._discount = rows.passage, rows.discount
 
     @property
     def notes(self) -> int:

@@ -25,6 +25,22 @@ from pipeline.graph.records import Candidate, GraphHit
 PASSAGE_DISCOUNT: Final = 0.05
 
 
+class RowLayout:
+    """Where each note's rows are in a matrix of every stored vector (``all_vectors``): its
+    own vector first, then a long note's passages, next to each other."""
+
+    def __init__(self, owners: Sequence[str] | range) -> None:
+        keys = list(owners)
+        first = [r for r, key in enumerate(keys) if r == 0 or key != keys[r - 1]]
+        self.starts = np.asarray(first, dtype=np.intp)
+        self.ends = np.append(self.starts[1:], len(keys)).astype(np.intp)
+        self.passage = np.ones(len(keys), dtype=bool)  # every row after a note's first
+        self.passage[self.starts] = False
+        self.has_passages = bool(self.passage.any())
+        #: What each row gives up against a note's own vector (``note_score``).
+        self.discount = np.where(self.passage, PASSAGE_DISCOUNT, 0.0).astype(np.float32)
+
+
 def note_score(own: float, passages: Iterable[float] = ()) -> float:
     """A note's score from the cosines of its own vector and of its passages."""
     return max([own, *(c - PASSAGE_DISCOUNT for c in passages)])
