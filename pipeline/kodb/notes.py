@@ -10,16 +10,20 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from pipeline.kodb import schema, text
+from pipeline.kodb import bm25, schema, text
 from pipeline.kodb.chunking import chunks
 from pipeline.kodb.dialects import Dialect
 from pipeline.kodb.schema import from_row
 from pipeline.model import Note, NoteText
 
-#: How much more a word in a note's title (or alias) counts than one in its body: SQLite's
-#: bm25() column weights, and PostgreSQL's ts_rank_cd class A over class B (chosen on the
-#: eval collections: docs/degraded-mode.md).
+#: How much more a word in a note's title (or alias) counts than one in its body: in the BM25
+#: that orders the notes found, and in each database's own measure that finds them (SQLite's
+#: bm25() column weights, PostgreSQL's ts_rank_cd class A over class B); chosen on the eval
+#: collections (docs/degraded-mode.md).
 TITLE_WEIGHT = 3.0
+#: Notes the database's own ranking hands to BM25, at least (twice the limit when larger):
+#: on every collection measured, BM25 over this many ranks as it does over every note.
+RESCORE_POOL = 100
 #: ts_rank_cd's normalisation flag (0: none; 1: divide by 1 + log(length); 32: r/(r+1)).
 PG_RANK_NORMALIZATION = 0
 
@@ -91,15 +95,19 @@ def replace_texts(
     gone = list(dict.fromkeys([x.path for x in texts] + list(removed)))
     for chunk in chunks(gone):
         conn.execute(t.delete().where(dialect.one_of(t.c.path, chunk)))
-    rows = [
-        {
-            "path": x.path,
-            "title": text.index_text(x.title, x.language),
-            "body": text.index_text(x.body, x.language),
-            "language": x.language or text.NO_STEMMING,
-        }
-        for x in {x.path: x for x in texts}.values()
-    ]
+    rows = []
+    for x in {x.path: x for x in texts}.values():
+        title = text.words(x.title, text.MAX_INDEX_WORDS, x.language)
+        body = text.words(x.body, text.MAX_INDEX_WORDS, x.language)
+        rows.append(
+            {
+                "path": x.path,
+                "title": " ".join(title),
+                "body": " ".join(body),
+                "language": x.language or text.NO_STEMMING,
+                "words": len(title) + len(body),
+            }
+        )
     dialect.insert_rows(conn, t, rows, None)
 
 
@@ -111,15 +119,43 @@ def search_notes(
     title_weight: float,
     pg_normalization: int,
 ) -> list[tuple[str, float]]:
-    """Notes matching any of these words, best first: (path, score), larger is better.
+    """Notes matching any of these words, best first: (path, BM25), larger is better.
 
     The words are folded like the index (kodb/text.py) and passed as one parameter, so no
-    question can be read as FTS or tsquery syntax; each database ranks by its own measure
-    (``Dialect.search_notes``)."""
+    question can be read as FTS or tsquery syntax. The database finds the candidates by its
+    own measure (``Dialect.search_notes``, ``RESCORE_POOL`` of them at least) and
+    ``bm25.rank`` orders them, the same on either database."""
     wanted = text.query_words(terms, index_languages(conn))
     if not wanted or limit <= 0:
         return []
-    return dialect.search_notes(conn, wanted, limit, float(title_weight), pg_normalization)
+    pool = max(limit * 2, RESCORE_POOL)
+    found = dialect.search_notes(conn, wanted, pool, float(title_weight), pg_normalization)
+    if not found:
+        return []
+    stats = _index_stats(conn, dialect, wanted)
+    return bm25.rank(_candidates(conn, [p for p, _ in found]), wanted, stats, title_weight, limit)
+
+
+def _index_stats(conn: Connection, dialect: Dialect, wanted: Sequence[str]) -> bm25.IndexStats:
+    t = schema.note_texts
+    count, total = conn.execute(sa.select(sa.func.count(), sa.func.sum(t.c.words))).one()
+    notes = int(count or 0)
+    return bm25.IndexStats(
+        notes=notes,
+        mean_words=float(total or 0) / notes if notes else 0.0,
+        holding=dialect.notes_holding(conn, wanted),
+    )
+
+
+def _candidates(conn: Connection, paths: Sequence[str]) -> list[bm25.Candidate]:
+    t = schema.note_texts
+    out: list[bm25.Candidate] = []
+    for chunk in chunks(paths):
+        stmt = sa.select(t.c.path, t.c.title, t.c.body, t.c.words).where(t.c.path.in_(chunk))
+        out += [
+            bm25.Candidate(p, title, body, int(n or 0)) for p, title, body, n in conn.execute(stmt)
+        ]
+    return out
 
 
 def index_languages(conn: Connection) -> tuple[str | None, ...]:

@@ -26,7 +26,10 @@ Search support:
   PostgreSQL tsvector with a GIN index (``ts_rank_cd``); ingest keeps it in the same
   transaction as the note's facts. Migration 13 records each note's stemmer
   (``note_texts.language``): the words are stemmed in Python (kodb/text.py), so both
-  databases index them as they are.
+  databases index them as they are. Migration 14 stores each note's length in words
+  (``note_texts.words``) and, on SQLite, a vocabulary table over the index
+  (``note_texts_vocab``), so the candidates either database finds are ranked by the same
+  BM25 in Python (kodb/bm25.py).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ metadata = sa.MetaData()
 FILE_INDEX = "ix_facts_source_file_subject"
 #: The index that lists the stemmers of the notes' full text (migration 13).
 TEXT_LANGUAGE_INDEX = "ix_note_texts_language"
+TEXT_WORDS_INDEX = "ix_note_texts_words"
 
 
 def subject_key(subject_norm: str) -> str:
@@ -187,8 +191,12 @@ note_texts = sa.Table(
     # The stemmer its words went through (kodb/text.py): the vault's language or the note's
     # own ``lang:``; "none" or NULL (before migration 13): whole words. Migration 13.
     sa.Column("language", sa.Text, nullable=True),
+    # How many words the title and body index, together: a note's length in BM25
+    # (kodb/bm25.py). Migration 14; its index lets the mean length be read without the text.
+    sa.Column("words", sa.Integer, nullable=True),
     sa.UniqueConstraint("path", name="uq_note_texts_path"),
     sa.Index(TEXT_LANGUAGE_INDEX, "language"),
+    sa.Index(TEXT_WORDS_INDEX, "words"),
 )
 
 #: Each subject's summary (kodb/summaries.py): the ranking counts and a question-independent
@@ -230,6 +238,8 @@ decisions = sa.Table(
 note_texts_fts = sa.table(
     "note_texts_fts", sa.column("rowid"), sa.column("note_texts_fts"), sa.column("rank")
 )
+#: SQLite: FTS5's vocabulary of note_texts_fts, a row per word (migration 14).
+note_texts_vocab = sa.table("note_texts_vocab", sa.column("term"), sa.column("doc"))
 #: PostgreSQL: the weighted tsvector column of note_texts (generated, GIN-indexed).
 NOTE_TSV = "tsv"
 
@@ -455,6 +465,29 @@ def _m013_stemmed_full_text(conn: Connection, dialect: Dialect) -> None:
     )
 
 
+def _word_count(column: sa.ColumnElement[str]) -> sa.ColumnElement[int]:
+    """Words of a space-separated column, in SQL both databases run."""
+    spaces = sa.func.length(column) - sa.func.length(sa.func.replace(column, " ", ""))
+    return sa.case((column == "", 0), else_=spaces + 1)
+
+
+def _m014_note_text_lengths(conn: Connection, dialect: Dialect) -> None:
+    """``note_texts.words`` (each note's indexed words, filled here from the stored text, so
+    no re-ingest is needed) with its index, and what each database needs to tell how many
+    notes hold a word (``Dialect.m014_word_document_counts``)."""
+    inspector = sa.inspect(conn)
+    if "words" not in {c["name"] for c in inspector.get_columns(note_texts.name)}:
+        conn.exec_driver_sql("ALTER TABLE note_texts ADD COLUMN words INTEGER")
+    t = note_texts
+    conn.execute(
+        t.update()
+        .where(t.c.words.is_(None))
+        .values(words=_word_count(t.c.title) + _word_count(t.c.body))
+    )
+    conn.exec_driver_sql(f"CREATE INDEX IF NOT EXISTS {TEXT_WORDS_INDEX} ON note_texts (words)")
+    dialect.m014_word_document_counts(conn)
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema change: ``apply(conn, dialect)`` runs once, recorded under ``version``."""
@@ -479,6 +512,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(11, "decisions", _m011_decisions),
     Migration(12, "note_date", _m012_note_date),
     Migration(13, "stemmed_full_text", _m013_stemmed_full_text),
+    Migration(14, "note_text_lengths", _m014_note_text_lengths),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

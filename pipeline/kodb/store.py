@@ -216,12 +216,13 @@ class KoDB:
         title_weight: float = TITLE_WEIGHT,
         pg_normalization: int = PG_RANK_NORMALIZATION,
     ) -> list[tuple[str, float]]:
-        """Notes matching any of these words, best first: (path, score), larger is better.
+        """Notes matching any of these words, best first: (path, BM25), larger is better.
 
-        SQLite ranks with FTS5's ``bm25()``, a title word counting ``title_weight`` times a
-        body word; PostgreSQL with ``ts_rank_cd`` on the weighted tsvector (not BM25: a
-        cover-density rank; ``pg_normalization`` is its length normalisation flag). The
-        defaults are the measured choices (bench/retrieval_rules.py). Ties go to the path.
+        The database finds the candidates by its own measure (SQLite FTS5's ``bm25()``,
+        PostgreSQL's ``ts_rank_cd`` with ``pg_normalization`` as its length normalisation
+        flag) and kodb/bm25.py orders them, the same on both; a title word counts
+        ``title_weight`` times a body word in each. The defaults are the measured choices
+        (bench/retrieval_rules.py). Ties go to the path.
         """
         with self._tx() as conn:
             return notes.search_notes(conn, self._sql, terms, limit, title_weight, pg_normalization)

@@ -108,6 +108,11 @@ class Dialect(ABC):
         better; ties in path order."""
 
     @abstractmethod
+    def notes_holding(self, conn: Connection, words: Sequence[str]) -> dict[str, int]:
+        """How many indexed notes hold each of these folded words (a word none holds is
+        left out)."""
+
+    @abstractmethod
     def word_term(self, runs: str) -> str:
         """A term's word runs as ``word_select`` takes them."""
 
@@ -149,6 +154,10 @@ class Dialect(ABC):
     @abstractmethod
     def m005_note_full_text_index(self, conn: Connection) -> None:
         """The notes' full-text index over ``note_texts``."""
+
+    @abstractmethod
+    def m014_word_document_counts(self, conn: Connection) -> None:
+        """Whatever ``notes_holding`` reads."""
 
     @abstractmethod
     def m008_subject_word_index(self, conn: Connection) -> None:

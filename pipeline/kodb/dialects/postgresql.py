@@ -182,6 +182,19 @@ class PostgresDialect(Dialect):
         )
         return [(path, float(score)) for path, score in conn.execute(stmt)]
 
+    def notes_holding(self, conn: Connection, words: Sequence[str]) -> dict[str, int]:
+        """A count per word through the GIN index of the tsvector."""
+        tsv = sa.literal_column(f"note_texts.{schema.NOTE_TSV}")
+        simple = sa.literal_column("'simple'::regconfig")
+        out: dict[str, int] = {}
+        for word in dict.fromkeys(words):
+            query = sa.func.to_tsquery(simple, sa.bindparam("word", word))
+            stmt = sa.select(sa.func.count()).select_from(schema.note_texts)
+            n = conn.execute(stmt.where(tsv.op("@@")(query))).scalar_one()
+            if n:
+                out[word] = int(n)
+        return out
+
     def word_term(self, runs: str) -> str:
         """The space-separated runs themselves (split into an array by the server)."""
         return runs
@@ -269,6 +282,9 @@ class PostgresDialect(Dialect):
 
     def m008_subject_word_index(self, conn: Connection) -> None:
         """Nothing to do: PostgreSQL's word index came with migration 9."""
+
+    def m014_word_document_counts(self, conn: Connection) -> None:
+        """Nothing to do: the tsvector's GIN index counts them."""
 
     def m009_subject_word_index(self, conn: Connection) -> None:
         """A GIN index over ``subjects.words`` split into its runs, so a term with a word

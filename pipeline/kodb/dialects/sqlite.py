@@ -238,6 +238,17 @@ class SqliteDialect(Dialect):
         found = sorted((rank, paths[rowid]) for rowid, rank in ranked if rowid in paths)
         return [(path, -rank) for rank, path in found[:limit]]
 
+    def notes_holding(self, conn: Connection, words: Sequence[str]) -> dict[str, int]:
+        """From the index's own vocabulary (``note_texts_vocab``, migration 14): a lookup
+        per word, not a walk over the notes."""
+        v = schema.note_texts_vocab
+        out: dict[str, int] = {}
+        for word in dict.fromkeys(words):
+            n = conn.execute(sa.select(v.c.doc).where(v.c.term == word)).scalar()
+            if n:
+                out[word] = int(n)
+        return out
+
     def word_term(self, runs: str) -> str:
         """An FTS5 phrase of the runs."""
         return fts_phrase(runs)
@@ -339,6 +350,14 @@ class SqliteDialect(Dialect):
 
     def m009_subject_word_index(self, conn: Connection) -> None:
         """Nothing to do: migration 8 built SQLite's word index."""
+
+    def m014_word_document_counts(self, conn: Connection) -> None:
+        """``note_texts_vocab``: FTS5's vocabulary of ``note_texts_fts``, a row per word
+        with the number of notes holding it (read from the index, nothing stored)."""
+        conn.exec_driver_sql(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS note_texts_vocab "
+            "USING fts5vocab('note_texts_fts', 'row')"
+        )
 
     def m008_subject_word_index(self, conn: Connection) -> None:
         """``subject_words``: FTS5 over ``subjects.words``, kept in step by triggers.

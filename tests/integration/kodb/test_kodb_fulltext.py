@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -216,3 +217,44 @@ def test_a_changed_language_setting_re_indexes_every_note(kodb_url: str, tmp_pat
         assert db.index_languages() == (None, "hungarian")  # the note's own lang stays
         assert found(db, "cache") == []
         assert found(db, "caching") == ["wiki/cache.md"]
+
+
+def test_a_word_most_notes_hold_still_ranks_them_on_both_databases(db: KoDB) -> None:
+    """BM25 orders what the database found: "server", held by four notes of five, still
+    lifts the note holding it over a shorter one that holds only "crash" (FTS5's own bm25()
+    takes such a word as worthless; ts_rank_cd is not BM25)."""
+    texts = [NoteText(f"wiki/s{i}.md", "Notes", f"The server room {i}.") for i in range(3)]
+    texts += [
+        NoteText("wiki/short.md", "Notes", "A crash."),
+        NoteText("wiki/both.md", "Notes", "A server crash."),
+    ]
+    db.apply_ingest([(note(x.path), []) for x in texts], [], texts=texts)
+    ranked = db.search_notes(["server", "crash"], 10)
+    assert [p for p, _ in ranked][:2] == ["wiki/both.md", "wiki/short.md"]
+    assert [p for p, _ in ranked][2:] == ["wiki/s0.md", "wiki/s1.md", "wiki/s2.md"]
+
+
+def test_migration_14_counts_the_words_of_notes_indexed_before_it(
+    kodb_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = [
+        NoteText("wiki/a.md", "Kafka consumers", "Lag of the consumers was high."),
+        NoteText("wiki/b.md", "", "Billing events."),
+    ]
+    with monkeypatch.context() as patch:
+        patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:13])
+        with KoDB.open(kodb_url) as old:
+            old.apply_ingest([(note(x.path), []) for x in texts], [], texts=texts)
+    t = kodb_schema.note_texts
+    engine = sa.create_engine(kodb_url)
+    try:
+        with engine.begin() as conn:  # the rows as migration 13 left them
+            conn.execute(t.update().values(words=None))
+        with KoDB.open(kodb_url) as db:
+            assert db.schema_versions()[-1] == 14
+            assert found(db, "consumers") == ["wiki/a.md"]
+        with engine.begin() as conn:
+            counts = dict(conn.execute(sa.select(t.c.path, t.c.words)).all())
+    finally:
+        engine.dispose()
+    assert counts == {"wiki/a.md": 2 + 6, "wiki/b.md": 0 + 2}

@@ -1,0 +1,82 @@
+"""BM25 over the full-text index's words, the same on both databases.
+
+The databases only find the candidates (SQLite FTS5's ``bm25()``, PostgreSQL's
+``ts_rank_cd``); this module orders them. FTS5's BM25 takes a word held by more than half the
+notes as worthless (its IDF is clamped to almost zero), and ``ts_rank_cd`` is not BM25 at
+all: on vaults where a question's words are common, both ranked well below plain BM25
+(docs/degraded-mode.md). Here the IDF is Lucene's, which never reaches zero, with the
+constants of the eval's yardstick (the ``bm25s`` library): k1 1.5, b 0.75. A title word
+counts ``title_weight`` times a body word, as FTS5's column weights count it; a note's length
+is its indexed words, title and body.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+K1: Final = 1.5
+B: Final = 0.75
+
+
+@dataclass(frozen=True)
+class IndexStats:
+    """What BM25 needs of the whole index: how many notes, their mean length in words, and
+    how many notes hold each word asked about."""
+
+    notes: int
+    mean_words: float
+    holding: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One note the database found: its title and body words as the index holds them
+    (space-separated) and how many words it indexes."""
+
+    path: str
+    title: str
+    body: str
+    words: int
+
+
+def idf(notes: int, holding: int) -> float:
+    """Lucene's inverse document frequency: positive however common the word."""
+    return math.log(1.0 + (notes - holding + 0.5) / (holding + 0.5))
+
+
+def occurrences(words: str, word: str) -> int:
+    """How often ``word`` is one of the space-separated ``words``."""
+    return f" {words} ".count(f" {word} ")
+
+
+def score(
+    candidate: Candidate, wanted: Sequence[str], stats: IndexStats, title_weight: float
+) -> float:
+    """The note's BM25 for these (distinct) words."""
+    norm = K1 * (1.0 - B + B * candidate.words / stats.mean_words) if stats.mean_words else K1
+    total = 0.0
+    for word in wanted:
+        holding = stats.holding.get(word, 0)
+        if not holding:
+            continue
+        tf = title_weight * occurrences(candidate.title, word) + occurrences(candidate.body, word)
+        if tf:
+            total += idf(stats.notes, holding) * tf * (K1 + 1.0) / (tf + norm)
+    return total
+
+
+def rank(
+    candidates: Sequence[Candidate],
+    wanted: Sequence[str],
+    stats: IndexStats,
+    title_weight: float,
+    limit: int,
+) -> list[tuple[str, float]]:
+    """The ``limit`` best candidates: (path, BM25), best first, ties in path order; a
+    candidate holding none of the words (it cannot, once found by them) is left out."""
+    scored = [(score(c, wanted, stats, title_weight), c.path) for c in candidates]
+    scored.sort(key=lambda sp: (-sp[0], sp[1]))
+    return [(path, s) for s, path in scored[:limit] if s > 0]

@@ -1,0 +1,56 @@
+"""BM25 as the full-text search orders the notes the database found (kodb/bm25.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pipeline.kodb import bm25
+from pipeline.kodb.bm25 import Candidate, IndexStats
+
+
+def stats(notes: int, mean: float, **holding: int) -> IndexStats:
+    return IndexStats(notes=notes, mean_words=mean, holding=holding)
+
+
+def test_a_word_most_notes_hold_still_counts() -> None:
+    """FTS5's IDF is all but zero for a word more than half the notes hold; Lucene's is not,
+    so the note that also holds the common word wins over a slightly shorter one."""
+    common = bm25.idf(10, 8)
+    assert 0 < common < bm25.idf(10, 1)
+    index = stats(10, 6.0, server=8, crash=2)
+    short = Candidate("a.md", "", "the crash log", 3)
+    both = Candidate("b.md", "", "the server crash log", 4)
+    ranked = bm25.rank([short, both], ["server", "crash"], index, 3.0, 10)
+    assert [p for p, _ in ranked] == ["b.md", "a.md"]
+
+
+def test_the_score_is_lucene_bm25_with_title_words_weighted() -> None:
+    index = stats(4, 5.0, okapi=2)
+    note = Candidate("n.md", "okapi", "an okapi grazes here", 5)
+    tf = 3.0 * 1 + 1  # the title's occurrence weighs three body ones
+    idf = math.log(1 + (4 - 2 + 0.5) / (2 + 0.5))
+    expected = idf * tf * (1.5 + 1) / (tf + 1.5 * (1 - 0.75 + 0.75 * 5 / 5.0))
+    assert bm25.score(note, ["okapi"], index, 3.0) == pytest.approx(expected)
+
+
+def test_only_whole_words_count() -> None:
+    assert bm25.occurrences("cache caches cache", "cache") == 2
+    assert bm25.occurrences("cached", "cache") == 0
+    assert bm25.occurrences("", "cache") == 0
+
+
+def test_ties_go_to_the_path_and_the_limit_cuts_after_ordering() -> None:
+    index = stats(5, 2.0, okapi=3)
+    notes = [Candidate(p, "", "okapi herd", 2) for p in ("c.md", "a.md", "b.md")]
+    best = Candidate("z.md", "okapi", "okapi herd", 3)
+    ranked = bm25.rank([*notes, best], ["okapi"], index, 3.0, 3)
+    assert [p for p, _ in ranked] == ["z.md", "a.md", "b.md"]
+    assert ranked[0][1] > ranked[1][1] == ranked[2][1] > 0
+
+
+def test_a_word_no_note_holds_and_a_note_without_the_words_score_nothing() -> None:
+    index = stats(3, 2.0, okapi=1)
+    assert bm25.score(Candidate("a.md", "", "zebra", 1), ["okapi", "gnu"], index, 3.0) == 0
+    assert bm25.rank([Candidate("a.md", "", "zebra", 1)], ["okapi"], index, 3.0, 5) == []
