@@ -125,16 +125,25 @@ def live_hits(hits: Sequence[Hit], floor_cosine: float | None) -> list[Hit]:
     return [h for h in hits if floor_cosine is None or h.cosine is None or h.cosine > floor_cosine]
 
 
-def rank_cosines(hits: Sequence[Hit]) -> dict[str, float]:
+#: Hybrid retrieval: how many vault σ each fused place stands below the one above it. The
+#: blend rule (``rank.OrderRule``) lets a subject ten times better corroborated lead one
+#: ``blend_sigmas`` (½ σ) more relevant, so at ½ σ a place it can climb one place and no
+#: more (chosen on the judged vaults and collections: docs/ranking.md).
+RANK_STEP_SIGMAS: Final = 0.5
+
+
+def rank_cosines(hits: Sequence[Hit], sigma: float | None) -> dict[str, float]:
     """Hybrid retrieval's hits are in fused order, and their cosines are not: the hit at
-    the n-th place stands for the n-th best cosine among them, or its own when that is
-    better. Subjects are then compared on the same cosine scale (and σ steps) as in dense
-    mode: a note the words lift lifts its subject, and the fusion never sinks a subject its
-    own cosine put higher (which lost judged answers: docs/benchmarks-history.md).
-    path → that cosine."""
-    scored = [(h.path, h.cosine) for h in hits if h.cosine is not None]
-    ladder = sorted((c for _, c in scored), reverse=True)
-    return {path: max(place, own) for (path, own), place in zip(scored, ladder, strict=True)}
+    the n-th place (from 0) stands for the best cosine among them less n ×
+    ``RANK_STEP_SIGMAS`` × the vault's σ, so subjects are compared on the cosine scale (and
+    σ steps) of dense mode while the fused order decides which is more relevant. Without a
+    σ a place is one σ-less step. path → that cosine (hits with a cosine only)."""
+    scored = [h.path for h in hits if h.cosine is not None]
+    if not scored:
+        return {}
+    top = max(h.cosine for h in hits if h.cosine is not None)
+    step = RANK_STEP_SIGMAS * (sigma if sigma else 1.0)
+    return {path: top - place * step for place, path in enumerate(scored)}
 
 
 def semantic_candidates(
@@ -144,15 +153,17 @@ def semantic_candidates(
     *,
     registry: Mapping[str, Note] | None = None,
     fused: bool = False,
+    sigma: float | None = None,
 ) -> dict[str, Candidate]:
     """subject_norm → Candidate for an answer's hits (best first), see the module doc.
 
     ``registry`` holds the hits' registry rows when the caller has read them already;
-    ``fused``: the hits are in hybrid retrieval's fused order (``rank_cosines``)."""
+    ``fused``: the hits are in hybrid retrieval's fused order (``rank_cosines``, with the
+    vault's ``sigma``)."""
     live = live_hits(hits, floor_cosine)
     if not live:
         return {}
-    ranked = rank_cosines(hits) if fused else {}
+    ranked = rank_cosines(hits, sigma) if fused else {}
 
     def _candidate(subject: str, evidence: Evidence, h: Hit) -> Candidate:
         return Candidate(

@@ -444,6 +444,7 @@ class Pipeline:
                 self.kodb,
                 registry=registry,
                 fused=opts.retrieval == "hybrid",
+                sigma=relevance.sigma,
             )
         evidence = {h.path: h.cosine or 0.0 for h in shown}
         words = (lambda: bridge.term_candidates(text, self.kodb)) if opts.per_token else None

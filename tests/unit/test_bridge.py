@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pipeline.bridge import (
     content_words,
     query_terms,
@@ -121,16 +123,37 @@ def test_content_words_of_any_length_but_not_stop_words_or_symbols() -> None:
     assert content_words("% _ 🍌 '' --") == []
 
 
-def test_fused_hits_stand_for_the_cosines_of_their_places() -> None:
+def test_each_fused_place_stands_half_a_sigma_below_the_one_above() -> None:
     hits = [
         Hit("words.md", "Words", "wiki", 0.30, bm25=9.0),  # fused first by its words
         Hit("dense.md", "Dense", "wiki", 0.60),
         Hit("none.md", "No vector", "wiki", None, bm25=1.0),
         Hit("mid.md", "Mid", "wiki", 0.45),
     ]
-    # The words lift words.md to the best cosine; dense.md keeps its own better one.
-    assert rank_cosines(hits) == {"words.md": 0.60, "dense.md": 0.60, "mid.md": 0.45}
-    assert rank_cosines([]) == {}
+    # The first place stands for the best cosine among the hits, each next one ½ σ less,
+    # whatever its own cosine: the fused order decides, on dense mode's scale.
+    ranked = rank_cosines(hits, sigma=0.1)
+    assert ranked == pytest.approx({"words.md": 0.60, "dense.md": 0.55, "mid.md": 0.50})
+    assert rank_cosines(hits, sigma=None) == pytest.approx(
+        {"words.md": 0.60, "dense.md": 0.10, "mid.md": -0.40}
+    )
+    assert rank_cosines([], sigma=0.1) == {}
+    assert rank_cosines([Hit("x.md", "X", "wiki", None, bm25=1.0)], sigma=0.1) == {}
+
+
+def test_a_tenfold_corroborated_subject_climbs_one_fused_place_and_no_more() -> None:
+    """The blend rule's ½ σ per tenfold score against ½ σ a place: a subject ten times better
+    corroborated ties the place above it, not the one above that."""
+    from pipeline.rank import DEFAULT_ORDER
+
+    ranked = rank_cosines([Hit(f"{i}.md", str(i), "wiki", 0.5) for i in range(3)], sigma=0.1)
+    top = ranked["0.md"]
+
+    def tier(path: str, score: int) -> float:
+        return DEFAULT_ORDER.tier(ranked[path], None, top, 0.1, score)
+
+    assert tier("1.md", 100) == pytest.approx(tier("0.md", 10))
+    assert tier("2.md", 100) > tier("0.md", 10)
 
 
 def test_hybrid_candidates_carry_their_fused_place_and_dense_ones_do_not() -> None:
@@ -139,8 +162,8 @@ def test_hybrid_candidates_carry_their_fused_place_and_dense_ones_do_not() -> No
         own={"a.md": "Alpha", "b.md": "Beta"},
     )
     hits = [Hit("a.md", "Alpha", "wiki", 0.3), Hit("b.md", "Beta", "wiki", 0.6)]
-    fused = semantic_candidates(hits, None, kodb, fused=True)
+    fused = semantic_candidates(hits, None, kodb, fused=True, sigma=0.1)
     assert fused["alpha"] == Candidate("alpha", "own", 0.3, "a.md", rank_cosine=0.6)
-    assert fused["beta"].rank_cosine == 0.6  # never below its own cosine
+    assert fused["beta"].rank_cosine == pytest.approx(0.55)  # its place, not its cosine
     dense = semantic_candidates(hits, None, kodb)
     assert dense["alpha"].rank_cosine is None
