@@ -7,8 +7,9 @@ VAULT_KO_TEST_PG_URL, default postgres@127.0.0.1) and its own local ArcadeDB on 
 syncs once; searches every judged question once densely (100 notes); then ranks the notes
 under every variant and reports nDCG@10 of the notes:
 
-* full text (degraded mode): SQLite FTS5 ``bm25()`` with a title word worth 1, 2, 3 or 5
-  body words; PostgreSQL ``ts_rank_cd`` with the chosen title weight and length
+* full text (degraded mode): KO-DB's search with a title word worth 1, 2, 3 or 5 body
+  words (the candidates of SQLite FTS5's ``bm25()`` ordered by vault-ko's BM25); on
+  PostgreSQL with the chosen title weight, the candidates of ``ts_rank_cd`` under length
   normalisations 0 (none), 1 (log length) and 32 (r/(r+1)); the bm25s library over the same
   words as the yardstick;
 * hybrid: reciprocal rank fusion of the dense and the full-text ranking with k = 10, 30, 60

@@ -47,22 +47,19 @@ def idf(notes: int, holding: int) -> float:
     return math.log(1.0 + (notes - holding + 0.5) / (holding + 0.5))
 
 
-def occurrences(words: str, word: str) -> int:
-    """How often ``word`` is one of the space-separated ``words``."""
-    return f" {words} ".count(f" {word} ")
-
-
 def score(
     candidate: Candidate, wanted: Sequence[str], stats: IndexStats, title_weight: float
 ) -> float:
     """The note's BM25 for these (distinct) words."""
     norm = K1 * (1.0 - B + B * candidate.words / stats.mean_words) if stats.mean_words else K1
+    title = candidate.title.split()
+    body = candidate.body.split()
     total = 0.0
     for word in wanted:
         holding = stats.holding.get(word, 0)
         if not holding:
             continue
-        tf = title_weight * occurrences(candidate.title, word) + occurrences(candidate.body, word)
+        tf = title_weight * title.count(word) + body.count(word)
         if tf:
             total += idf(stats.notes, holding) * tf * (K1 + 1.0) / (tf + norm)
     return total

@@ -21,8 +21,8 @@ from pipeline.model import Note, NoteText
 #: bm25() column weights, PostgreSQL's ts_rank_cd class A over class B); chosen on the eval
 #: collections (docs/degraded-mode.md).
 TITLE_WEIGHT = 3.0
-#: Notes the database's own ranking hands to BM25, at least (twice the limit when larger):
-#: on every collection measured, BM25 over this many ranks as it does over every note.
+#: Notes the database's own ranking hands to BM25, at least (the limit when larger): on every
+#: collection measured, BM25 over this many ranks as it does over every note.
 RESCORE_POOL = 100
 #: ts_rank_cd's normalisation flag (0: none; 1: divide by 1 + log(length); 32: r/(r+1)).
 PG_RANK_NORMALIZATION = 0
@@ -128,7 +128,7 @@ def search_notes(
     wanted = text.query_words(terms, index_languages(conn))
     if not wanted or limit <= 0:
         return []
-    pool = max(limit * 2, RESCORE_POOL)
+    pool = max(limit, RESCORE_POOL)
     found = dialect.search_notes(conn, wanted, pool, float(title_weight), pg_normalization)
     if not found:
         return []

@@ -22,14 +22,15 @@ Search support:
 - PostgreSQL: ``pg_trgm`` and a GIN ``gin_trgm_ops`` index on ``subjects.subject_norm``, which
   the planner uses for ``LIKE '%…%'`` patterns.
 - Notes' full text (migration 5): ``note_texts`` holds each note's folded words (title and
-  aliases apart from the body), indexed by SQLite FTS5 (``note_texts_fts``, BM25) or by a
-  PostgreSQL tsvector with a GIN index (``ts_rank_cd``); ingest keeps it in the same
+  aliases apart from the body), indexed by SQLite FTS5 (``note_texts_fts``) or by a
+  PostgreSQL tsvector with a GIN index; ingest keeps it in the same
   transaction as the note's facts. Migration 13 records each note's stemmer
   (``note_texts.language``): the words are stemmed in Python (kodb/text.py), so both
   databases index them as they are. Migration 14 stores each note's length in words
   (``note_texts.words``) and, on SQLite, a vocabulary table over the index
-  (``note_texts_vocab``), so the candidates either database finds are ranked by the same
-  BM25 in Python (kodb/bm25.py).
+  (``note_texts_vocab``), so the candidates either database finds by its own measure
+  (FTS5's ``bm25()``, ``ts_rank_cd``) are ranked by the same BM25 in Python (kodb/bm25.py);
+  SQLite's update trigger then fires on the indexed columns only.
 """
 
 from __future__ import annotations
@@ -474,18 +475,21 @@ def _word_count(column: sa.ColumnElement[str]) -> sa.ColumnElement[int]:
 def _m014_note_text_lengths(conn: Connection, dialect: Dialect) -> None:
     """``note_texts.words`` (each note's indexed words, filled here from the stored text, so
     no re-ingest is needed) with its index, and what each database needs to tell how many
-    notes hold a word (``Dialect.m014_word_document_counts``)."""
+    notes hold a word (``Dialect.m014_note_text_lengths``)."""
     inspector = sa.inspect(conn)
     if "words" not in {c["name"] for c in inspector.get_columns(note_texts.name)}:
         conn.exec_driver_sql("ALTER TABLE note_texts ADD COLUMN words INTEGER")
     t = note_texts
-    conn.execute(
-        t.update()
-        .where(t.c.words.is_(None))
-        .values(words=_word_count(t.c.title) + _word_count(t.c.body))
-    )
+
+    def fill() -> None:
+        conn.execute(
+            t.update()
+            .where(t.c.words.is_(None))
+            .values(words=_word_count(t.c.title) + _word_count(t.c.body))
+        )
+
+    dialect.m014_note_text_lengths(conn, fill)
     conn.exec_driver_sql(f"CREATE INDEX IF NOT EXISTS {TEXT_WORDS_INDEX} ON note_texts (words)")
-    dialect.m014_word_document_counts(conn)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ A dialect holds no state; one instance serves every store of its database.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -104,8 +104,9 @@ class Dialect(ABC):
         title_weight: float,
         pg_normalization: int,
     ) -> list[tuple[str, float]]:
-        """Notes holding any of these folded words, best first: (path, score), larger is
-        better; ties in path order."""
+        """The candidates of a full-text search: notes holding any of these folded words,
+        best first by the database's own measure, (path, score), larger is better; ties in
+        path order (``notes.search_notes`` then orders them by BM25)."""
 
     @abstractmethod
     def notes_holding(self, conn: Connection, words: Sequence[str]) -> dict[str, int]:
@@ -156,8 +157,9 @@ class Dialect(ABC):
         """The notes' full-text index over ``note_texts``."""
 
     @abstractmethod
-    def m014_word_document_counts(self, conn: Connection) -> None:
-        """Whatever ``notes_holding`` reads."""
+    def m014_note_text_lengths(self, conn: Connection, fill: Callable[[], None]) -> None:
+        """Run ``fill`` (it writes ``note_texts.words`` on every row) without rebuilding the
+        full-text index, and make whatever ``notes_holding`` reads."""
 
     @abstractmethod
     def m008_subject_word_index(self, conn: Connection) -> None:

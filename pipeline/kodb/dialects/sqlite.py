@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -351,9 +351,20 @@ class SqliteDialect(Dialect):
     def m009_subject_word_index(self, conn: Connection) -> None:
         """Nothing to do: migration 8 built SQLite's word index."""
 
-    def m014_word_document_counts(self, conn: Connection) -> None:
-        """``note_texts_vocab``: FTS5's vocabulary of ``note_texts_fts``, a row per word
-        with the number of notes holding it (read from the index, nothing stored)."""
+    def m014_note_text_lengths(self, conn: Connection, fill: Callable[[], None]) -> None:
+        """The update trigger of migration 5 re-indexed a row whatever changed, so ``fill``
+        would rebuild the whole index: it now fires on the indexed columns only. Then
+        ``note_texts_vocab``: FTS5's vocabulary of ``note_texts_fts``, a row per word with
+        the number of notes holding it (read from the index, nothing stored)."""
+        conn.exec_driver_sql("DROP TRIGGER IF EXISTS note_texts_au")
+        fill()
+        conn.exec_driver_sql(
+            "CREATE TRIGGER note_texts_au AFTER UPDATE OF title, body ON note_texts BEGIN "
+            "INSERT INTO note_texts_fts(note_texts_fts, rowid, title, body) "
+            "VALUES ('delete', old.id, old.title, old.body); "
+            "INSERT INTO note_texts_fts(rowid, title, body) "
+            "VALUES (new.id, new.title, new.body); END"
+        )
         conn.exec_driver_sql(
             "CREATE VIRTUAL TABLE IF NOT EXISTS note_texts_vocab "
             "USING fts5vocab('note_texts_fts', 'row')"

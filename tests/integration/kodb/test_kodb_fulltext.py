@@ -248,8 +248,9 @@ def test_migration_14_counts_the_words_of_notes_indexed_before_it(
     t = kodb_schema.note_texts
     engine = sa.create_engine(kodb_url)
     try:
-        with engine.begin() as conn:  # the rows as migration 13 left them
-            conn.execute(t.update().values(words=None))
+        with engine.begin() as conn:  # the table as migration 13 left it
+            conn.exec_driver_sql(f"DROP INDEX {kodb_schema.TEXT_WORDS_INDEX}")
+            conn.exec_driver_sql("ALTER TABLE note_texts DROP COLUMN words")
         with KoDB.open(kodb_url) as db:
             assert db.schema_versions()[-1] == 14
             assert found(db, "consumers") == ["wiki/a.md"]

@@ -35,10 +35,19 @@ def test_the_score_is_lucene_bm25_with_title_words_weighted() -> None:
     assert bm25.score(note, ["okapi"], index, 3.0) == pytest.approx(expected)
 
 
-def test_only_whole_words_count() -> None:
-    assert bm25.occurrences("cache caches cache", "cache") == 2
-    assert bm25.occurrences("cached", "cache") == 0
-    assert bm25.occurrences("", "cache") == 0
+def test_every_occurrence_of_a_whole_word_counts_adjacent_ones_too() -> None:
+    index = stats(4, 3.0, cach=2)
+    once = bm25.score(Candidate("a.md", "", "cach x y", 3), ["cach"], index, 1.0)
+    twice = bm25.score(Candidate("b.md", "", "cach cach y", 3), ["cach"], index, 1.0)
+    thrice = bm25.score(Candidate("c.md", "", "cach cach cach", 3), ["cach"], index, 1.0)
+    assert 0 < once < twice < thrice
+    # A title "Kafka" with its alias "kafka": two title words, each worth three.
+    both = bm25.score(
+        Candidate("k.md", "kafka kafka", "", 2), ["kafka"], stats(4, 3.0, kafka=1), 3.0
+    )
+    one = bm25.score(Candidate("k.md", "kafka x", "", 2), ["kafka"], stats(4, 3.0, kafka=1), 3.0)
+    assert both > one
+    assert bm25.score(Candidate("d.md", "", "cached", 1), ["cach"], index, 1.0) == 0
 
 
 def test_ties_go_to_the_path_and_the_limit_cuts_after_ordering() -> None:
