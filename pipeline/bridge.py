@@ -137,7 +137,9 @@ def rank_cosines(hits: Sequence[Hit], sigma: float | None) -> dict[str, float]:
     the n-th place (from 0) stands for the best cosine among them less n ×
     ``RANK_STEP_SIGMAS`` × the vault's σ, so subjects are compared on the cosine scale (and
     σ steps) of dense mode while the fused order decides which is more relevant. Without a
-    σ a place is one σ-less step. path → that cosine (hits with a cosine only)."""
+    σ (no calibration to judge by) cosines alone order subjects, and each place is then half
+    a cosine below the one above: the fused order alone. path → that cosine (hits with a
+    cosine only)."""
     scored = [h.path for h in hits if h.cosine is not None]
     if not scored:
         return {}

@@ -127,6 +127,10 @@ PRESETS: Final[dict[str, dict[str, Any]]] = {
 
 #: How many notes episodic recall looks through to find three session notes.
 EPISODIC_SCAN: Final = 100
+#: Hybrid retrieval fuses at least this many notes of each ranking, then keeps the hits asked
+#: for: fused over the first few only, a note one ranking places just past the cut loses
+#: that ranking's vote (docs/degraded-mode.md, "Hybrid retrieval").
+FUSE_DEPTH: Final = 100
 #: dense: the graph's vector search; hybrid: it and KO-DB's full-text search, fused by
 #: reciprocal rank (fusion.py).
 RETRIEVALS: Final = ("dense", "hybrid")
@@ -350,13 +354,14 @@ class Pipeline:
         self.embed_batches += batches
         scan = opts.session_notes_only or any(self.window_of(q, opts) for q in questions)
         k = max(opts.hits, EPISODIC_SCAN) if scan else opts.hits
+        depth = max(k, FUSE_DEPTH) if opts.retrieval == "hybrid" else k
         found: list[list[Hit]] = []
         with shared.stage("graph_ms"):
             try:
                 if search is not None:
-                    rows = search(vectors, k)
+                    rows = search(vectors, depth)
                 else:
-                    rows = (self.index_search(v, k) for v in vectors)
+                    rows = (self.index_search(v, depth) for v in vectors)
                 for hits in rows:  # lazily: what was found before a failure is kept
                     found.append(list(hits))
             except (GraphUnavailable, GraphQueryError) as exc:
@@ -364,7 +369,7 @@ class Pipeline:
         if opts.retrieval == "hybrid":
             try:
                 found = [
-                    self._fuse(q, v, dense, k, shared)
+                    self._fuse(q, v, dense, k, depth, shared)
                     for q, v, dense in zip(questions, vectors, found, strict=False)
                 ]
             except (GraphUnavailable, GraphQueryError) as exc:
@@ -372,13 +377,13 @@ class Pipeline:
         return found, None
 
     def _fuse(
-        self, question: str, vector: Any, dense: list[Hit], k: int, shared: Timer
+        self, question: str, vector: Any, dense: list[Hit], k: int, depth: int, shared: Timer
     ) -> list[Hit]:
-        """Hybrid retrieval: the dense hits and the full-text hits fused by reciprocal
-        rank; every fused hit gets its exact cosine (a words-only one against its stored
-        embedding), so labels and tiers stay cosine."""
+        """Hybrid retrieval: the first ``depth`` dense hits and full-text hits fused by
+        reciprocal rank, the first ``k`` kept; every fused hit gets its exact cosine (a
+        words-only one against its stored embedding), so labels and tiers stay cosine."""
         with shared.stage("fulltext_ms"):
-            words = self.kodb.search_notes(bridge.query_terms(question), k)
+            words = self.kodb.search_notes(bridge.query_terms(question), depth)
         order = rrf([[h.path for h in dense], [p for p, _ in words]])[:k]
         by_path = {h.path: h for h in dense}
         bm25 = dict(words)

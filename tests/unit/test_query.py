@@ -562,3 +562,20 @@ def test_counts_past_the_bound_are_one_config_error(tmp_path: Path, name: str) -
     with pytest.raises(ConfigError, match=f"at most {MAX_COUNT}"):
         QueryOptions.from_settings(settings, **{name: 2**63})
     assert getattr(QueryOptions.from_settings(settings, **{name: MAX_COUNT}), name) == MAX_COUNT
+
+
+def test_hybrid_fuses_deeper_than_the_hits_it_keeps(tmp_path: Path) -> None:
+    """A note the words rank first and the vectors rank eleventh has both votes, though
+    only three hits are asked for: fused over the first three of each ranking, it would
+    have the words' vote alone and tie the vectors' first."""
+    from dataclasses import replace
+
+    notes = [note(f"wiki/d{i:02d}.md", f"Topic {i}") for i in range(12)]
+    notes[10] = note("wiki/d10.md", "Okapi grazing")
+    hits = [FakeHit(n.path, n.title, "wiki", 0.60 - i * 0.01) for i, n in enumerate(notes)]
+    p, _graph, _emb = make(tmp_path, hits, notes=notes, facts=[])
+    opts = replace(QueryOptions.from_settings(p.settings), retrieval="hybrid", hits=3)
+    a = p.ask("where is okapi grazing?", opts)
+    assert a.mode == "semantic"
+    assert [h.path for h in a.hits] == ["wiki/d10.md", "wiki/d00.md", "wiki/d01.md"]
+    assert a.hits[0].cosine == pytest.approx(0.50)  # its own cosine, shown as found
