@@ -124,8 +124,10 @@ def search_notes(
     The words are folded like the index (kodb/text.py) and passed as one parameter, so no
     question can be read as FTS or tsquery syntax. The database finds the candidates by its
     own measure (``Dialect.search_notes``, ``RESCORE_POOL`` of them at least) and
-    ``bm25.rank`` orders them, the same on either database."""
-    wanted = text.query_words(terms, index_languages(conn))
+    ``bm25.rank`` orders them, the same on either database, a question word with several
+    spellings in the index (one per language) scored as one term."""
+    groups = text.query_groups(terms, index_languages(conn))
+    wanted = list(dict.fromkeys(w for g in groups for w in g))
     if not wanted or limit <= 0:
         return []
     pool = max(limit, RESCORE_POOL)
@@ -133,7 +135,7 @@ def search_notes(
     if not found:
         return []
     stats = _index_stats(conn, dialect, wanted)
-    return bm25.rank(_candidates(conn, [p for p, _ in found]), wanted, stats, title_weight, limit)
+    return bm25.rank(_candidates(conn, [p for p, _ in found]), groups, stats, title_weight, limit)
 
 
 def _index_stats(conn: Connection, dialect: Dialect, wanted: Sequence[str]) -> bm25.IndexStats:

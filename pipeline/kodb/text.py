@@ -100,6 +100,34 @@ def index_text(text: str, language: str | None = None) -> str:
     return " ".join(words(text, MAX_INDEX_WORDS, language))
 
 
+def query_groups(
+    terms: Iterable[str], languages: Iterable[str | None] = (None,)
+) -> list[tuple[str, ...]]:
+    """The question's words, each as the tuple of its spellings in the index (its stem under
+    each of ``languages``, its unaccented spelling's stem), in first-seen order; words
+    sharing a spelling ("caching", "cache" → "cach") are one. BM25 scores a tuple as one
+    term (kodb/bm25.py)."""
+    languages = list(dict.fromkeys(languages))
+    groups: list[dict[str, None]] = []
+    for term in terms:
+        lowered = _unmarked(unicodedata.normalize("NFKC", term.casefold()))
+        for token in _WORD.findall(lowered):
+            spellings = dict.fromkeys(w for lang in languages for w in words(token, language=lang))
+            if not spellings:
+                continue
+            joined = [i for i, g in enumerate(groups) if not spellings.keys().isdisjoint(g)]
+            if not joined:
+                groups.append(spellings)
+                continue
+            merged: dict[str, None] = {}
+            for i in joined:
+                merged.update(groups[i])
+            merged.update(spellings)
+            groups[joined[0]] = merged
+            groups = [g for i, g in enumerate(groups) if i not in joined[1:]]
+    return [tuple(g) for g in groups]
+
+
 def query_words(terms: Iterable[str], languages: Iterable[str | None] = (None,)) -> list[str]:
     """The distinct folded words of query terms, in first-seen order, under each of
     ``languages`` (the index's: a question is stemmed as each note was); none is empty and

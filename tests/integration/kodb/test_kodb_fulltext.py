@@ -219,6 +219,33 @@ def test_a_changed_language_setting_re_indexes_every_note(kodb_url: str, tmp_pat
         assert found(db, "caching") == ["wiki/cache.md"]
 
 
+def test_an_english_word_quoted_in_hungarian_notes_is_not_rare_for_them(
+    kodb_url: str, tmp_path: Path
+) -> None:
+    """The Hungarian stemmer leaves "flags" whole, so only the Hungarian notes that quote
+    it held that spelling: scored as a word of its own it was rare, and they outranked the
+    English notes about flags. One term per question word ranks the English ones first."""
+    vault = tmp_path / "vault"
+    (vault / "wiki").mkdir(parents=True)
+    for i in range(4):
+        (vault / "wiki" / f"flags-{i}.md").write_text(
+            f"# Release {i}\n\nFeature flags gate the rollout; flags are managed by the team.\n",
+            "utf-8",
+        )
+    for i in range(6):
+        (vault / "wiki" / f"other-{i}.md").write_text(f"# Other {i}\n\nUnrelated text.\n", "utf-8")
+    (vault / "wiki" / "atadas.md").write_text(
+        "---\nlang: hu\n---\n# Ügyeleti átadás\n\nNyugodt hét volt, a feature flags "
+        "kapcsolói rendben, két riasztás, egyik sem érintett ügyfelet.\n",
+        "utf-8",
+    )
+    with KoDB.open(kodb_url) as db:
+        ingest_vault(load_settings(vault, env={}).replace(kodb_url=kodb_url), db)
+        ranked = found(db, "feature", "flags")
+        assert ranked[:4] == [f"wiki/flags-{i}.md" for i in range(4)]
+        assert ranked[4:] == ["wiki/atadas.md"]
+
+
 def test_a_word_most_notes_hold_still_ranks_them_on_both_databases(db: KoDB) -> None:
     """BM25 orders what the database found: "server", held by four notes of five, still
     lifts the note holding it over a shorter one that holds only "crash" (FTS5's own bm25()

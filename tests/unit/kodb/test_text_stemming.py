@@ -73,6 +73,20 @@ def test_a_question_takes_the_stems_of_every_language_in_the_index() -> None:
     assert text.query_words(["x"], []) == []
 
 
+def test_a_question_word_groups_its_spellings_across_languages() -> None:
+    groups = text.query_groups(["feature flags, adatbázisból"], ["english", "hungarian"])
+    assert groups == [("featur", "featu"), ("flag", "flags"), ("adatbazisbol", "adatbazis")]
+    # Words sharing a spelling are one term, in the place of the first.
+    assert text.query_groups(["caching now cache"], ["english", "hungarian", None]) == [
+        ("cach", "caching", "cache"),
+        ("now",),
+    ]
+    flat = text.query_words(["caching döntések"], ["english", "hungarian", None])
+    grouped = text.query_groups(["caching döntések"], ["english", "hungarian", None])
+    assert sorted(w for g in grouped for w in g) == sorted(flat)
+    assert text.query_groups(["x"], []) == []
+
+
 @pytest.mark.parametrize(
     ("value", "language"),
     [
