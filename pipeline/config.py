@@ -82,7 +82,7 @@ class Settings:
     query_hits: int = 20
     query_facts_per_subject: int = 3
     query_facts_per_predicate_cap: int = 3
-    query_retrieval: str = "dense"  # dense | hybrid (dense and full-text hits fused)
+    query_retrieval: str = "hybrid"  # hybrid (dense and full-text hits fused) | dense
     query_today: str = ""  # the ISO day time phrases are read against ("": the real today)
     watch_debounce: float = 1.0  # longest a watcher gathers changes before a run
     watch_mode: str = "events"  # events (inotify & co.) | polling (network shares)

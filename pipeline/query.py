@@ -31,7 +31,7 @@ from pipeline.errors import (
     ModelUnavailable,
 )
 from pipeline.fallback_log import record_fallback
-from pipeline.fusion import rrf
+from pipeline.fusion import DENSE_WEIGHT, relative_scores
 from pipeline.model import (
     Answer,
     Candidate,
@@ -132,7 +132,7 @@ EPISODIC_SCAN: Final = 100
 #: that ranking's vote (docs/degraded-mode.md, "Hybrid retrieval").
 FUSE_DEPTH: Final = 100
 #: dense: the graph's vector search; hybrid: it and KO-DB's full-text search, fused by
-#: reciprocal rank (fusion.py).
+#: their relative scores (fusion.py).
 RETRIEVALS: Final = ("dense", "hybrid")
 
 #: batch_search(vectors, k) -> each question's hits, best first, in order (load-context's
@@ -380,11 +380,12 @@ class Pipeline:
         self, question: str, vector: Any, dense: list[Hit], k: int, depth: int, shared: Timer
     ) -> list[Hit]:
         """Hybrid retrieval: the first ``depth`` dense hits and full-text hits fused by
-        reciprocal rank, the first ``k`` kept; every fused hit gets its exact cosine (a
+        their relative scores, the first ``k`` kept; every fused hit gets its exact cosine (a
         words-only one against its stored embedding), so labels and tiers stay cosine."""
         with shared.stage("fulltext_ms"):
             words = self.kodb.search_notes(bridge.query_terms(question), depth)
-        order = rrf([[h.path for h in dense], [p for p, _ in words]])[:k]
+        scored = [(h.path, h.cosine or 0.0) for h in dense]
+        order = relative_scores([scored, words], [DENSE_WEIGHT, 1.0 - DENSE_WEIGHT])[:k]
         by_path = {h.path: h for h in dense}
         bm25 = dict(words)
         missing = [p for p in order if p not in by_path]

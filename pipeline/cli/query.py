@@ -46,8 +46,9 @@ def query_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--retrieval",
             type=click.Choice(RETRIEVALS),
-            help="How notes are found: dense (the graph's vectors) or hybrid (vectors and "
-            "KO-DB's full text, fused by rank) [the query.retrieval setting: dense].",
+            help="How notes are found: hybrid (the graph's vectors and KO-DB's full text, "
+            "fused by their scores) or dense (the vectors alone) "
+            "[the query.retrieval setting: hybrid].",
         ),
         click.option(
             "--today",

@@ -230,7 +230,7 @@ class EvalReport:
     kind: str = "beir"  # beir | vault
     subject_qrels: Mapping[str, Mapping[str, int]] | None = None
     answer_grade: int = 1  # the grade a subject needs to count as answering
-    default_retrieval: str = "dense"  # what "semantic" means: dense or hybrid
+    default_retrieval: str = "hybrid"  # what "semantic" means: dense or hybrid
     language: str = "english"  # the full-text index's stemmer (setting vault_language)
     long_notes: str = "passages"  # how long notes were embedded (setting embed_long_notes)
     vectors: int = 0  # the vectors the sync stored: a note's own, and long notes' passages
@@ -551,7 +551,8 @@ def run_vault_eval(
         with_notes = set(own.values())
         by_path = {normalize_text(path): subject for path, subject in own.items()}
         subject_qrels = {
-            q.id: _by_subject(j.relevant, by_path) for q, j in zip(questions, judged, strict=True)
+            q.id: grades_by_subject(j.relevant, by_path)
+            for q, j in zip(questions, judged, strict=True)
         }
         return _Mapper(
             note=own.get,
@@ -579,7 +580,7 @@ def run_vault_eval(
         )
 
 
-def _by_subject(relevant: Mapping[str, int], by_path: Mapping[str, str]) -> dict[str, int]:
+def grades_by_subject(relevant: Mapping[str, int], by_path: Mapping[str, str]) -> dict[str, int]:
     """A judgement's grades by subject: a key naming a note's path (``meetings/x.md``, for
     vaults whose notes' names say little, and judged sets that must not quote them) counts
     as that note's own subject; a subject graded twice keeps its better grade."""

@@ -24,7 +24,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 _RETRIEVAL_NAMES = {
     "dense": "dense (graph vectors)",
-    "hybrid": "hybrid (vectors + full text, RRF)",
+    "hybrid": "hybrid (vectors + full text, fused scores)",
     "fallback": "fallback (full text only)",
     "bm25_baseline": "plain BM25 (bm25s), the yardstick",
     "bm25_whole_words": "plain BM25, whole words (no stemming)",

@@ -99,7 +99,7 @@ def test_eval_prints_every_field_of_the_json_contract(eval_run: tuple[dict, str,
 def test_eval_figures_are_consistent(eval_run: tuple[dict, str, Path]) -> None:
     data, _, _ = eval_run
     semantic, fallback = data["semantic"], data["fallback"]
-    assert semantic == data[data["default_retrieval"]] and data["default_retrieval"] == "dense"
+    assert semantic == data[data["default_retrieval"]] and data["default_retrieval"] == "hybrid"
     # Meaning beats words on these short paraphrased documents; the full text still finds
     # most of them, as well as a plain BM25 library does.
     assert semantic["ndcg@10"] > fallback["ndcg@10"]
@@ -133,13 +133,17 @@ def test_eval_reports_progress_on_stderr_and_writes_the_markdown(
     text = report.read_text(encoding="utf-8")
     assert text.startswith("# vault-ko eval: gardening")
     # The three retrieval columns (and the yardstick), each a row of the retrieval table.
-    for row in ("| dense (graph vectors) ← default |", "| hybrid (vectors + full text, RRF) |"):
+    for row in (
+        "| dense (graph vectors) |",
+        "| hybrid (vectors + full text, fused scores) ← default |",
+    ):
         assert row in text
     assert "| fallback (full text only) |" in text and "| plain BM25 (bm25s)" in text
     assert "| plain BM25, whole words (no stemming) |" in text
     assert "The full text is stemmed as english" in text
-    # Dense reads these paraphrases better than the fusion does: no advice to switch.
-    assert "The default retrieval (dense) is the better one here." in text
+    # The fusion by scores keeps the vectors' order on these paraphrases and adds the words
+    # (gardening: hybrid 0.903, dense 0.871): no advice to switch.
+    assert "The default retrieval (hybrid) is the better one here." in text
     assert "| fallback | 25 |" in text  # the answers table
     assert "## Calibration used" in text
 

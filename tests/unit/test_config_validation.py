@@ -136,13 +136,13 @@ def test_a_bad_override_names_the_setting(tmp_path: Path) -> None:
 def test_good_values_of_every_kind_load(tmp_path: Path) -> None:
     write_toml(
         tmp_path,
-        "[query]\ntop_k = 0\nretrieval = 'hybrid'\n[hook]\nbudget = 2\n"
+        "[query]\ntop_k = 0\nretrieval = 'dense'\n[hook]\nbudget = 2\n"
         "[graph]\nurl = 'neo4j+s://u:p%40ss@graph.example:7687'\ndialect = 'neo4j'\n"
         "http_url = 'http://127.0.0.1:2480'\n[freshness]\nmax_stale_ratio = 1.0\n"
         "[vault]\nprivate_globs = ['private/**']\nlanguage = 'hungarian'\n",
     )
     s = load_settings(tmp_path, env={"VAULT_KO_VAULT_ADR_GLOBS": "a/**, b/**"})
-    assert (s.query_top_k, s.query_retrieval, s.hook_budget) == (0, "hybrid", 2.0)
+    assert (s.query_top_k, s.query_retrieval, s.hook_budget) == (0, "dense", 2.0)
     assert isinstance(s.hook_budget, float)
     assert s.vault_adr_globs == ("a/**", "b/**")
     assert s.vault_private_globs == ("private/**",)

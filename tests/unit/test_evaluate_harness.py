@@ -157,6 +157,7 @@ def _report(outcomes: list[QueryOutcome]) -> EvalReport:
         calibration=cal,
         outcomes=tuple(outcomes),
         qrels={"q1": {"a": 2, "b": 1}, "q2": {"c": 1}},
+        default_retrieval="dense",  # the outcomes below hold dense rankings
     )
 
 
@@ -277,10 +278,12 @@ def test_a_judged_subject_the_vault_lacks_is_a_warning_in_subject_order() -> Non
 
 
 def test_a_judgement_may_name_a_note_by_its_path_and_counts_as_its_subject() -> None:
-    from pipeline.evaluate.harness import _by_subject
+    from pipeline.evaluate.harness import grades_by_subject
 
     by_path = {"meetings/2017-02-09.md": "node.js foundation tsc meeting 2017-02-09"}
-    got = _by_subject({"meetings/2017-02-09.md": 2, "redis": 1, "meetings/gone.md": 1}, by_path)
+    got = grades_by_subject(
+        {"meetings/2017-02-09.md": 2, "redis": 1, "meetings/gone.md": 1}, by_path
+    )
     assert got == {
         "node.js foundation tsc meeting 2017-02-09": 2,
         "redis": 1,
@@ -288,4 +291,4 @@ def test_a_judgement_may_name_a_note_by_its_path_and_counts_as_its_subject() -> 
     }
     # A note named twice, by path and by subject, keeps its better grade.
     both = {"meetings/2017-02-09.md": 1, "node.js foundation tsc meeting 2017-02-09": 2}
-    assert _by_subject(both, by_path) == {"node.js foundation tsc meeting 2017-02-09": 2}
+    assert grades_by_subject(both, by_path) == {"node.js foundation tsc meeting 2017-02-09": 2}

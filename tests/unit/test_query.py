@@ -181,7 +181,9 @@ HITS = [
 
 
 def make(tmp_path: Path, hits: list[FakeHit], *, down=False, cal=CAL, notes=NOTES, facts=LINKS):
-    settings = load_settings(tmp_path, env={})
+    # The ranking rules measured here are dense retrieval's (the fakes' graph holds no
+    # stored vectors); hybrid has its own tests below and the integration suite.
+    settings = load_settings(tmp_path, env={}).replace(query_retrieval="dense")
     graph, emb, kodb = FakeGraph(hits, down), FakeEmbedder(), FakeKodb(notes, facts, cal)
     return App(settings, kodb=kodb, graph=graph, embedder=emb).pipeline(), graph, emb  # type: ignore[arg-type]
 
@@ -498,7 +500,7 @@ def test_labels_identical_whichever_backend_score_scale(
 ) -> None:
     answers = {}
     for dialect in ("memgraph", "neo4j", "arcadedb"):
-        settings = load_settings(tmp_path, env={})
+        settings = load_settings(tmp_path, env={}).replace(query_retrieval="dense")
         graph = DialectGraph(dialect, with_embeddings)
         kodb = FakeKodb(NOTES, LINKS, CAL)
         p = App(settings, kodb=kodb, graph=graph, embedder=FakeEmbedder()).pipeline()  # type: ignore[arg-type]
@@ -565,17 +567,18 @@ def test_counts_past_the_bound_are_one_config_error(tmp_path: Path, name: str) -
 
 
 def test_hybrid_fuses_deeper_than_the_hits_it_keeps(tmp_path: Path) -> None:
-    """A note the words rank first and the vectors rank eleventh has both votes, though
-    only three hits are asked for: fused over the first three of each ranking, it would
-    have the words' vote alone and tie the vectors' first."""
+    """A note the words rank first and the vectors eleventh, a hair below the first, keeps
+    both votes though only three hits are asked for. Fused over the first three of each
+    ranking, the vectors would not have scored it, and it would come third."""
     from dataclasses import replace
 
     notes = [note(f"wiki/d{i:02d}.md", f"Topic {i}") for i in range(12)]
     notes[10] = note("wiki/d10.md", "Okapi grazing")
-    hits = [FakeHit(n.path, n.title, "wiki", 0.60 - i * 0.01) for i, n in enumerate(notes)]
+    cosines = [0.600 - i * 0.001 for i in range(11)] + [0.30]
+    hits = [FakeHit(n.path, n.title, "wiki", c) for n, c in zip(notes, cosines, strict=True)]
     p, _graph, _emb = make(tmp_path, hits, notes=notes, facts=[])
     opts = replace(QueryOptions.from_settings(p.settings), retrieval="hybrid", hits=3)
     a = p.ask("where is okapi grazing?", opts)
     assert a.mode == "semantic"
     assert [h.path for h in a.hits] == ["wiki/d10.md", "wiki/d00.md", "wiki/d01.md"]
-    assert a.hits[0].cosine == pytest.approx(0.50)  # its own cosine, shown as found
+    assert a.hits[0].cosine == pytest.approx(0.590)  # its own cosine, shown as found

@@ -222,7 +222,10 @@ def make(tmp_path: Path, *, fail_after: int | None = None):
     (vault / "sessions").mkdir(parents=True, exist_ok=True)
     # The fakes hold no SQL to copy facts from: batches answer through the memo here (the
     # resident copy is tested on real stores in tests/integration/test_session.py).
-    settings = load_settings(vault, env={}).replace(service_resident_facts=0)
+    # Dense: the fakes' graph holds no stored vectors for hybrid's words-only hits.
+    settings = load_settings(vault, env={}).replace(
+        service_resident_facts=0, query_retrieval="dense"
+    )
     graph, emb, kodb = FakeGraph(fail_after=fail_after), FakeEmbedder(), FakeKodb()
     p = App(settings, kodb=kodb, graph=graph, embedder=emb).pipeline()  # type: ignore[arg-type]
     return p, graph, emb, kodb
