@@ -124,7 +124,8 @@ def _applied(rule: Rule, p: Pipeline) -> Iterator[None]:
 
 
 def _score(p: Pipeline, asked: list[Asked], split: str, misses: bool = False) -> dict[str, float]:
-    opts = QueryOptions.from_settings(p.settings)
+    # The hits are the dense index's (``_ask``), so the answers are dense mode's.
+    opts = QueryOptions.from_settings(p.settings, retrieval="dense")
     own = {path: normalize_text(n.subject or n.title) for path, n in p.kodb.notes().items()}
     noted = set(own.values())
     chosen = [a for a in asked if split == "all" or a.question.split == split]

@@ -333,7 +333,8 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
             report.add(
                 Row(
                     f"the service's floor: {len(floor)} off-topic questions answered no_match "
-                    "(HTTP, embedding, scan, label; no subject read): p50 / p95",
+                    "(HTTP, embedding, scan, the default retrieval's full-text search, label; "
+                    "no subject read): p50 / p95",
                     p50_p95(floor),
                     f"inside the service {p50_p95(totals(floor_inside))}: "
                     + stage_summary(floor_inside),

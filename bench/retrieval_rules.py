@@ -293,6 +293,10 @@ def main(argv: list[str] | None = None) -> int:
     better = sum(table[n][chosen_fusion] > table[n]["dense"] for n in names)
     # The default rule: within 0.01 of the better of dense and BM25 on every collection.
     short = min(table[n][chosen_fusion] - max(table[n]["dense"], table[n]["bm25s"]) for n in names)
+    # The same against vault-ko's own BM25 (degraded mode's ranking) where it is the better.
+    own = min(
+        table[n][chosen_fusion] - max(table[n]["dense"], table[n][chosen_words]) for n in names
+    )
     ratio = min(table[n][chosen_words] / table[n]["bm25s"] for n in names if table[n]["bm25s"])
     pg_key = f"postgres norm {PG_RANK_NORMALIZATION}"
     pg_gap = max(
@@ -302,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\nRESULT collections={len(names)} fallback_over_bm25s_min={ratio:.3f} "
         f"hybrid_better_on={better}/{len(names)} hybrid_minus_dense_worst={worst:+.3f} "
-        f"hybrid_minus_best_worst={short:+.3f} "
+        f"hybrid_minus_best_worst={short:+.3f} hybrid_minus_best_own_bm25_worst={own:+.3f} "
         f"postgres_minus_sqlite_max={pg_gap:.3f}"
     )
     return 0

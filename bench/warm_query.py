@@ -9,7 +9,9 @@ without a 20,000-note embed; answers are then not meaningful, timings are).
 Per question, in turn: ``Pipeline.ask`` (graph check, embed, index search with over-fetch
 and exact re-score, bridge, KO-DB, rank) and ``WarmAnswers.ask`` (generation read, embed,
 exact search over the warm matrix, same stages after), then ``--url``'s ``POST /query``.
-The last line is ``RESULT notes=… facts=… index_p50_ms=… warm_p50_ms=… …``.
+``--retrieval dense,hybrid`` times both side by side (the first's keys as before, the
+others' prefixed: ``hybrid_warm_p50_ms``). The last line is ``RESULT notes=… facts=…
+retrieval=… index_p50_ms=… warm_p50_ms=… …``.
 """
 
 from __future__ import annotations
@@ -76,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=30)
     parser.add_argument("--synthetic", action="store_true")
     parser.add_argument("--url", help="a running service's base URL, e.g. http://127.0.0.1:PORT")
+    parser.add_argument(
+        "--retrieval",
+        default="",
+        help="comma-separated retrievals to time side by side (dense,hybrid) [the setting's]",
+    )
     args = parser.parse_args(argv)
     settings = load_settings(str(args.vault))
     service_threads()  # torch and BLAS threads as the service runs
@@ -87,20 +94,25 @@ def main(argv: list[str] | None = None) -> int:
         titles = sorted(n.title for n in app.kodb.notes().values())
         step = max(1, len(titles) // args.questions)
         questions = [f"what do we know about {t}?" for t in titles[::step][: args.questions]]
-        opts = QueryOptions.from_settings(settings)
+        retrievals = [r for r in args.retrieval.split(",") if r] or [settings.query_retrieval]
+        options = {r: QueryOptions.from_settings(settings, retrieval=r) for r in retrievals}
+        opts = options[retrievals[0]]
         pipeline = app.pipeline()
         warm = WarmAnswers(app)
-        pipeline.ask(questions[0], opts)  # model and connections warm
+        for o in options.values():
+            pipeline.ask(questions[0], o)  # model, connections and each mode's caches warm
         t0 = time.perf_counter()
         warm.ask(questions[0], opts)  # starts the background load of the vectors
         warm.settle()
         load_s = time.perf_counter() - t0
-        stages: dict[str, dict[str, list[float]]] = {"index": {}, "warm": {}}
-        for q in questions:
-            for name, ask in (("index", pipeline.ask), ("warm", warm.ask)):
-                answer = ask(q, opts)
-                for stage, ms in answer.timings_ms.items():
-                    stages[name].setdefault(stage, []).append(ms)
+        stages: dict[str, dict[str, list[float]]] = {}
+        for q in questions:  # interleaved, so the machine's drift hits every mode alike
+            for retrieval, o in options.items():
+                for name, ask in (("index", pipeline.ask), ("warm", warm.ask)):
+                    answer = ask(q, o)
+                    by_stage = stages.setdefault(f"{name} {retrieval}", {})
+                    for stage, ms in answer.timings_ms.items():
+                        by_stage.setdefault(stage, []).append(ms)
         service: list[float] = []
         if args.url:
             import httpx
@@ -124,13 +136,19 @@ def main(argv: list[str] | None = None) -> int:
             f"| service | POST /query | {statistics.median(service):.1f} "
             f"| {pct(service, 0.95):.1f} |"
         )
-    idx, wrm = stages["index"]["total_ms"], stages["warm"]["total_ms"]
     extra = f" service_p50_ms={statistics.median(service):.1f}" if service else ""
+    for retrieval in retrievals:  # the first retrieval's keys as before; others prefixed
+        key = "" if retrieval == retrievals[0] else f"{retrieval}_"
+        idx, wrm = stages[f"index {retrieval}"], stages[f"warm {retrieval}"]
+        extra += (
+            f" {key}index_p50_ms={statistics.median(idx['total_ms']):.1f}"
+            f" {key}warm_p50_ms={statistics.median(wrm['total_ms']):.1f}"
+            f" {key}index_graph_p50_ms={statistics.median(idx['graph_ms']):.1f}"
+            f" {key}warm_graph_p50_ms={statistics.median(wrm['graph_ms']):.1f}"
+        )
     print(
-        f"RESULT notes={notes} facts={facts} index_p50_ms={statistics.median(idx):.1f} "
-        f"warm_p50_ms={statistics.median(wrm):.1f} index_graph_p50_ms="
-        f"{statistics.median(stages['index']['graph_ms']):.1f} warm_graph_p50_ms="
-        f"{statistics.median(stages['warm']['graph_ms']):.1f} vector_load_s={load_s:.2f}{extra}"
+        f"RESULT notes={notes} facts={facts} retrieval={retrievals[0]} "
+        f"vector_load_s={load_s:.2f}{extra}"
     )
     return 0
 

@@ -5,8 +5,9 @@ rescaled to 0..1 over the notes it found (its best 1, its last 0), a note it did
 counts 0 there, and a note's fused score is the weighted sum (the fusion Weaviate calls
 ``relativeScoreFusion``). Unlike ranks, scores keep how far apart two notes are: a note the
 vectors place eleventh by a hair keeps nearly the first's score, and a note the words find
-only weakly gains little. Measured on seven collections, it meets or beats both dense and
-BM25 on every one, where reciprocal rank fusion lost to dense on the two paraphrased ones
+only weakly gains little. Measured on seven collections, it is above both dense and the
+BM25 yardstick on every one, where reciprocal rank fusion lost to dense on the two
+paraphrased ones
 (docs/degraded-mode.md, "Hybrid retrieval"; bench/retrieval_rules.py).
 
 Reciprocal rank fusion (``rrf``) stays as the bench's comparison: a note's fused score is

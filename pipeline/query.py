@@ -79,7 +79,7 @@ class QueryOptions:
     subjects: bool = True  # routing returns notes only
     session_notes_only: bool = False  # episodic recall
     per_token: bool = False  # wiki-gap: every query word searched on its own
-    retrieval: str = "dense"  # dense | hybrid (RETRIEVALS)
+    retrieval: str = "hybrid"  # hybrid | dense (RETRIEVALS); Settings' default too
     today: str | None = None  # ISO day time phrases are read against (None: today)
 
     @classmethod
@@ -365,16 +365,32 @@ class Pipeline:
                 for hits in rows:  # lazily: what was found before a failure is kept
                     found.append(list(hits))
             except (GraphUnavailable, GraphQueryError) as exc:
-                return found, degraded_reason(exc)
+                reason = degraded_reason(exc)
+                if opts.retrieval == "hybrid":  # the questions searched before it, fused
+                    found = self._fuse_all(questions, vectors, found, k, depth, shared)[0]
+                return found, reason
         if opts.retrieval == "hybrid":
-            try:
-                found = [
-                    self._fuse(q, v, dense, k, depth, shared)
-                    for q, v, dense in zip(questions, vectors, found, strict=False)
-                ]
-            except (GraphUnavailable, GraphQueryError) as exc:
-                return [], degraded_reason(exc)
+            return self._fuse_all(questions, vectors, found, k, depth, shared)
         return found, None
+
+    def _fuse_all(
+        self,
+        questions: Sequence[str],
+        vectors: Any,
+        found: list[list[Hit]],
+        k: int,
+        depth: int,
+        shared: Timer,
+    ) -> tuple[list[list[Hit]], str | None]:
+        """Each searched question's hits fused (``_fuse``), in order, until the graph fails:
+        the questions fused before it, and why (the rest are answered degraded)."""
+        fused: list[list[Hit]] = []
+        for q, v, dense in zip(questions, vectors, found, strict=False):
+            try:
+                fused.append(self._fuse(q, v, dense, k, depth, shared))
+            except (GraphUnavailable, GraphQueryError) as exc:
+                return fused, degraded_reason(exc)
+        return fused, None
 
     def _fuse(
         self, question: str, vector: Any, dense: list[Hit], k: int, depth: int, shared: Timer
@@ -385,10 +401,10 @@ class Pipeline:
         with shared.stage("fulltext_ms"):
             words = self.kodb.search_notes(bridge.query_terms(question), depth)
         scored = [(h.path, h.cosine or 0.0) for h in dense]
-        order = relative_scores([scored, words], [DENSE_WEIGHT, 1.0 - DENSE_WEIGHT])[:k]
+        order = relative_scores([scored, words], [DENSE_WEIGHT, 1.0 - DENSE_WEIGHT])
         by_path = {h.path: h for h in dense}
         bm25 = dict(words)
-        missing = [p for p in order if p not in by_path]
+        missing = [p for p in order[:k] if p not in by_path]
         if missing:
             from pipeline.graph.scoring import note_score  # numpy: not on the degraded path
 
@@ -402,7 +418,8 @@ class Pipeline:
                     own, *parts = (cosine_of(vector, v) for v in stored[path])
                     cosine = note_score(own, parts)
                     by_path[path] = Hit(path, note.title, note.source_type, cosine)
-        return [replace(by_path[p], bm25=bm25.get(p)) for p in order if p in by_path]
+        # A words-only note without a stored vector is left out; the next fused one fills in.
+        return [replace(by_path[p], bm25=bm25.get(p)) for p in order if p in by_path][:k]
 
     def index_search(self, vector: Any, k: int) -> list[Hit]:
         """The graph's vector search (over-fetch + exact re-score) as pipeline Hits."""

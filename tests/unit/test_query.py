@@ -461,6 +461,32 @@ def test_ask_many_answers_the_rest_in_fallback_when_the_graph_dies(tmp_path: Pat
     assert all("connection reset" in (a.degraded_reason or "") for a in answers)
 
 
+def test_hybrid_answers_the_questions_searched_before_the_graph_died_fused(
+    tmp_path: Path,
+) -> None:
+    """The first question's dense hits (searched 100 deep) are fused and cut to the hits
+    asked for before it is answered; the one the graph died on is answered degraded."""
+    from dataclasses import replace
+
+    from pipeline.model import Hit
+
+    p, graph, _ = make(tmp_path, HITS)
+    opts = replace(QueryOptions.from_settings(p.settings), retrieval="hybrid", hits=2)
+    graph.note_vector_sets = lambda paths: {}  # type: ignore[attr-defined]
+
+    def search_then_die(vectors, k):
+        assert k >= 100  # hybrid fuses 100 deep
+        yield [Hit(h.path, h.title, h.source_type, h.cosine) for h in HITS][:k]
+        graph.down = True
+        raise GraphUnavailable("connection reset")
+
+    first, second = p.ask_many(["redis warm cache", "kafka"], opts, search=search_then_die)
+    assert first.mode == "semantic" and len(first.hits) == 2
+    assert all(h.cosine is not None for h in first.hits)
+    assert any(h.bm25 is not None for h in first.hits)  # fused: the words' scores are in
+    assert second.mode == "fallback" and "connection reset" in (second.degraded_reason or "")
+
+
 class DialectGraph(FakeGraph):
     """Serves candidates the way one backend reports them, through the real re-scoring."""
 
