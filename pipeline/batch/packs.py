@@ -131,8 +131,19 @@ class _StateLog:
         except json.JSONDecodeError:
             header = None
         if header != self.header:
+            if isinstance(header, dict):
+                # Named one by one: a default that changed between versions (retrieval
+                # became hybrid) is then one option to pass, e.g. --retrieval dense.
+                changed = ", ".join(
+                    f"{k} {header.get(k)!r} (now {v!r})"
+                    for k, v in self.header.items()
+                    if header.get(k) != v
+                )
+                what = f"other settings: {changed or header}"
+            else:
+                what = f"other settings ({header})"
             raise ConfigError(
-                f"{self.path} records packs made with other settings ({header}); "
+                f"{self.path} records packs made with {what}; "
                 "rerun without --resume, or with the same --format and options"
             )
         for line in lines[1:]:

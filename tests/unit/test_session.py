@@ -479,8 +479,11 @@ def test_resume_skips_committed_packs_and_redoes_torn_ones(tmp_path: Path) -> No
 def test_resume_refuses_packs_made_with_other_options(tmp_path: Path) -> None:
     p, *_ = make(tmp_path)
     load_context(p, PROMPTS, tmp_path / "out")
-    with pytest.raises(ConfigError, match="other settings"):
+    with pytest.raises(ConfigError, match="other settings") as err:
         load_context(p, PROMPTS, tmp_path / "out", resume=True, options=QueryOptions(top_k=5))
+    # Each changed option is named with its recorded and its new value.
+    assert "top_k 20 (now 5)" in str(err.value)
+    assert "retrieval 'dense' (now 'hybrid')" in str(err.value)
 
 
 def test_without_resume_a_rerun_starts_over(tmp_path: Path) -> None:
