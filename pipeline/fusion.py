@@ -34,14 +34,6 @@ def relative_scores(
     """The fused ranking of these scored rankings ((id, score), larger is better, ids
     unique within one): each ranking's scores rescaled to 0..1 over its own ids (all equal:
     1), an id it lacks counting 0, summed by ``weights``; ties by id."""
-    fused = fused_scores(rankings, weights)
-    return sorted(fused, key=lambda item: (-fused[item], item))
-
-
-def fused_scores(
-    rankings: Sequence[Sequence[tuple[str, float]]], weights: Sequence[float]
-) -> dict[str, float]:
-    """id → its fused score (``relative_scores``' measure)."""
     fused: dict[str, float] = {}
     for ranking, weight in zip(rankings, weights, strict=True):
         if not ranking:
@@ -51,7 +43,7 @@ def fused_scores(
         for item, score in ranking:
             share = (score - low) / (high - low) if high > low else 1.0
             fused[item] = fused.get(item, 0.0) + weight * share
-    return fused
+    return sorted(fused, key=lambda item: (-fused[item], item))
 
 
 def rrf(
