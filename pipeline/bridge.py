@@ -121,8 +121,13 @@ def own_subject(note: Note) -> str:
 
 def live_hits(hits: Sequence[Hit], floor_cosine: float | None) -> list[Hit]:
     """The hits above the no_match floor: the only ones that make anything relevant (a
-    words-only hit of degraded mode has no cosine to judge by)."""
-    return [h for h in hits if floor_cosine is None or h.cosine is None or h.cosine > floor_cosine]
+    words-only hit of degraded mode has no cosine to judge by, nor has a note in a language
+    the model does not read, which hybrid retrieval found by its words)."""
+    return [
+        h
+        for h in hits
+        if floor_cosine is None or h.cosine is None or h.cosine > floor_cosine or h.unread
+    ]
 
 
 #: Hybrid retrieval: how many vault σ each fused place stands below the one above it. The

@@ -17,7 +17,7 @@ Büttcher, SIGIR 2009).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Final
 
 #: The constant of the original paper, which peers (Elasticsearch, Weaviate, Graphiti) use.
@@ -29,20 +29,33 @@ DENSE_WEIGHT: Final = 0.8
 
 
 def relative_scores(
-    rankings: Sequence[Sequence[tuple[str, float]]], weights: Sequence[float]
+    rankings: Sequence[Sequence[tuple[str, float]]],
+    weights: Sequence[float],
+    unjudged: Collection[str] = (),
 ) -> list[str]:
     """The fused ranking of these scored rankings ((id, score), larger is better, ids
     unique within one): each ranking's scores rescaled to 0..1 over its own ids (all equal:
-    1), an id it lacks counting 0, summed by ``weights``; ties by id."""
+    1), an id it lacks counting 0, summed by ``weights``; ties by id.
+
+    ``unjudged`` ids are ones the first ranking cannot judge (hybrid retrieval: notes in a
+    language the embedder does not read): its scores of them are ignored (nor do they bound
+    its scale), and the other rankings alone score them, their weights rescaled to sum to
+    1; one that only the first ranking holds scores 0."""
     fused: dict[str, float] = {}
-    for ranking, weight in zip(rankings, weights, strict=True):
+    blind = set(unjudged)
+    rest = sum(weights[1:])
+    for i, (ranking, weight) in enumerate(zip(rankings, weights, strict=True)):
+        if i == 0 and blind:
+            fused.update((item, 0.0) for item, _ in ranking if item in blind)
+            ranking = [(item, score) for item, score in ranking if item not in blind]
         if not ranking:
             continue
         values = [score for _, score in ranking]
         low, high = min(values), max(values)
         for item, score in ranking:
             share = (score - low) / (high - low) if high > low else 1.0
-            fused[item] = fused.get(item, 0.0) + weight * share
+            w = weight / rest if i > 0 and item in blind and rest > 0 else weight
+            fused[item] = fused.get(item, 0.0) + w * share
     return sorted(fused, key=lambda item: (-fused[item], item))
 
 

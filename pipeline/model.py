@@ -198,6 +198,9 @@ class Hit:
     status: str | None = None  # its decision's status (pipeline/succession.py), if it is one
     superseded_by: str | None = None  # the note of the decision that replaced it
     date: str | None = None  # the note's ISO date (Note.date), None when it has none
+    # Hybrid retrieval: written in a language the model does not read, so its cosine says
+    # little and the words found it (fusion.relative_scores' ``unjudged``).
+    unread: bool = False
 
 
 @dataclass(frozen=True)

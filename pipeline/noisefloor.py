@@ -130,6 +130,9 @@ class EmbedderProfile:
     probe_set_version: int = PROBE_SET_VERSION
     n_quantile: float = 1.0
     floor_sigma_margin: float = FLOOR_SIGMA_MARGIN
+    #: The languages (stemmer names, pipeline/languages.py) whose text the model was
+    #: trained to read; None: any (a multilingual model, or not known).
+    reads: frozenset[str] | None = None
 
     @property
     def probes(self) -> tuple[str, ...]:
@@ -163,6 +166,9 @@ MINILM_L6_V2 = EmbedderProfile(
     probe_set_version=2,
     n_quantile=0.9,
     floor_sigma_margin=0.0,
+    # Trained on English pairs only: a note in another language gets a cosine that says little
+    # of what it is about (docs/degraded-mode.md, "Notes the model cannot read").
+    reads=frozenset({"english", "porter"}),
 )
 
 PROFILES: Final[dict[str, EmbedderProfile]] = {p.model_id: p for p in (BGE_M3, MINILM_L6_V2)} | {

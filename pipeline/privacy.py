@@ -108,6 +108,9 @@ class PublicKodb:
     def note_texts(self) -> dict[str, tuple[str, str]]:
         return {p: t for p, t in self._kodb.note_texts().items() if not self._private.is_private(p)}
 
+    def note_languages(self, paths: Iterable[str]) -> dict[str, str | None]:
+        return self._kodb.note_languages(self._public_paths(paths))  # type: ignore[no-any-return]
+
     def index_languages(self) -> tuple[str | None, ...]:
         return self._kodb.index_languages()  # type: ignore[no-any-return]
 

@@ -44,10 +44,11 @@ from pipeline.model import (
     clean_text,
     normalize_text,
 )
+from pipeline.noisefloor import profile_for
 from pipeline.privacy import PrivateNotes, redact
 from pipeline.rank import DEFAULT_ORDER, OrderRule, rank_summaries
 from pipeline.succession import Succession, order_with_successors
-from pipeline.timewindow import apply_window, parse_window, recent_first
+from pipeline.timewindow import apply_window, parse_window, period_only, recent_first
 
 if TYPE_CHECKING:
     import numpy as np
@@ -401,7 +402,8 @@ class Pipeline:
         with shared.stage("fulltext_ms"):
             words = self.kodb.search_notes(bridge.query_terms(question), depth)
         scored = [(h.path, h.cosine or 0.0) for h in dense]
-        order = relative_scores([scored, words], [DENSE_WEIGHT, 1.0 - DENSE_WEIGHT])
+        unread = self._unread({p for p, _ in scored} | {p for p, _ in words}, shared)
+        order = relative_scores([scored, words], [DENSE_WEIGHT, 1.0 - DENSE_WEIGHT], unread)
         by_path = {h.path: h for h in dense}
         bm25 = dict(words)
         missing = [p for p in order[:k] if p not in by_path]
@@ -419,7 +421,20 @@ class Pipeline:
                     cosine = note_score(own, parts)
                     by_path[path] = Hit(path, note.title, note.source_type, cosine)
         # A words-only note without a stored vector is left out; the next fused one fills in.
-        return [replace(by_path[p], bm25=bm25.get(p)) for p in order if p in by_path][:k]
+        return [
+            replace(by_path[p], bm25=bm25.get(p), unread=p in unread) for p in order if p in by_path
+        ][:k]
+
+    def _unread(self, paths: set[str], shared: Timer) -> set[str]:
+        """Those of ``paths`` written in a language the model does not read (its profile's
+        ``reads``; an unprofiled model or a note indexed without stemming reads as read)."""
+        profile = profile_for(self.embedder.model_id)
+        if profile is None or profile.reads is None or not paths:
+            return set()
+        with shared.stage("kodb_ms"):
+            languages = self.kodb.note_languages(paths)
+        reads = profile.reads
+        return {p for p, lang in languages.items() if lang is not None and lang not in reads}
 
     def index_search(self, vector: Any, k: int) -> list[Hit]:
         """The graph's vector search (over-fetch + exact re-score) as pipeline Hits."""
@@ -460,10 +475,16 @@ class Pipeline:
                 notice=notice,
                 time_window=window,
             )
+        # A question about its period alone ("what did we decide last month?") has no topic
+        # for the floor to judge: the notes dated in the period are what it asks for.
+        about, floor = shown, relevance.floor_cosine
+        if window is not None and window.applied and period_only(text, window):
+            about = [h for h in shown if h.date is not None and window.holds(h.date)]
+            floor = None
         with timer.stage("bridge_ms"):
             candidates = bridge.semantic_candidates(
-                shown,
-                relevance.floor_cosine,
+                about,
+                floor,
                 self.kodb,
                 registry=registry,
                 fused=opts.retrieval == "hybrid",

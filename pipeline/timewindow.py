@@ -20,6 +20,8 @@ from dataclasses import replace
 from datetime import date, timedelta
 from typing import Final
 
+from pipeline.bridge import content_words
+from pipeline.kodb import text as kodb_text
 from pipeline.model import Hit, TimeWindow
 
 #: Month words (accents dropped, case folded) -> month number, English and Hungarian.
@@ -222,6 +224,36 @@ def parse_window(question: str, today: date) -> TimeWindow | None:
         if start <= end:
             return TimeWindow(m.group(0).strip(), start.isoformat(), end.isoformat())
     return None
+
+
+#: The words, besides its period, of a question about the period alone: what was decided,
+#: discussed or done then ("what did we decide last month?", "mi történt márciusban?"),
+#: matched by their English and Hungarian stems. Such a question has no topic for the noise
+#: floor to judge, so the notes of its period answer it (``period_only``).
+PERIOD_ONLY_WORDS: Final = (
+    "decide decided decision decisions make made happen happened happening discuss discussed "
+    "discussion talk talked meet met meeting meetings session sessions change changed changes "
+    "new anything everything work worked done do did so far "
+    "döntöttünk döntöttek döntött döntés döntések született születtek történt történik "
+    "megbeszéltünk beszéltünk változott változás új csináltunk"
+)
+_STEMMED_BY: Final = ("english", "hungarian")
+
+
+def _stems(word: str) -> set[str]:
+    return {w for language in _STEMMED_BY for w in kodb_text.words(word, language=language)}
+
+
+_PERIOD_ONLY_STEMS: Final = frozenset(
+    stem for word in PERIOD_ONLY_WORDS.split() for stem in _stems(word)
+)
+
+
+def period_only(question: str, window: TimeWindow) -> bool:
+    """Whether ``question`` asks about its period alone: every word it holds besides the
+    period's phrase and stop words is one of ``PERIOD_ONLY_WORDS``."""
+    rest = question.replace(window.text, " ", 1)
+    return all(_stems(word) & _PERIOD_ONLY_STEMS for word in content_words(rest))
 
 
 def apply_window(

@@ -52,6 +52,9 @@ class CachedKodb:
     def note_texts(self) -> dict[str, tuple[str, str]]:
         return self._kodb.note_texts()  # type: ignore[no-any-return]
 
+    def note_languages(self, paths: Iterable[str]) -> dict[str, str | None]:
+        return self._kodb.note_languages(paths)  # type: ignore[no-any-return]
+
     def index_languages(self) -> tuple[str | None, ...]:
         return self._kodb.index_languages()  # type: ignore[no-any-return]
 

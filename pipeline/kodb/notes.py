@@ -168,6 +168,19 @@ def index_languages(conn: Connection) -> tuple[str | None, ...]:
     return tuple(sorted({None if x in (None, text.NO_STEMMING) else x for x in found}, key=str))
 
 
+def note_languages(conn: Connection, paths: Iterable[str]) -> dict[str, str | None]:
+    """The stemmer each of these notes' words went through (None: whole words); paths not
+    in the full-text index are left out."""
+    t = schema.note_texts
+    found: dict[str, str | None] = {}
+    for chunk in chunks(sorted(set(paths))):
+        for path, language in conn.execute(
+            sa.select(t.c.path, t.c.language).where(t.c.path.in_(chunk))
+        ):
+            found[path] = None if language in (None, text.NO_STEMMING) else language
+    return found
+
+
 def note_texts(conn: Connection) -> dict[str, tuple[str, str]]:
     """Every indexed note: path -> (title words, body words), folded and space-separated
     as the index holds them (the eval's BM25 baseline ranks the same words)."""

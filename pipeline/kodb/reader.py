@@ -48,6 +48,11 @@ class KodbReader(Protocol):
         """Every indexed note: path -> (title words, body words)."""
         ...
 
+    def note_languages(self, paths: Iterable[str]) -> dict[str, str | None]:
+        """The stemmer each of these notes' words went through (None: whole words); notes
+        not in the full-text index are left out."""
+        ...
+
     def index_languages(self) -> tuple[str | None, ...]:
         """The stemmers the indexed words went through (None: whole words)."""
         ...

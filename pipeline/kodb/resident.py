@@ -444,6 +444,10 @@ class ResidentKodb:
         """The base's (the copy holds no text)."""
         return self._base.note_texts()  # type: ignore[no-any-return]
 
+    def note_languages(self, paths: Iterable[str]) -> dict[str, str | None]:
+        """The base's (the copy holds no text)."""
+        return self._base.note_languages(paths)  # type: ignore[no-any-return]
+
     def index_languages(self) -> tuple[str | None, ...]:
         """The base's (the copy holds no text)."""
         return self._base.index_languages()  # type: ignore[no-any-return]

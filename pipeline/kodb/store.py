@@ -238,6 +238,11 @@ class KoDB:
         with self._tx() as conn:
             return notes.index_languages(conn)
 
+    def note_languages(self, paths: Iterable[str]) -> dict[str, str | None]:
+        """The stemmer each of these notes' words went through (None: whole words)."""
+        with self._tx() as conn:
+            return notes.note_languages(conn, paths)
+
     def note_text_count(self) -> int:
         """Notes in the full-text index."""
         with self._tx() as conn:

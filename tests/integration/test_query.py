@@ -398,6 +398,41 @@ def test_a_period_keeps_the_notes_dated_within_it(  # type: ignore[no-untyped-de
     ]
 
 
+DEPS_OLD = "0025 Függőségek havi kézi frissítése"
+DEPS_NEW = "0029 Automatikus függőségfrissítés Renovate-tel"
+
+
+def test_hybrid_finds_a_hungarian_decision_asked_about_in_english_by_its_words(
+    synced: Pipeline,
+) -> None:
+    """MiniLM reads English: the Hungarian ADR's cosine is under the floor, but its English
+    alias holds the question's words. Hybrid answers with it, its successor first; dense
+    cannot find it."""
+    question = "what replaced the monthly dependency update day?"
+    opts = QueryOptions.from_settings(synced.settings, retrieval="hybrid")
+    a = synced.ask(question, opts)
+    first = a.hits[0]
+    assert first.path == "adr/0025-fuggosegek-havi-kezi-frissitese.md" and first.unread
+    assert first.cosine is not None and a.relevance.floor_cosine is not None
+    assert first.cosine < a.relevance.floor_cosine
+    names = [s.subject for s in a.subjects]
+    assert names[:2] == [DEPS_NEW, DEPS_OLD], names
+    dense = synced.ask(question, QueryOptions.from_settings(synced.settings, retrieval="dense"))
+    assert DEPS_OLD not in [s.subject for s in dense.subjects]
+
+
+def test_a_question_about_last_month_alone_lists_that_months_decision(synced: Pipeline) -> None:
+    opts = QueryOptions.from_settings(synced.settings, today="2026-06-15")
+    a = synced.ask("what did we decide last month?", opts)
+    assert a.time_window is not None and a.time_window.applied
+    names = [s.subject for s in a.subjects]
+    assert DEPS_NEW in names, names
+    if DEPS_OLD in names:  # May's notes mention the decision it replaced
+        assert names.index(DEPS_NEW) < names.index(DEPS_OLD)
+    undated = {h.title for h in a.hits if h.date is None}
+    assert undated and not undated & set(names)  # the period's notes answer, not the hubs
+
+
 def test_a_year_named_as_a_topic_is_said_but_not_applied(synced: Pipeline) -> None:
     opts = QueryOptions.from_settings(synced.settings, today="2026-06-15")
     a = synced.ask("which redis settings were common in 1999?", opts)

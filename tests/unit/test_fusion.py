@@ -42,3 +42,20 @@ def test_one_score_or_equal_scores_count_in_full_and_ties_go_to_the_id() -> None
 def test_weights_must_match_the_rankings() -> None:
     with pytest.raises(ValueError):
         relative_scores([[("a", 1.0)]], [0.8, 0.2])
+
+
+def test_a_note_the_vectors_cannot_read_is_scored_by_the_words_alone() -> None:
+    """A note in a language the model does not read: its cosine is ignored, and does not
+    stretch the vectors' scale; the words' score counts in full."""
+    dense = [("en1", 0.60), ("hu", 0.05), ("en2", 0.30)]
+    words = [("hu", 9.0), ("en2", 3.0), ("en1", 1.0)]
+    # hu: 1.0 by the words in full; en1: .8; en2: .8 × 0 (the vectors' last) + .2 × .25.
+    assert relative_scores([dense, words], [0.8, 0.2], {"hu"}) == ["hu", "en1", "en2"]
+    # Read by its cosine, hu is last of the vectors and its words' lead is worth .2.
+    assert relative_scores([dense, words], [0.8, 0.2]) == ["en1", "en2", "hu"]
+
+
+def test_a_note_the_vectors_cannot_read_and_the_words_miss_comes_last() -> None:
+    dense = [("hu", 0.70), ("en", 0.60), ("en2", 0.50)]
+    words = [("en2", 2.0)]
+    assert relative_scores([dense, words], [0.8, 0.2], {"hu"}) == ["en", "en2", "hu"]

@@ -94,6 +94,11 @@ class FakeKodb:
     def count_notes(self, source_type: str | None = None) -> int:
         return sum(1 for n in self.registry.values() if source_type in (None, n.source_type))
 
+    def note_languages(self, paths: Iterable[str]) -> dict[str, str | None]:
+        """Every note in English unless ``languages`` says otherwise."""
+        langs = getattr(self, "languages", {})
+        return {p: langs.get(p, "english") for p in paths if p in self.registry}
+
     def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
         """A plain word search: 3 points a word in the title, 1 in the summary."""
         wanted = set(text.query_words(terms))
@@ -608,3 +613,67 @@ def test_hybrid_fuses_deeper_than_the_hits_it_keeps(tmp_path: Path) -> None:
     assert a.mode == "semantic"
     assert [h.path for h in a.hits] == ["wiki/d10.md", "wiki/d00.md", "wiki/d01.md"]
     assert a.hits[0].cosine == pytest.approx(0.590)  # its own cosine, shown as found
+
+
+def _hybrid(tmp_path: Path, hits: list[FakeHit], notes: list[Note], languages=None):
+    settings = load_settings(tmp_path, env={}).replace(query_retrieval="hybrid")
+    kodb = FakeKodb(notes, [], CAL)
+    kodb.languages = languages or {}  # type: ignore[attr-defined]
+    app = App(settings, kodb=kodb, graph=FakeGraph(hits, False), embedder=FakeEmbedder())  # type: ignore[arg-type]
+    return app.pipeline()
+
+
+def test_hybrid_answers_with_a_note_the_model_cannot_read_when_its_words_match(
+    tmp_path: Path,
+) -> None:
+    """A Hungarian note asked about in English: MiniLM's cosine of it says little (here
+    under the floor), its English alias matches. Read by its cosine, it would be last and
+    make no subject; judged by its words, it leads and answers."""
+    notes = [
+        note("wiki/cache.md", "Cache rules", "How we cache previews."),
+        note("adr/0025-havi.md", "0025 Havi függőségfrissítés", "monthly dependency update day"),
+    ]
+    hits = [
+        FakeHit("wiki/cache.md", "Cache rules", "wiki", 0.62),
+        FakeHit("adr/0025-havi.md", "0025 Havi függőségfrissítés", "adr", 0.05),
+    ]
+    question = "when is the monthly dependency update day?"
+    read = _hybrid(tmp_path, hits, notes).ask(question)
+    assert [h.path for h in read.hits] == ["wiki/cache.md", "adr/0025-havi.md"]
+    assert "0025 Havi függőségfrissítés" not in names(read)
+    unread = _hybrid(tmp_path, hits, notes, {"adr/0025-havi.md": "hungarian"}).ask(question)
+    assert [(h.path, h.unread) for h in unread.hits] == [
+        ("adr/0025-havi.md", True),
+        ("wiki/cache.md", False),
+    ]
+    assert unread.hits[0].cosine == pytest.approx(0.05)  # shown as measured
+    assert names(unread)[0] == "0025 Havi függőségfrissítés"
+    assert unread.relevance.top_cosine == pytest.approx(0.62)  # the label stays cosine
+
+
+def test_a_question_about_its_period_alone_is_answered_by_the_notes_of_the_period(
+    tmp_path: Path,
+) -> None:
+    """ "what did we decide last month?" has no topic for the floor: May's notes answer it,
+    however low their cosines; a question with a topic keeps the floor."""
+    from dataclasses import replace
+
+    notes = [
+        replace(note("adr/0029-renovate.md", "0029 Renovate"), date="2026-05-11"),
+        replace(note("sessions/s-may.md", "2026-05-06 Retirement"), date="2026-05-06"),
+        replace(note("sessions/s-apr.md", "2026-04-20 Review"), date="2026-04-20"),
+        note("wiki/team.md", "Platform team"),
+    ]
+    hits = [
+        FakeHit("wiki/team.md", "Platform team", "wiki", 0.45),
+        FakeHit("sessions/s-apr.md", "2026-04-20 Review", "session", 0.40),
+        FakeHit("sessions/s-may.md", "2026-05-06 Retirement", "session", 0.35),
+        FakeHit("adr/0029-renovate.md", "0029 Renovate", "adr", 0.05),
+    ]
+    p, _graph, _emb = make(tmp_path, hits, notes=notes, facts=[])
+    opts = QueryOptions.from_settings(p.settings, today="2026-06-15")
+    a = p.ask("what did we decide last month?", opts)
+    assert a.time_window is not None and a.time_window.applied
+    assert names(a) == ["2026-05-06 Retirement", "0029 Renovate"]
+    topic = p.ask("what did we decide about renovate last month?", opts)
+    assert "0029 Renovate" not in names(topic)

@@ -150,6 +150,10 @@ class FakeKodb:
         self.calls += 1
         return sum(1 for n in self.notes().values() if source_type in (None, n.source_type))
 
+    def note_languages(self, paths: Iterable[str]) -> dict[str, str | None]:
+        self.calls += 1
+        return {p: "english" for p in paths if p in NOTES}
+
     def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
         self.calls += 1
         wanted = set(kodb_text.query_words(terms))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.model import Hit, TimeWindow
-from pipeline.timewindow import apply_window, parse_window, recent_first
+from pipeline.timewindow import apply_window, parse_window, period_only, recent_first
 
 TODAY = date(2026, 6, 15)  # a Monday
 EXPECT = Path(__file__).resolve().parents[1] / "data/judged/examples-vault-current.expect.jsonl"
@@ -103,3 +103,26 @@ def test_episodic_recall_puts_recent_sessions_first_among_equally_relevant_ones(
     got = recent_first(hits, sigma=0.1)  # steps of 0.05 below the best
     assert [h.path for h in got] == ["new", "old", "undated", "far"]
     assert recent_first(hits, sigma=None) == hits  # no σ: nothing to compare with
+
+
+@pytest.mark.parametrize(
+    ("question", "alone"),
+    [
+        ("what did we decide last month?", True),
+        ("which decisions did we make in September 2025?", True),
+        ("what has happened so far this month?", True),
+        ("Mit döntöttünk múlt hónapban?", True),
+        ("Mi történt 2025 decemberében?", True),
+        ("last week", True),
+        ("what did we decide about kafka last month?", False),
+        ("how has our code review policy changed since March 2026?", False),
+        ("anything new on secrets in the last two weeks?", False),
+        ("Mit döntöttünk a gyorsítótárról múlt hónapban?", False),
+    ],
+)
+def test_a_question_about_its_period_alone_is_told_from_one_with_a_topic(
+    question: str, alone: bool
+) -> None:
+    window = parse_window(question, date(2026, 6, 15))
+    assert window is not None
+    assert period_only(question, window) is alone
