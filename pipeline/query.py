@@ -422,7 +422,9 @@ class Pipeline:
                     by_path[path] = Hit(path, note.title, note.source_type, cosine)
         # A words-only note without a stored vector is left out; the next fused one fills in.
         return [
-            replace(by_path[p], bm25=bm25.get(p), unread=p in unread) for p in order if p in by_path
+            replace(by_path[p], bm25=bm25.get(p), unread=p in unread and p in bm25)
+            for p in order
+            if p in by_path
         ][:k]
 
     def _unread(self, paths: set[str], shared: Timer) -> set[str]:

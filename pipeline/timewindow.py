@@ -13,6 +13,7 @@ decisions' statuses answer (pipeline/succession.py).
 from __future__ import annotations
 
 import calendar
+import functools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -20,8 +21,6 @@ from dataclasses import replace
 from datetime import date, timedelta
 from typing import Final
 
-from pipeline.bridge import content_words
-from pipeline.kodb import text as kodb_text
 from pipeline.model import Hit, TimeWindow
 
 #: Month words (accents dropped, case folded) -> month number, English and Hungarian.
@@ -241,19 +240,26 @@ _STEMMED_BY: Final = ("english", "hungarian")
 
 
 def _stems(word: str) -> set[str]:
+    # Imported on first use: a CLI's --help imports this module and must not load the
+    # KO-DB package (SQLAlchemy) or the stemmer for it.
+    from pipeline.kodb import text as kodb_text
+
     return {w for language in _STEMMED_BY for w in kodb_text.words(word, language=language)}
 
 
-_PERIOD_ONLY_STEMS: Final = frozenset(
-    stem for word in PERIOD_ONLY_WORDS.split() for stem in _stems(word)
-)
+@functools.cache
+def _period_only_stems() -> frozenset[str]:
+    return frozenset(stem for word in PERIOD_ONLY_WORDS.split() for stem in _stems(word))
 
 
 def period_only(question: str, window: TimeWindow) -> bool:
     """Whether ``question`` asks about its period alone: every word it holds besides the
     period's phrase and stop words is one of ``PERIOD_ONLY_WORDS``."""
+    from pipeline.bridge import content_words
+
     rest = question.replace(window.text, " ", 1)
-    return all(_stems(word) & _PERIOD_ONLY_STEMS for word in content_words(rest))
+    known = _period_only_stems()
+    return all(_stems(word) & known for word in content_words(rest))
 
 
 def apply_window(

@@ -38,6 +38,7 @@ class CachedKodb:
         self._counted: dict[str, SubjectSummary | None] = {}
         self._notes: Mapping[str, Note] | None = None
         self._rows: dict[str, Note | None] = {}
+        self._languages: dict[str, tuple[bool, str | None]] = {}  # path -> (indexed, language)
         self._counts: dict[str | None, int] = {}
         self._searches: dict[tuple[tuple[str, ...], int], tuple[tuple[str, float], ...]] = {}
         self._succession: Succession | None = None
@@ -51,9 +52,6 @@ class CachedKodb:
     # -- passed on: read once per batch at most, or never on an answer's path -------------
     def note_texts(self) -> dict[str, tuple[str, str]]:
         return self._kodb.note_texts()  # type: ignore[no-any-return]
-
-    def note_languages(self, paths: Iterable[str]) -> dict[str, str | None]:
-        return self._kodb.note_languages(paths)  # type: ignore[no-any-return]
 
     def index_languages(self) -> tuple[str | None, ...]:
         return self._kodb.index_languages()  # type: ignore[no-any-return]
@@ -98,6 +96,23 @@ class CachedKodb:
             for path in missing:
                 self._rows[path] = found.get(path)
         return {p: row for p in wanted if (row := self._rows[p]) is not None}
+
+    def note_languages(self, paths: Iterable[str]) -> dict[str, str | None]:
+        """Each note's index language, read once per batch (hybrid asks for every answer's
+        candidates, which repeat across prompts)."""
+        wanted = sorted(set(paths))
+        missing = [p for p in wanted if p not in self._languages]
+        if missing:
+            self.statements += 1
+            found = self._kodb.note_languages(missing)
+            for path in missing:
+                self._languages[path] = (path in found, found.get(path))
+        out: dict[str, str | None] = {}
+        for path in wanted:
+            indexed, language = self._languages[path]
+            if indexed:
+                out[path] = language
+        return out
 
     def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
         """Full-text note search; a repeated question (same words, same limit) is served

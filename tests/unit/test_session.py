@@ -314,6 +314,12 @@ def test_cached_kodb_returns_what_the_store_returns(tmp_path: Path) -> None:
     cache.search_subjects_many(["cache"])
     assert cache.statements == before  # all served from memory
     assert cache.notes() == store.notes()  # everything else is delegated
+    paths = [*NOTES, "nowhere.md"]
+    assert cache.note_languages(paths) == store.note_languages(paths)
+    before = cache.statements
+    assert cache.note_languages(paths[:2]) == store.note_languages(paths[:2])
+    assert cache.note_languages(["nowhere.md"]) == {}
+    assert cache.statements == before  # each note's language read once per batch
 
 
 def test_exact_search_gives_the_cosines_of_the_graph_rescoring(tmp_path: Path) -> None:

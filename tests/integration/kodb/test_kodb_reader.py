@@ -35,6 +35,7 @@ CALLS: dict[str, Callable[[KodbReader], Any]] = {
     "search_notes": lambda r: r.search_notes([SECRET_WORD, "redis"], 10),
     "note_texts": lambda r: r.note_texts(),
     "index_languages": lambda r: r.index_languages(),
+    "note_languages": lambda r: r.note_languages(["wiki/pub.md", SECRET_FILE]),
     "subject_norms": lambda r: r.subject_norms(),
     "search_subjects": lambda r: r.search_subjects("vault"),
     "search_subjects_many": lambda r: r.search_subjects_many(["vault", "password", "redis"]),
