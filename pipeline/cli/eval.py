@@ -19,7 +19,7 @@ _SPLITS = ("tune", "test", "all")
 
 
 @click.command("eval")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
 @click.option(
     "--judged",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -48,6 +48,20 @@ _SPLITS = ("tune", "test", "all")
     help="Also write the markdown report to this file.",
 )
 @click.option("--per-query", is_flag=True, help="Add every query's label and top ids to --json.")
+@click.option(
+    "--fit-bands",
+    is_flag=True,
+    help="Fit the weak/moderate/strong z cut-offs on the --collection sets, leaving each "
+    "out in turn, and report each band's precision on the one left out (no PATH).",
+)
+@click.option(
+    "--collection",
+    "collections",
+    multiple=True,
+    metavar="PATH|VAULT=JUDGED.jsonl",
+    help="With --fit-bands, repeated: a BEIR collection folder, or a vault folder and its "
+    "judged questions.",
+)
 @json_option
 def eval_cmd(
     paths: tuple[Path, ...],
@@ -57,6 +71,8 @@ def eval_cmd(
     model: str | None,
     out: Path | None,
     per_query: bool,
+    fit_bands: bool,
+    collections: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Measure retrieval, answers and relevance labels on PATH.
@@ -79,6 +95,17 @@ def eval_cmd(
     from pipeline.app import App
     from pipeline.evaluate import read_offtopic
 
+    if fit_bands or collections:
+        if not fit_bands:
+            raise click.UsageError("--collection is for --fit-bands")
+        if paths or judged is not None or per_query:
+            raise click.UsageError(
+                "--fit-bands takes its collections from --collection, not PATH or --judged"
+            )
+        _fit_bands(collections, offtopic_dirs, split, model, out=out, as_json=as_json)
+        return
+    if not paths:
+        raise click.UsageError("PATH is required (or --fit-bands with --collection)")
     first, extra = paths[0], paths[1:]
     if extra and not offtopic_dirs:
         raise click.UsageError(
@@ -170,5 +197,66 @@ def _emit(
         err.print(f"eval: report written to {out}")
     if as_json:
         emit_json(report.to_dict(per_query=per_query))
+    else:
+        click.echo(markdown, nl=False)
+
+
+def _collection_specs(values: Sequence[str]) -> list[tuple[str, Path, Path | None]]:
+    """``--collection`` values as (name, folder, judged file or None); a judged set is
+    named by its file's stem, a collection by its folder's name (repeats numbered)."""
+    specs: list[tuple[str, Path, Path | None]] = []
+    seen: dict[str, int] = {}
+    for value in values:
+        folder, sep, judged = value.partition("=")
+        path, judged_path = Path(folder), Path(judged) if sep else None
+        if not path.is_dir():
+            raise click.UsageError(f"--collection {value}: folder {folder} does not exist")
+        if judged_path is not None and not judged_path.is_file():
+            raise click.UsageError(f"--collection {value}: judged file {judged} does not exist")
+        name = judged_path.stem if judged_path is not None else path.resolve().name
+        seen[name] = seen.get(name, 0) + 1
+        specs.append((name if seen[name] == 1 else f"{name}-{seen[name]}", path, judged_path))
+    return specs
+
+
+def _fit_bands(
+    values: Sequence[str],
+    offtopic_dirs: Sequence[Path],
+    split: str,
+    model: str | None,
+    *,
+    out: Path | None,
+    as_json: bool,
+) -> None:
+    """Evaluate every collection, then fit the band cut-offs leaving each out in turn."""
+    from pipeline.app import App
+    from pipeline.evaluate import read_offtopic
+    from pipeline.evaluate.bands import leave_one_out
+    from pipeline.evaluate.report import fit_markdown
+
+    specs = _collection_specs(values)
+    if len(specs) < 2:
+        raise click.UsageError("--fit-bands needs two --collection sets or more")
+    offtopic = [read_offtopic(d) for d in offtopic_dirs]
+    overrides = _overrides(model)
+    points = {}
+    models = set()
+    for name, folder, judged in specs:
+        _say(f"{name}: evaluating")
+        if judged is not None:
+            report = _run_judged(folder, judged, split, offtopic, overrides, apps=App)
+        else:
+            report = _run_collection(folder, "all", offtopic, overrides, apps=App)
+        for warning in report.warnings:
+            err.print(f"warning: {name}: {warning}")
+        points[name] = report.band_points(name)
+        models.add(report.model)
+    fit = leave_one_out(points)
+    markdown = fit_markdown(fit, sorted(models))
+    if out is not None:
+        out.write_text(markdown, encoding="utf-8")
+        err.print(f"eval: report written to {out}")
+    if as_json:
+        emit_json({"model": sorted(models), **fit.to_dict()})
     else:
         click.echo(markdown, nl=False)

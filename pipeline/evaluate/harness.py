@@ -39,9 +39,17 @@ from pipeline import noisefloor as nf
 from pipeline.calibrate import Basis
 from pipeline.config import Settings, load_settings
 from pipeline.errors import EvalDegraded, InputError
+from pipeline.evaluate.bands import Point, band_table
 from pipeline.evaluate.beir import Collection, Doc, Query
 from pipeline.evaluate.judged import ANSWER_GRADE, SPLITS, JudgedQuestion
-from pipeline.evaluate.metrics import answer_scores, first_occurrences, mean_scores, rate, roc_auc
+from pipeline.evaluate.metrics import (
+    answer_scores,
+    answered_in_top,
+    first_occurrences,
+    mean_scores,
+    rate,
+    roc_auc,
+)
 from pipeline.model import Answer, Calibration, Hit, normalize_text
 from pipeline.vault.scan import NOTE_SUFFIX
 
@@ -288,6 +296,40 @@ class EvalReport:
             answer_grade=self.answer_grade,
         )
 
+    def band_points(self, collection: str | None = None) -> list[Point]:
+        """Every answer as ``bands.Point`` (default retrieval), named ``collection``
+        (default: the report's): its z and label, and for on-topic ones whether the top
+        note is judged relevant (grade ≥ 1) or answering (its question's highest grade),
+        and, on a judged vault, whether an answering subject is in the top three."""
+        key = self._mode("semantic")
+        name = collection or self.collection
+        subject_qrels = self.subject_qrels if self.subject_qrels is not None else self.qrels
+        out: list[Point] = []
+        for o in self.outcomes:
+            silenced = o.label == nf.NO_MATCH
+            if o.group != "on_topic":
+                out.append(Point(name, o.z, silenced, o.label, on_topic=False))
+                continue
+            notes, judged = o.notes.get(key, ()), self.qrels[o.query_id]
+            grade = judged.get(notes[0], 0) if notes else 0
+            best = max((g for g in judged.values() if g > 0), default=None)
+            top3 = (
+                answered_in_top(
+                    o.subjects.get(key, ()), subject_qrels[o.query_id], 3, self.answer_grade
+                )
+                if self.kind == "vault"
+                else None
+            )
+            relevant, answering = grade >= 1, best is not None and grade >= best
+            out.append(Point(name, o.z, silenced, o.label, True, relevant, answering, top3))
+        return out
+
+    def bands(self) -> dict[str, dict[str, Any]]:
+        """What each band's on-topic answers deliver, by the labels they carried
+        (``bands.band_table``; ``collections`` left out: one)."""
+        table = band_table(self.band_points(), None)
+        return {b: {k: v for k, v in row.items() if k != "collections"} for b, row in table.items()}
+
     @staticmethod
     def label_counts(outcomes: Sequence[QueryOutcome]) -> dict[str, int]:
         """Outcomes per relevance label, every label listed."""
@@ -361,6 +403,7 @@ class EvalReport:
                     n: self.label_counts(self.off_topic(n)) for n in self.offtopic
                 },
             },
+            "bands": self.bands(),
             "false_silence": rate(sum(o.label == nf.NO_MATCH for o in on), len(on)),
             "offtopic_silence": rate(sum(o.label == nf.NO_MATCH for o in off), len(off)),
             "offtopic_confident": rate(

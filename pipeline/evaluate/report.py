@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.evaluate.bands import BANDS, BandFit
 from pipeline.evaluate.harness import LABELS, EvalReport
 from pipeline.evaluate.metrics import ANSWER_METRICS, METRICS
 
@@ -182,9 +183,43 @@ def _label_lines(data: dict[str, Any]) -> list[str]:
             ],
         ),
         "",
+        *_band_lines(data),
         f"ROC AUC, on-topic vs off-topic: z {_num(data['auc_z'])}, "
         f"raw cosine {_num(data['auc_cosine'])} (within one calibration z is an increasing "
         "function of the cosine, so the two agree; they differ only across vaults).",
+        "",
+    ]
+
+
+def _band_lines(data: dict[str, Any]) -> list[str]:
+    """What each band's answers deliver: the share whose top note is relevant, answering,
+    with an answering subject in the top three, and the off-topic answers in the band."""
+    bands = data["bands"]
+    return [
+        "What each band delivers (on-topic answers in the default retrieval; the top note "
+        "relevant = judged grade ≥ 1, answering = its question's highest grade):",
+        "",
+        *_table(
+            [
+                "band",
+                "answers",
+                "top note relevant",
+                "top note answering",
+                "answering subject in top 3",
+                "off-topic",
+            ],
+            [
+                [
+                    band,
+                    str(bands[band]["n"]),
+                    _pct(bands[band]["precision_relevant"]),
+                    _pct(bands[band]["precision_answering"]),
+                    _pct(bands[band]["top3_answering"]),
+                    str(bands[band]["offtopic_n"]),
+                ]
+                for band in BANDS
+            ],
+        ),
         "",
     ]
 
@@ -235,3 +270,71 @@ def _long_notes(data: dict[str, Any]) -> str:
         "Long notes are embedded as passages too, a note scored by the better of its own "
         f"vector and its best passage less a discount{cost}."
     )
+
+
+def _band_cells(row: dict[str, Any]) -> str:
+    return f"{row['n']} · {_pct(row['precision_relevant'])}"
+
+
+def fit_markdown(fit: BandFit, models: list[str]) -> str:
+    """The leave-one-collection-out table of ``vault-ko eval --fit-bands``."""
+    data = fit.to_dict()
+    cut = data["cutoffs"]
+    lines = [
+        "# vault-ko eval --fit-bands",
+        "",
+        f"Model {', '.join(f'`{m}`' for m in models)}; {len(fit.collections)} collections. "
+        "Cells: answers in the band · the share whose top note is judged relevant. "
+        f"Targets: strong ≥ {data['targets']['strong_precision_relevant']:.0%}, moderate ≥ "
+        f"{data['targets']['moderate_precision_relevant']:.0%} on every collection held "
+        f"out, false silence ≤ {data['targets']['false_silence']:.0%}.",
+        "",
+        "## Leave one collection out",
+        "",
+        *_table(
+            [
+                "held out",
+                "weak ≤ z",
+                "moderate ≤ z",
+                *BANDS,
+                "off-topic strong/moderate",
+                "false silence",
+                "targets",
+            ],
+            [
+                [
+                    row["held_out"],
+                    _num(row["cutoffs"]["weak_max_z"], 2),
+                    _num(row["cutoffs"]["moderate_max_z"], 2),
+                    *(_band_cells(row["bands"][b]) for b in BANDS),
+                    f"{row['bands']['strong']['offtopic_n']}/{row['bands']['moderate']['offtopic_n']}",
+                    _pct(row["false_silence"]),
+                    "met" if row["meets"] else "missed",
+                ]
+                for row in data["leave_one_out"]
+            ],
+        ),
+        "",
+        "## Pooled",
+        "",
+        *_table(
+            ["cut-offs", *BANDS],
+            [
+                [
+                    "each collection by the cut-offs fitted without it",
+                    *(_band_cells(data["held_out_pooled"][b]) for b in BANDS),
+                ],
+                [
+                    f"the seed's (weak ≤ {_num(data['seed_cutoffs']['weak_max_z'], 2)}, "
+                    f"moderate ≤ {_num(data['seed_cutoffs']['moderate_max_z'], 2)}), every answer",
+                    *(_band_cells(data["seed_pooled"][b]) for b in BANDS),
+                ],
+            ],
+        ),
+        "",
+        f"Fitted on every collection: weak ≤ z {_num(cut['weak_max_z'], 2)} < moderate ≤ z "
+        f"{_num(cut['moderate_max_z'], 2)} < strong (– : no such band reaches its target). "
+        + ("Every target is met." if data["meets_targets"] else "Not every target is met."),
+        "",
+    ]
+    return "\n".join(lines)

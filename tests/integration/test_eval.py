@@ -86,6 +86,14 @@ def test_eval_prints_every_field_of_the_json_contract(eval_run: tuple[dict, str,
     for group in ("on_topic", "off_topic"):
         assert set(data["labels"][group]) == LABELS
         assert sum(data["labels"][group].values()) == 25
+    bands = data["bands"]
+    assert set(bands) == {"strong", "moderate", "weak", "no_match"}
+    for band, row in bands.items():
+        assert row["n"] == data["labels"]["on_topic"][band]
+        assert row["offtopic_n"] == data["labels"]["off_topic"][band]
+        assert row["top3_answering"] is None  # a collection judges documents
+        for key in ("precision_relevant", "precision_answering"):
+            assert (row[key] is None) == (row["n"] == 0) and (row[key] is None or _unit(row[key]))
     for key in ("false_silence", "offtopic_silence", "offtopic_confident", "auc_z", "auc_cosine"):
         assert _unit(data[key]), key
     assert [row["threshold"] for row in data["fixed_thresholds"]] == [
@@ -171,3 +179,34 @@ def test_eval_removes_its_temporary_vault_when_the_model_cannot_load(
     # torch, imported here for the first time in this process when the earlier evals used
     # the prepared model, makes its compile cache under the temp dir: not eval's to remove.
     assert [p.name for p in work.iterdir() if not p.name.startswith("torchinductor_")] == []
+
+
+def test_fit_bands_leaves_each_collection_out_and_reports_it(tmp_path: Path) -> None:
+    mundane = Path(__file__).resolve().parents[1] / "data" / "offtopic" / "mundane"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "eval",
+            "--fit-bands",
+            "--collection",
+            str(EVAL_DATA / "gardening"),
+            "--collection",
+            str(EVAL_DATA / "astronomy"),
+            "--offtopic",
+            str(mundane),
+            "--json",
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["collections"] == ["gardening", "astronomy"]
+    assert [f["held_out"] for f in data["leave_one_out"]] == ["gardening", "astronomy"]
+    for fold in data["leave_one_out"]:
+        assert sum(fold["bands"][b]["n"] for b in fold["bands"]) == 25  # every question
+        assert sum(fold["bands"][b]["offtopic_n"] for b in fold["bands"]) == 30
+    pooled = data["held_out_pooled"]
+    assert sum(row["n"] for row in pooled.values()) == 50
+    assert set(data["false_silence"]) == {"gardening", "astronomy"}
+    assert isinstance(data["meets_targets"], bool)
+    assert "eval: gardening: evaluating" in result.stderr

@@ -133,3 +133,42 @@ def test_a_collection_run_prints_json_and_not_the_report_s_warnings(
     assert "warning: 1 judged query id(s) not in queries.jsonl" in result.stderr
     assert "judged subject" not in result.stderr
     assert json.loads(result.stdout)["collection"] == "tiny"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--collection", "."], "--collection is for --fit-bands"),
+        (["--fit-bands", "--collection", ".", "PATH"], "not PATH or --judged"),
+        (["--fit-bands", "--collection", "."], "two --collection sets or more"),
+        (["--fit-bands", "--collection", "nowhere"], "folder nowhere does not exist"),
+        (["--fit-bands", "--collection", ".=missing.jsonl"], "judged file missing.jsonl"),
+        ([], "PATH is required"),
+    ],
+)
+def test_fit_bands_arguments_are_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: list[str], message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "PATH").mkdir()
+    result = CliRunner().invoke(cli, ["eval", *extra])
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_fit_bands_evaluates_each_collection_and_fits_on_them(
+    tmp_path: Path, judged: Path, calls: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(evaluate, "read_collection", lambda folder: SimpleNamespace(warnings=[]))
+    beir = tmp_path / "cranfield"
+    beir.mkdir()
+    args = ["eval", "--fit-bands", "--collection", str(beir)]
+    result = CliRunner().invoke(cli, [*args, "--collection", f"{tmp_path}={judged}", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [name for name, _, _ in calls] == ["run_eval", "run_vault_eval"]
+    data = json.loads(result.stdout)
+    assert data["collections"] == ["cranfield", "judged"]
+    assert data["model"] == ["m"]
+    assert "warning: judged: judged subject 'x'" in result.stderr
+    text = CliRunner().invoke(cli, [*args, "--collection", f"{tmp_path}={judged}"])
+    assert "## Leave one collection out" in text.stdout

@@ -204,6 +204,74 @@ def test_report_rates_labels_and_fixed_thresholds_from_outcomes() -> None:
     assert "Graphiti" in by_threshold[0.2]["policy"]
 
 
+def test_bands_say_how_often_each_bands_top_note_is_relevant_and_answering() -> None:
+    """q1's strong answer leads with its grade-2 note (relevant, answering); q2's strong one
+    with an unjudged note; q3's weak one with a grade-1 note of a question whose best is
+    grade 2 (relevant, not answering). Off-topic answers count in their band."""
+    report = _report(
+        [
+            QueryOutcome("q1", "on_topic", "strong", 0.7, 4.0, {"dense": ("a", "b")}),
+            QueryOutcome("q2", "on_topic", "strong", 0.6, 3.0, {"dense": ("x", "c")}),
+            QueryOutcome("q3", "on_topic", "weak", 0.4, 0.5, {"dense": ("b", "a")}),
+            QueryOutcome("o1", "other", "strong", 0.6, 3.0),
+            QueryOutcome("o2", "other", "no_match", 0.1, -2.0),
+        ]
+    )
+    report = replace(report, qrels={**report.qrels, "q3": {"a": 2, "b": 1}})
+    bands = report.to_dict()["bands"]
+    assert bands["strong"] == {
+        "n": 2,
+        "precision_relevant": 0.5,
+        "precision_answering": 0.5,
+        "top3_answering": None,  # a collection judges documents, not answers' subjects
+        "offtopic_n": 1,
+    }
+    assert bands["weak"]["precision_relevant"] == 1.0
+    assert bands["weak"]["precision_answering"] == 0.0
+    assert bands["moderate"] == {
+        "n": 0,
+        "precision_relevant": None,
+        "precision_answering": None,
+        "top3_answering": None,
+        "offtopic_n": 0,
+    }
+    assert bands["no_match"]["offtopic_n"] == 1
+    assert "| strong | 2 | 50.0% | 50.0% | – | 1 |" in to_markdown(report)
+
+
+def test_bands_on_a_judged_vault_count_an_answering_subject_in_the_top_three() -> None:
+    report = replace(
+        _report(
+            [
+                QueryOutcome(
+                    "q1",
+                    "on_topic",
+                    "moderate",
+                    0.5,
+                    2.0,
+                    {"dense": ("b",)},
+                    {"dense": ("z", "y", "a")},
+                ),
+                QueryOutcome(
+                    "q2",
+                    "on_topic",
+                    "moderate",
+                    0.5,
+                    2.0,
+                    {"dense": ("c",)},
+                    {"dense": ("y", "z", "w", "c")},
+                ),
+            ]
+        ),
+        kind="vault",
+        answer_grade=2,
+        subject_qrels={"q1": {"a": 2}, "q2": {"c": 2}},
+    )
+    moderate = report.to_dict()["bands"]["moderate"]
+    assert moderate["top3_answering"] == 0.5  # q2's answering subject is 4th
+    assert moderate["precision_relevant"] == 1.0
+
+
 def test_markdown_report_has_the_tables_and_the_calibration() -> None:
     report = _report(
         [QueryOutcome("q1", "on_topic", "weak", 0.4, 1.0, {"dense": ("a",), "fallback": ()})]
