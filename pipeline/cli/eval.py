@@ -47,7 +47,12 @@ _SPLITS = ("tune", "test", "all")
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the markdown report to this file.",
 )
-@click.option("--per-query", is_flag=True, help="Add every query's label and top ids to --json.")
+@click.option(
+    "--per-query",
+    is_flag=True,
+    help="Add every query's label and top ids to --json (with --fit-bands: every answer's "
+    "z, label and judgement).",
+)
 @click.option(
     "--fit-bands",
     is_flag=True,
@@ -98,11 +103,13 @@ def eval_cmd(
     if fit_bands or collections:
         if not fit_bands:
             raise click.UsageError("--collection is for --fit-bands")
-        if paths or judged is not None or per_query:
+        if paths or judged is not None:
             raise click.UsageError(
                 "--fit-bands takes its collections from --collection, not PATH or --judged"
             )
-        _fit_bands(collections, offtopic_dirs, split, model, out=out, as_json=as_json)
+        _fit_bands(
+            collections, offtopic_dirs, split, model, out=out, as_json=as_json, points=per_query
+        )
         return
     if not paths:
         raise click.UsageError("PATH is required (or --fit-bands with --collection)")
@@ -227,8 +234,12 @@ def _fit_bands(
     *,
     out: Path | None,
     as_json: bool,
+    points: bool,
 ) -> None:
-    """Evaluate every collection, then fit the band cut-offs leaving each out in turn."""
+    """Evaluate every collection, then fit the band cut-offs leaving each out in turn
+    (``points``: --per-query, every answer's z and judgement in the JSON)."""
+    from dataclasses import asdict
+
     from pipeline.app import App
     from pipeline.evaluate import read_offtopic
     from pipeline.evaluate.bands import leave_one_out
@@ -239,7 +250,7 @@ def _fit_bands(
         raise click.UsageError("--fit-bands needs two --collection sets or more")
     offtopic = [read_offtopic(d) for d in offtopic_dirs]
     overrides = _overrides(model)
-    points = {}
+    by_collection = {}
     models = set()
     for name, folder, judged in specs:
         _say(f"{name}: evaluating")
@@ -249,14 +260,17 @@ def _fit_bands(
             report = _run_collection(folder, "all", offtopic, overrides, apps=App)
         for warning in report.warnings:
             err.print(f"warning: {name}: {warning}")
-        points[name] = report.band_points(name)
+        by_collection[name] = report.band_points(name)
         models.add(report.model)
-    fit = leave_one_out(points)
+    fit = leave_one_out(by_collection)
     markdown = fit_markdown(fit, sorted(models))
     if out is not None:
         out.write_text(markdown, encoding="utf-8")
         err.print(f"eval: report written to {out}")
     if as_json:
-        emit_json({"model": sorted(models), **fit.to_dict()})
+        data = {"model": sorted(models), **fit.to_dict()}
+        if points:
+            data["points"] = [asdict(p) for ps in by_collection.values() for p in ps]
+        emit_json(data)
     else:
         click.echo(markdown, nl=False)

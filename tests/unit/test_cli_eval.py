@@ -33,6 +33,7 @@ def _report(warnings: tuple[str, ...] = ()) -> EvalReport:
         outcomes=(QueryOutcome("q1", "on_topic", "weak", 0.4, 1.0, {"dense": ("a",)}),),
         qrels={"q1": {"a": 2}},
         warnings=warnings,
+        default_retrieval="dense",  # the outcome holds a dense ranking
     )
 
 
@@ -163,12 +164,18 @@ def test_fit_bands_evaluates_each_collection_and_fits_on_them(
     beir = tmp_path / "cranfield"
     beir.mkdir()
     args = ["eval", "--fit-bands", "--collection", str(beir)]
-    result = CliRunner().invoke(cli, [*args, "--collection", f"{tmp_path}={judged}", "--json"])
+    result = CliRunner().invoke(
+        cli, [*args, "--collection", f"{tmp_path}={judged}", "--json", "--per-query"]
+    )
     assert result.exit_code == 0, result.output
     assert [name for name, _, _ in calls] == ["run_eval", "run_vault_eval"]
     data = json.loads(result.stdout)
     assert data["collections"] == ["cranfield", "judged"]
     assert data["model"] == ["m"]
+    assert [(p["collection"], p["z"], p["relevant"]) for p in data["points"]] == [
+        ("cranfield", 1.0, True),
+        ("judged", 1.0, True),
+    ]
     assert "warning: judged: judged subject 'x'" in result.stderr
     text = CliRunner().invoke(cli, [*args, "--collection", f"{tmp_path}={judged}"])
     assert "## Leave one collection out" in text.stdout
