@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from pipeline import noisefloor as nf
-from pipeline.model import Band, Calibration, CalibrationSource, Relevance
+from pipeline.model import Band, BandPrecision, Calibration, CalibrationSource, Relevance
 
 if TYPE_CHECKING:
     # numpy is imported where vectors are measured: labelling an answer (assess,
@@ -214,6 +214,9 @@ class Basis:
     default_n: float | None
     margin: float
     warning: str | None
+    #: What each band is measured to mean (the model's profile; only for a vault's own
+    #: calibration, the basis it was measured on).
+    precision: tuple[tuple[str, BandPrecision], ...] = ()
 
     @property
     def floor_cosine(self) -> float | None:
@@ -246,6 +249,7 @@ def choose_basis(cal: Calibration | None, model_id: str, dims: int) -> Basis:
             default_n,
             margin,
             None,
+            profile.band_precision if profile else (),
         )
     why = (
         "no usable vault calibration"
@@ -325,6 +329,7 @@ def assess(top_cosine: float | None, basis: Basis) -> Relevance:
         tight,
         hint,
         basis.warning,
+        dict(basis.precision).get(v.label),
     )
 
 

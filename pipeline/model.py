@@ -286,6 +286,17 @@ class Calibration:
 
 
 @dataclass(frozen=True)
+class BandPrecision:
+    """What a relevance band is measured to mean for one embedding model: ``value``, the
+    share of judged answers in the band whose top note was relevant, over ``n`` answers
+    from ``collections`` judged collections (``vault-ko eval --fit-bands``)."""
+
+    value: float
+    n: int
+    collections: int
+
+
+@dataclass(frozen=True)
 class Relevance:
     label: Label
     top_cosine: float | None
@@ -297,6 +308,7 @@ class Relevance:
     tight_vault: bool
     hint: str | None = None
     warning: str | None = None
+    precision: BandPrecision | None = None  # what the label is measured to mean
 
     @classmethod
     def unmeasured(cls, label: Label, warning: str) -> Relevance:

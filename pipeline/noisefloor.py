@@ -21,6 +21,8 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
+from pipeline.model import BandPrecision
+
 # -- constants of the seed (its BGE-M3 measurements; provisional there, kept as is) --------
 
 SIGMA_FLOOR: Final = 0.03  # below this, z explodes and the no_match band becomes a sliver
@@ -133,6 +135,13 @@ class EmbedderProfile:
     #: The languages (stemmer names, pipeline/languages.py) whose text the model was
     #: trained to read; None: any (a multilingual model, or not known).
     reads: frozenset[str] | None = None
+    #: What each band above the floor is measured to mean for this model on judged
+    #: collections, (label, BandPrecision) pairs; empty: not measured.
+    band_precision: tuple[tuple[str, BandPrecision], ...] = ()
+
+    def precision_of(self, label: str) -> BandPrecision | None:
+        """The measured meaning of ``label`` (None: not measured, or no_match/unscored)."""
+        return dict(self.band_precision).get(label)
 
     @property
     def probes(self) -> tuple[str, ...]:
@@ -169,6 +178,16 @@ MINILM_L6_V2 = EmbedderProfile(
     # Trained on English pairs only: a note in another language gets a cosine that says little
     # of what it is about (docs/degraded-mode.md, "Notes the model cannot read").
     reads=frozenset({"english", "porter"}),
+    # The seed's cut-offs, kept: no cut-offs keep strong ≥ 0.90 and moderate ≥ 0.70 on every
+    # collection held out (`vault-ko eval --fit-bands` on six judged collections; Cranfield's
+    # best notes are relevant 0.24-0.41 at every z), while no off-topic answer of 360 went
+    # above z 1.0 (the highest 0.94). What each band is measured to mean there: the share of
+    # answers whose best note was judged relevant, each collection counted equally; weak
+    # held 9 answers, too few to say (docs/relevance.md).
+    band_precision=(
+        (STRONG, BandPrecision(0.796, 232, 6)),
+        (MODERATE, BandPrecision(0.687, 139, 6)),
+    ),
 )
 
 PROFILES: Final[dict[str, EmbedderProfile]] = {p.model_id: p for p in (BGE_M3, MINILM_L6_V2)} | {

@@ -16,6 +16,7 @@ from pipeline import noisefloor as nf
 from pipeline.calibrate import Basis, is_trusted
 from pipeline.model import (
     Answer,
+    BandPrecision,
     Calibration,
     FactView,
     Hit,
@@ -27,8 +28,8 @@ from pipeline.noisefloor import is_tight_vault
 
 _FLOAT_DIGITS = 4
 #: The answer JSON's version: 2 added ``status`` and ``superseded_by`` to hits and
-#: subjects, ``date`` to hits and ``time_window``.
-ANSWER_SCHEMA_VERSION = 2
+#: subjects, ``date`` to hits and ``time_window``; 3 added ``relevance.precision``.
+ANSWER_SCHEMA_VERSION = 3
 
 
 def _num(value: float | None, digits: int | None = _FLOAT_DIGITS) -> float | None:
@@ -89,6 +90,8 @@ def _answer(answer: Answer, *, digits: int | None = _FLOAT_DIGITS) -> dict[str, 
     rel = asdict(answer.relevance)
     for key in ("top_cosine", "z", "noise_floor", "sigma", "floor_cosine"):
         rel[key] = _num(rel[key], digits)
+    if rel["precision"] is not None:
+        rel["precision"]["value"] = _num(rel["precision"]["value"], digits)
     return {
         "schema_version": ANSWER_SCHEMA_VERSION,
         "query": answer.query,
@@ -142,6 +145,12 @@ def _window_from(data: dict[str, Any] | None) -> TimeWindow | None:
     )
 
 
+def _precision_from(data: dict[str, Any] | None) -> BandPrecision | None:
+    if not data:
+        return None
+    return BandPrecision(float(data["value"]), int(data["n"]), int(data["collections"]))
+
+
 def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
@@ -162,6 +171,7 @@ def answer_from_dict(data: dict[str, Any]) -> Answer:
         bool(rel["tight_vault"]),
         rel.get("hint"),
         rel.get("warning"),
+        _precision_from(rel.get("precision")),
     )
     hits = tuple(
         Hit(
@@ -303,13 +313,26 @@ def label_in_words(answer: Answer) -> str:
     r = answer.relevance
     meaning = LABEL_WORDS.get(r.label, r.label)
     measured = (r.z, r.top_cosine, r.floor_cosine)
+    said = f"{r.label}: {meaning}"
     if r.label != "no_match" and all(v is not None and math.isfinite(v) for v in measured):
-        return (
-            f"{r.label}: {meaning}: the best note is {r.z:.1f} σ above what off-topic "
+        said += (
+            f": the best note is {r.z:.1f} σ above what off-topic "
             f"questions reach here (cosine {r.top_cosine:.3f} against a floor of "
             f"{r.floor_cosine:.3f})"
         )
-    return f"{r.label}: {meaning}"
+    measured_meaning = precision_in_words(r.precision)
+    return f"{said}; {measured_meaning}" if measured_meaning else said
+
+
+def precision_in_words(precision: BandPrecision | None) -> str | None:
+    """What a band is measured to mean, in words ("its best note was right 9 times in 10
+    on 6 judged collections"); None when unmeasured."""
+    if precision is None:
+        return None
+    return (
+        f"its best note was right {round(precision.value * 10)} times in 10 on "
+        f"{precision.collections} judged collections"
+    )
 
 
 def legend(answer: Answer) -> str:
@@ -424,6 +447,8 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
     if answer.degraded_reason:
         head += f" · degraded: {answer.degraded_reason}"
     lines.append(f"_{head}_")
+    if (measured := precision_in_words(r.precision)) is not None:
+        lines.append(f"_{r.label}: {measured}_")
     for note in (r.hint, r.warning, answer.notice):
         if note:
             lines.append(f"_note: {note}_")
@@ -480,6 +505,8 @@ def to_context_pack(answer: Answer, *, max_chars: int) -> str | None:
     if r.top_cosine is not None:
         head += f", best note cosine {r.top_cosine:.3f}"
     lines = [head + ")"]
+    if (measured := precision_in_words(r.precision)) is not None:
+        lines.append(f"[{r.label}: {measured}]")
     if r.label == "weak":
         lines.append(f"[{WEAK_MARK}]")
     if answer.mode == "fallback":

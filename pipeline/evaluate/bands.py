@@ -182,6 +182,9 @@ class BandFit:
     seed: Mapping[str, Mapping[str, Any]]  # the seed's cut-offs on every answer, pooled
     per_collection: Mapping[str, Mapping[str, Mapping[str, Any]]]  # by the final cut-offs
     false_silence: Mapping[str, float | None]
+    #: The highest z an off-topic answer reached above the floor, per collection (None:
+    #: none did): where the weak band must reach for moderate to mean "on topic".
+    offtopic_max_z: Mapping[str, float | None]
 
     @property
     def meets_targets(self) -> bool:
@@ -214,6 +217,7 @@ class BandFit:
             "seed_pooled": self.seed,
             "bands_by_collection": self.per_collection,
             "false_silence": dict(self.false_silence),
+            "offtopic_max_z": dict(self.offtopic_max_z),
         }
 
 
@@ -251,4 +255,11 @@ def leave_one_out(by_collection: Mapping[str, Sequence[Point]]) -> BandFit:
         seed=band_table(everything, SEED),
         per_collection={n: band_table(by_collection[n], final) for n in names},
         false_silence={n: false_silence(by_collection[n]) for n in names},
+        offtopic_max_z={n: offtopic_max_z(by_collection[n]) for n in names},
     )
+
+
+def offtopic_max_z(points: Sequence[Point]) -> float | None:
+    """The highest z of an off-topic answer above the floor (None: none was)."""
+    zs = [p.z for p in points if not p.on_topic and not p.silenced and p.z is not None]
+    return max(zs, default=None)

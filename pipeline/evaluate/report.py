@@ -332,6 +332,10 @@ def fit_markdown(fit: BandFit, models: list[str]) -> str:
             ],
         ),
         "",
+        "The highest z an off-topic answer reached above the floor: "
+        + ", ".join(f"{n} {_num(z, 2)}" for n, z in data["offtopic_max_z"].items())
+        + ".",
+        "",
         f"Fitted on every collection: weak ≤ z {_num(cut['weak_max_z'], 2)} < moderate ≤ z "
         f"{_num(cut['moderate_max_z'], 2)} < strong (– : no such band reaches its target). "
         + ("Every target is met." if data["meets_targets"] else "Not every target is met."),

@@ -143,6 +143,23 @@ def test_bge_m3_has_no_ceiling_and_the_seeds_margin() -> None:
     assert choose_basis(None, "BAAI/bge-m3", 1024).source == "none"  # no default N shipped
 
 
+def test_a_label_carries_what_its_band_is_measured_to_mean_for_the_model() -> None:
+    """Issue 40, item 4: the MiniLM profile's measured precision per band, on a vault's
+    own calibration; none where unmeasured (weak, no_match) or not measured the same way
+    (the embedder's defaults, an unprofiled model)."""
+    b = choose_basis(cal(sigma=0.1, noise_floor=0.2), MINILM, 384)
+    strong = assess(0.6, b)
+    assert strong.label == "strong"
+    assert strong.precision == nf.MINILM_L6_V2.precision_of("strong")
+    assert strong.precision is not None and strong.precision.collections >= 6
+    assert assess(0.4, b).label == "moderate" and assess(0.4, b).precision is not None
+    assert assess(0.25, b).label == "weak" and assess(0.25, b).precision is None
+    assert assess(0.1, b).precision is None  # no_match
+    assert assess(0.9, choose_basis(None, MINILM, 384)).precision is None
+    bge = cal(embedder="BAAI/bge-m3", dims=1024, probe_set_version=1, noise_floor=0.5, sigma=0.07)
+    assert assess(0.9, choose_basis(bge, "BAAI/bge-m3", 1024)).precision is None
+
+
 def test_tight_vault_hint() -> None:
     r = assess(0.5, choose_basis(cal(mu=0.65), MINILM, 384))
     assert r.tight_vault and r.hint and "weak" in r.hint

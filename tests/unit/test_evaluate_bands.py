@@ -77,6 +77,7 @@ def test_silenced_and_offtopic_answers_are_not_fitted_but_counted() -> None:
     ]
     assert fit(points, min_n=2) == fit(ladder("a") * 2, min_n=2) == Cutoffs(1.0, 2.2)
     table = band_table(points, fit(points, min_n=2))
+    assert leave_one_out({"a": points, "b": ladder("b")}).offtopic_max_z["a"] == 9.0
     assert table["no_match"]["n"] == 1
     assert table["strong"]["offtopic_n"] == 1
 
@@ -102,6 +103,7 @@ def test_leave_one_out_fits_without_the_collection_it_measures() -> None:
     assert (pooled["n"], pooled["collections"]) == (12, 1)
     data = result.to_dict()
     assert data["leave_one_out"][2]["held_out"] == "c"
+    assert data["offtopic_max_z"] == {"a": None, "b": None, "c": None}
     assert set(data["bands_by_collection"]) == {"a", "b", "c"}
 
 

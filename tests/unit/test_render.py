@@ -176,6 +176,29 @@ def test_an_answer_read_back_from_its_full_precision_json_renders_the_same() -> 
     assert to_markdown(back) == to_markdown(answer)
 
 
+def test_an_answer_says_what_its_band_is_measured_to_mean() -> None:
+    """Issue 40, item 4: relevance.precision in the JSON (schema 3), and in words for
+    people, markdown and the hook's context."""
+    from dataclasses import replace
+
+    from pipeline.model import BandPrecision
+    from pipeline.render import answer_from_dict, to_context_pack
+
+    rel = replace(relevance("strong"), precision=BandPrecision(0.796, 232, 6))
+    answer = Answer("why redis?", "semantic", None, rel, (HIT,), (subject(),))
+    d = to_dict(answer)
+    assert d["schema_version"] == 3
+    assert d["relevance"]["precision"] == {"value": 0.796, "n": 232, "collections": 6}
+    assert answer_from_dict(d).relevance.precision == BandPrecision(0.796, 232, 6)
+    said = "its best note was right 8 times in 10 on 6 judged collections"
+    assert said in text_of(answer, width=300).splitlines()[1]
+    assert said in to_markdown(answer)
+    assert said in (to_context_pack(answer, max_chars=20_000) or "")
+    plain = Answer("why redis?", "semantic", None, relevance("strong"), (HIT,), (subject(),))
+    assert to_dict(plain)["relevance"]["precision"] is None
+    assert "times in 10" not in to_markdown(plain)
+
+
 def test_the_first_line_says_what_the_label_means_in_words() -> None:
     """Issue 36, item 1: the header gave numbers only ("strong · z 3.41 · floor …")."""
     answer = Answer("why redis?", "semantic", None, relevance("moderate"), (HIT,), (subject(),))
