@@ -320,18 +320,18 @@ def label_in_words(answer: Answer) -> str:
             f"questions reach here (cosine {r.top_cosine:.3f} against a floor of "
             f"{r.floor_cosine:.3f})"
         )
-    measured_meaning = precision_in_words(r.precision)
+    measured_meaning = precision_in_words(r.label, r.precision)
     return f"{said}; {measured_meaning}" if measured_meaning else said
 
 
-def precision_in_words(precision: BandPrecision | None) -> str | None:
-    """What a band is measured to mean, in words ("its best note was right 9 times in 10
-    on 6 judged collections"); None when unmeasured."""
+def precision_in_words(label: str, precision: BandPrecision | None) -> str | None:
+    """What a band is measured to mean, in words ("a strong answer's best note was right 8
+    times in 10 on 6 judged collections"); None when unmeasured."""
     if precision is None:
         return None
     return (
-        f"its best note was right {round(precision.value * 10)} times in 10 on "
-        f"{precision.collections} judged collections"
+        f"a {label} answer's best note was right {round(precision.value * 10)} times in 10 "
+        f"on {precision.collections} judged collections"
     )
 
 
@@ -447,8 +447,8 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
     if answer.degraded_reason:
         head += f" · degraded: {answer.degraded_reason}"
     lines.append(f"_{head}_")
-    if (measured := precision_in_words(r.precision)) is not None:
-        lines.append(f"_{r.label}: {measured}_")
+    if (measured := precision_in_words(r.label, r.precision)) is not None:
+        lines.append(f"_{measured}_")
     for note in (r.hint, r.warning, answer.notice):
         if note:
             lines.append(f"_note: {note}_")
@@ -505,8 +505,8 @@ def to_context_pack(answer: Answer, *, max_chars: int) -> str | None:
     if r.top_cosine is not None:
         head += f", best note cosine {r.top_cosine:.3f}"
     lines = [head + ")"]
-    if (measured := precision_in_words(r.precision)) is not None:
-        lines.append(f"[{r.label}: {measured}]")
+    if (measured := precision_in_words(r.label, r.precision)) is not None:
+        lines.append(f"[{measured}]")
     if r.label == "weak":
         lines.append(f"[{WEAK_MARK}]")
     if answer.mode == "fallback":

@@ -190,7 +190,7 @@ def test_an_answer_says_what_its_band_is_measured_to_mean() -> None:
     assert d["schema_version"] == 3
     assert d["relevance"]["precision"] == {"value": 0.796, "n": 232, "collections": 6}
     assert answer_from_dict(d).relevance.precision == BandPrecision(0.796, 232, 6)
-    said = "its best note was right 8 times in 10 on 6 judged collections"
+    said = "a strong answer's best note was right 8 times in 10 on 6 judged collections"
     assert said in text_of(answer, width=300).splitlines()[1]
     assert said in to_markdown(answer)
     assert said in (to_context_pack(answer, max_chars=20_000) or "")
