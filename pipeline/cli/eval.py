@@ -251,6 +251,7 @@ def _fit_bands(
     offtopic = [read_offtopic(d) for d in offtopic_dirs]
     overrides = _overrides(model)
     by_collection = {}
+    calibrations = {}
     models = set()
     for name, folder, judged in specs:
         _say(f"{name}: evaluating")
@@ -261,14 +262,15 @@ def _fit_bands(
         for warning in report.warnings:
             err.print(f"warning: {name}: {warning}")
         by_collection[name] = report.band_points(name)
+        calibrations[name] = report.calibration.to_dict()
         models.add(report.model)
     fit = leave_one_out(by_collection)
-    markdown = fit_markdown(fit, sorted(models))
+    markdown = fit_markdown(fit, sorted(models), calibrations)
     if out is not None:
         out.write_text(markdown, encoding="utf-8")
         err.print(f"eval: report written to {out}")
     if as_json:
-        data = {"model": sorted(models), **fit.to_dict()}
+        data = {"model": sorted(models), **fit.to_dict(), "calibration": calibrations}
         if points:
             data["points"] = [asdict(p) for ps in by_collection.values() for p in ps]
         emit_json(data)

@@ -276,8 +276,12 @@ def _band_cells(row: dict[str, Any]) -> str:
     return f"{row['n']} · {_pct(row['precision_relevant'])}"
 
 
-def fit_markdown(fit: BandFit, models: list[str]) -> str:
-    """The leave-one-collection-out table of ``vault-ko eval --fit-bands``."""
+def fit_markdown(
+    fit: BandFit, models: list[str], calibrations: dict[str, dict[str, Any]] | None = None
+) -> str:
+    """The leave-one-collection-out table of ``vault-ko eval --fit-bands``, and each
+    collection's calibration (how tight it is: the profile's μ and σ bounds are judged by
+    these)."""
     data = fit.to_dict()
     cut = data["cutoffs"]
     lines = [
@@ -341,4 +345,25 @@ def fit_markdown(fit: BandFit, models: list[str]) -> str:
         + ("Every target is met." if data["meets_targets"] else "Not every target is met."),
         "",
     ]
+    if calibrations:
+        lines += [
+            "## Calibrations",
+            "",
+            *_table(
+                ["collection", "N", "σ (as used)", "σ measured", "μ", "tight", "floor"],
+                [
+                    [
+                        name,
+                        _num(cal["noise_floor"]),
+                        _num(cal["sigma"]),
+                        _num((cal["measured"] or {}).get("sigma")),
+                        _num(cal["mu"]),
+                        "yes" if cal["tight"] else "no",
+                        _num(cal["floor_cosine"]),
+                    ]
+                    for name, cal in calibrations.items()
+                ],
+            ),
+            "",
+        ]
     return "\n".join(lines)
