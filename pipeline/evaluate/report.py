@@ -346,24 +346,29 @@ def fit_markdown(
         "",
     ]
     if calibrations:
-        lines += [
-            "## Calibrations",
-            "",
-            *_table(
-                ["collection", "N", "σ (as used)", "σ measured", "μ", "tight", "floor"],
-                [
-                    [
-                        name,
-                        _num(cal["noise_floor"]),
-                        _num(cal["sigma"]),
-                        _num((cal["measured"] or {}).get("sigma")),
-                        _num(cal["mu"]),
-                        "yes" if cal["tight"] else "no",
-                        _num(cal["floor_cosine"]),
-                    ]
-                    for name, cal in calibrations.items()
-                ],
-            ),
-            "",
-        ]
+        lines += _calibration_table(calibrations)
     return "\n".join(lines)
+
+
+def _calibration_table(calibrations: dict[str, dict[str, Any]]) -> list[str]:
+    """Each collection's calibration: how tight it is and the σ the labels used."""
+    return [
+        "## Calibrations",
+        "",
+        *_table(
+            ["collection", "N", "σ (as used)", "σ measured", "μ", "tight", "floor"],
+            [
+                [
+                    name,
+                    _num(cal["noise_floor"]),
+                    _num(cal["sigma"]),
+                    _num((cal["measured"] or {}).get("sigma")),
+                    _num(cal["mu"]),
+                    "yes" if cal["tight"] else "no",
+                    _num(cal["floor_cosine"]),
+                ]
+                for name, cal in calibrations.items()
+            ],
+        ),
+        "",
+    ]
