@@ -252,7 +252,9 @@ class SessionLoader:
         shown = [list(hits)[: opts.hits] for hits in found]
         live: list[tuple[list[Hit], float | None]] = []
         for hits in shown:
-            rel = assess(hits[0].cosine if hits else None, basis)
+            # Labelled as the answer is: by its best cosine (hybrid hits are in fused order).
+            cosines = [h.cosine for h in hits if h.cosine is not None]
+            rel = assess(max(cosines) if cosines else None, basis)
             if rel.label != "no_match" and hits:
                 live.append((hits, rel.floor_cosine))
         self.kodb.notes_at({h.path for hits in shown for h in hits})

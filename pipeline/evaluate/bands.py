@@ -116,8 +116,11 @@ def fit(
     min_n: int = MIN_BAND_ANSWERS,
 ) -> Cutoffs:
     """The cut-offs of ``points`` (on-topic answers above the floor; others are ignored)."""
-    live = [p for p in points if p.on_topic and not p.silenced and p.z is not None]
-    live = [p for p in live if math.isfinite(p.z)]  # type: ignore[arg-type]
+    live = [
+        p
+        for p in points
+        if p.on_topic and not p.silenced and p.z is not None and math.isfinite(p.z)
+    ]
     top = _lowest_cut(live, math.inf, strong, min_n)
     moderate_max = math.inf if top is None else top
     low = _lowest_cut(live, moderate_max, moderate, min_n)
