@@ -214,7 +214,8 @@ def build_server(tools: VaultTools) -> FastMCP:
     ) -> dict[str, Any]:
         """Ask the notes vault a question. Returns the answer JSON: relevance.label
         (strong/moderate/weak/no_match, or unscored in fallback) and relevance.precision
-        (how often that label's best note was right when measured), mode (semantic or
+        (how often that label's best note was right when measured, and on the hardest
+        collection measured), mode (semantic or
         fallback = degraded), the best notes (hits) and the subjects ranked by how many
         files and source types corroborate them, with their facts. Hits and subjects that
         are decisions carry status (current, superseded, deprecated, rejected, proposed)

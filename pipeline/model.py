@@ -289,11 +289,13 @@ class Calibration:
 class BandPrecision:
     """What a relevance band is measured to mean for one embedding model: ``value``, the
     share of judged answers in the band whose top note was relevant, over ``n`` answers
-    from ``collections`` judged collections (``vault-ko eval --fit-bands``)."""
+    from ``collections`` judged collections (``vault-ko eval --fit-bands``), each counted
+    equally; ``lowest``, that share on the hardest of them (None: not measured)."""
 
     value: float
     n: int
     collections: int
+    lowest: float | None = None
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,9 @@ from pipeline.noisefloor import is_tight_vault
 
 _FLOAT_DIGITS = 4
 #: The answer JSON's version: 2 added ``status`` and ``superseded_by`` to hits and
-#: subjects, ``date`` to hits and ``time_window``; 3 added ``relevance.precision``.
-ANSWER_SCHEMA_VERSION = 3
+#: subjects, ``date`` to hits and ``time_window``; 3 added ``relevance.precision``; 4 its
+#: ``lowest``.
+ANSWER_SCHEMA_VERSION = 4
 
 
 def _num(value: float | None, digits: int | None = _FLOAT_DIGITS) -> float | None:
@@ -91,7 +92,8 @@ def _answer(answer: Answer, *, digits: int | None = _FLOAT_DIGITS) -> dict[str, 
     for key in ("top_cosine", "z", "noise_floor", "sigma", "floor_cosine"):
         rel[key] = _num(rel[key], digits)
     if rel["precision"] is not None:
-        rel["precision"]["value"] = _num(rel["precision"]["value"], digits)
+        for key in ("value", "lowest"):
+            rel["precision"][key] = _num(rel["precision"][key], digits)
     return {
         "schema_version": ANSWER_SCHEMA_VERSION,
         "query": answer.query,
@@ -148,7 +150,12 @@ def _window_from(data: dict[str, Any] | None) -> TimeWindow | None:
 def _precision_from(data: dict[str, Any] | None) -> BandPrecision | None:
     if not data:
         return None
-    return BandPrecision(float(data["value"]), int(data["n"]), int(data["collections"]))
+    return BandPrecision(
+        float(data["value"]),
+        int(data["n"]),
+        int(data["collections"]),
+        _float(data.get("lowest")),
+    )
 
 
 def _float(value: Any) -> float | None:
@@ -329,10 +336,13 @@ def precision_in_words(label: str, precision: BandPrecision | None) -> str | Non
     times in 10 on 6 judged collections"); None when unmeasured."""
     if precision is None:
         return None
-    return (
+    said = (
         f"a {label} answer's best note was right {round(precision.value * 10)} times in 10 "
         f"on {precision.collections} judged collections"
     )
+    if precision.lowest is None or round(precision.lowest * 10) == round(precision.value * 10):
+        return said
+    return f"{said}, {round(precision.lowest * 10)} in 10 on the hardest"
 
 
 def legend(answer: Answer) -> str:

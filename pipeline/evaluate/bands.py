@@ -183,6 +183,9 @@ class BandFit:
     cutoffs: Cutoffs  # fitted on all collections: the ones to ship
     held_out: Mapping[str, Mapping[str, Any]]  # every fold's held-out answers, pooled
     seed: Mapping[str, Mapping[str, Any]]  # the seed's cut-offs on every answer, pooled
+    #: What each band means under the seed's cut-offs, collections counted equally: what a
+    #: profile's ``band_precision`` is set from (see ``band_meaning``).
+    seed_meaning: Mapping[str, Mapping[str, Any] | None]
     per_collection: Mapping[str, Mapping[str, Mapping[str, Any]]]  # by the final cut-offs
     false_silence: Mapping[str, float | None]
     #: The highest z an off-topic answer reached above the floor, per collection (None:
@@ -218,6 +221,7 @@ class BandFit:
             ],
             "held_out_pooled": self.held_out,
             "seed_pooled": self.seed,
+            "seed_meaning": dict(self.seed_meaning),
             "bands_by_collection": self.per_collection,
             "false_silence": dict(self.false_silence),
             "offtopic_max_z": dict(self.offtopic_max_z),
@@ -256,6 +260,7 @@ def leave_one_out(by_collection: Mapping[str, Sequence[Point]]) -> BandFit:
         cutoffs=final,
         held_out=_table(held),
         seed=band_table(everything, SEED),
+        seed_meaning=band_meaning(by_collection, SEED),
         per_collection={n: band_table(by_collection[n], final) for n in names},
         false_silence={n: false_silence(by_collection[n]) for n in names},
         offtopic_max_z={n: offtopic_max_z(by_collection[n]) for n in names},
@@ -266,3 +271,35 @@ def offtopic_max_z(points: Sequence[Point]) -> float | None:
     """The highest z of an off-topic answer above the floor (None: none was)."""
     zs = [p.z for p in points if not p.on_topic and not p.silenced and p.z is not None]
     return max(zs, default=None)
+
+
+def band_meaning(
+    by_collection: Mapping[str, Sequence[Point]], cutoffs: Cutoffs, min_n: int = MIN_BAND_ANSWERS
+) -> dict[str, dict[str, Any] | None]:
+    """Per band above the floor, what it is measured to mean: ``value``, the mean over
+    collections of the share of on-topic answers in the band whose top note is relevant;
+    ``n`` answers from ``collections`` collections; ``lowest``, the least of those shares
+    among collections holding ``min_n`` answers or more in the band (None: none does), and
+    ``lowest_collection`` its name. None for a band of fewer than ``min_n`` answers in all,
+    whose precision would be a guess."""
+    out: dict[str, dict[str, Any] | None] = {}
+    for band in ABOVE_FLOOR:
+        shares: dict[str, tuple[float, int]] = {}
+        for name, points in by_collection.items():
+            inside = [p for p in points if p.on_topic and cutoffs.band(p) == band]
+            if inside:
+                shares[name] = (sum(p.relevant for p in inside) / len(inside), len(inside))
+        n = sum(k for _, k in shares.values())
+        if n < min_n:
+            out[band] = None
+            continue
+        enough = {name: v for name, (v, k) in shares.items() if k >= min_n}
+        hardest = min(enough, key=enough.__getitem__) if enough else None
+        out[band] = {
+            "value": sum(v for v, _ in shares.values()) / len(shares),
+            "n": n,
+            "collections": len(shares),
+            "lowest": enough[hardest] if hardest is not None else None,
+            "lowest_collection": hardest,
+        }
+    return out

@@ -336,6 +336,7 @@ def fit_markdown(
             ],
         ),
         "",
+        *_meaning_lines(data["seed_meaning"]),
         "The highest z an off-topic answer reached above the floor: "
         + ", ".join(f"{n} {_num(z, 2)}" for n, z in data["offtopic_max_z"].items())
         + ".",
@@ -348,6 +349,26 @@ def fit_markdown(
     if calibrations:
         lines += _calibration_table(calibrations)
     return "\n".join(lines)
+
+
+def _meaning_lines(meaning: dict[str, dict[str, Any] | None]) -> list[str]:
+    """What each band means under the seed's cut-offs, collections counted equally: the
+    figures a profile's ``band_precision`` carries into every answer."""
+    lines = ["What each band means by the seed's cut-offs, each collection counted equally:", ""]
+    for band, m in meaning.items():
+        if m is None:
+            lines.append(f"* {band}: too few answers to say")
+            continue
+        hardest = (
+            f"; lowest {_num(m['lowest'], 2)} ({m['lowest_collection']})"
+            if m["lowest"] is not None
+            else ""
+        )
+        lines.append(
+            f"* {band}: top note relevant {_num(m['value'], 3)} over {m['n']} answers from "
+            f"{m['collections']} collections{hardest}"
+        )
+    return [*lines, ""]
 
 
 def _calibration_table(calibrations: dict[str, dict[str, Any]]) -> list[str]:

@@ -209,4 +209,7 @@ def test_fit_bands_leaves_each_collection_out_and_reports_it(tmp_path: Path) -> 
     assert sum(row["n"] for row in pooled.values()) == 50
     assert set(data["false_silence"]) == {"gardening", "astronomy"}
     assert isinstance(data["meets_targets"], bool)
+    strong = data["seed_meaning"]["strong"]  # both collections have strong answers
+    assert strong["collections"] == 2 and 0 < strong["value"] <= 1
+    assert strong["n"] == data["seed_pooled"]["strong"]["n"]
     assert "eval: gardening: evaluating" in result.stderr

@@ -180,4 +180,5 @@ def test_fit_bands_evaluates_each_collection_and_fits_on_them(
     assert data["calibration"]["judged"]["mu"] == 0.2
     text = CliRunner().invoke(cli, [*args, "--collection", f"{tmp_path}={judged}"])
     assert "## Leave one collection out" in text.stdout
+    assert "What each band means by the seed's cut-offs" in text.stdout
     assert "| judged | 0.300 | 0.100 | – | 0.200 | no | 0.300 |" in text.stdout

@@ -12,6 +12,7 @@ from pipeline.evaluate.bands import (
     SEED,
     Cutoffs,
     Point,
+    band_meaning,
     band_table,
     fit,
     leave_one_out,
@@ -120,3 +121,31 @@ def test_cutoffs_band_by_z_and_the_floor() -> None:
     assert cut.band(Point("a", 9.0, True, "")) == "no_match"
     assert cut.band(Point("a", None, False, "")) == "no_match"
     assert Cutoffs(1.0, math.inf).to_dict() == {"weak_max_z": 1.0, "moderate_max_z": None}
+
+
+def test_a_bands_meaning_counts_collections_equally_and_names_the_hardest() -> None:
+    """Strong (z > 2.5): "a" 12 of 12 relevant, "b" 3 of 12, "c" 1 of 2 (too few to be
+    the hardest). Moderate: 4 answers in all, too few to say."""
+    by = {
+        "a": pts("a", [3.0] * 12 + [2.0] * 2, [True] * 12 + [False] * 2),
+        "b": pts("b", [3.0] * 12 + [2.0] * 2, [True] * 3 + [False] * 9 + [True] * 2),
+        "c": pts("c", [3.0, 3.0], [True, False]),
+    }
+    meaning = band_meaning(by, SEED)
+    strong = meaning["strong"]
+    assert strong is not None
+    assert strong["value"] == pytest.approx((1.0 + 0.25 + 0.5) / 3)
+    assert (strong["n"], strong["collections"]) == (26, 3)
+    assert (strong["lowest"], strong["lowest_collection"]) == (0.25, "b")
+    assert meaning["moderate"] is None and meaning["weak"] is None
+
+
+def test_a_band_without_a_collection_of_enough_answers_has_no_lowest() -> None:
+    by = {name: pts(name, [3.0] * 6, [True] * 5 + [False]) for name in ("a", "b")}
+    strong = band_meaning(by, SEED)["strong"]
+    assert strong is not None and strong["lowest"] is None and strong["n"] == 12
+
+
+def test_a_fit_reports_the_seeds_meaning_of_each_band() -> None:
+    fitted = leave_one_out({"a": ladder("a"), "b": ladder("b")}).to_dict()
+    assert fitted["seed_meaning"] == band_meaning({"a": ladder("a"), "b": ladder("b")}, SEED)

@@ -187,8 +187,13 @@ def test_an_answer_says_what_its_band_is_measured_to_mean() -> None:
     rel = replace(relevance("strong"), precision=BandPrecision(0.796, 232, 6))
     answer = Answer("why redis?", "semantic", None, rel, (HIT,), (subject(),))
     d = to_dict(answer)
-    assert d["schema_version"] == 3
-    assert d["relevance"]["precision"] == {"value": 0.796, "n": 232, "collections": 6}
+    assert d["schema_version"] == 4
+    assert d["relevance"]["precision"] == {
+        "value": 0.796,
+        "n": 232,
+        "collections": 6,
+        "lowest": None,
+    }
     assert answer_from_dict(d).relevance.precision == BandPrecision(0.796, 232, 6)
     said = "a strong answer's best note was right 8 times in 10 on 6 judged collections"
     assert said in text_of(answer, width=300).splitlines()[1]
@@ -197,6 +202,30 @@ def test_an_answer_says_what_its_band_is_measured_to_mean() -> None:
     plain = Answer("why redis?", "semantic", None, relevance("strong"), (HIT,), (subject(),))
     assert to_dict(plain)["relevance"]["precision"] is None
     assert "times in 10" not in to_markdown(plain)
+
+
+def test_the_measured_meaning_names_the_hardest_collection_when_it_differs() -> None:
+    """The mean over collections hides a collection where the band meant much less: the
+    words say both, and the JSON carries ``lowest`` (schema 4), read back unchanged."""
+    from dataclasses import replace
+
+    from pipeline.model import BandPrecision
+    from pipeline.render import answer_from_dict, precision_in_words
+
+    measured = BandPrecision(0.79612, 232, 6, 0.38461)
+    rel = replace(relevance("strong"), precision=measured)
+    answer = Answer("why redis?", "semantic", None, rel, (HIT,), (subject(),))
+    d = to_dict(answer)
+    assert d["relevance"]["precision"]["lowest"] == 0.3846
+    assert answer_from_dict(d).relevance.precision == BandPrecision(0.7961, 232, 6, 0.3846)
+    said = (
+        "a strong answer's best note was right 8 times in 10 on 6 judged collections, "
+        "4 in 10 on the hardest"
+    )
+    assert said in text_of(answer, width=300).splitlines()[1]
+    assert precision_in_words("strong", BandPrecision(0.8, 50, 3, 0.78)) == (
+        "a strong answer's best note was right 8 times in 10 on 3 judged collections"
+    )
 
 
 def test_the_first_line_says_what_the_label_means_in_words() -> None:
