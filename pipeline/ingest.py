@@ -60,8 +60,8 @@ from pipeline.vault.extract import (
     extract_facts,
     link_key,
 )
-from pipeline.vault.parse import ParsedNote, content_hash, parse_note, read_note_bytes
-from pipeline.vault.scan import ScannedFile, scan_vault
+from pipeline.vault.parse import ParsedNote, parse_note, read_note_bytes
+from pipeline.vault.scan import ScannedFile, content_hash, scan_vault
 
 if TYPE_CHECKING:
     from pipeline.kodb import KoDB

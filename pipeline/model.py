@@ -175,6 +175,15 @@ class Note:
 
 
 @dataclass(frozen=True)
+class NoteStamp:
+    """A registry row's file stamp: what telling an edited note from an unchanged one needs."""
+
+    mtime: float
+    bytes: int
+    content_hash: str
+
+
+@dataclass(frozen=True)
 class NoteText:
     """What the full-text index holds of a note: its names (title, aliases) and its body."""
 
@@ -329,6 +338,23 @@ class Answer:
     timings_ms: dict[str, float] = field(default_factory=dict)
     notice: str | None = None  # why a preset found nothing ("no session notes in this vault")
     time_window: TimeWindow | None = None  # the period the question asks about
+    #: Notes edited since the last sync, which the answer cannot see (None: not checked,
+    #: as a resident service or watcher keeps the stores current).
+    unsynced: UnsyncedEdits | None = None
+
+
+@dataclass(frozen=True)
+class UnsyncedEdits:
+    """Notes on disk that differ from what answers are made of (``vault/edits.py``):
+    ``changed`` and ``added`` since the last sync, and ``removed`` (still answered from)."""
+
+    changed: int = 0
+    added: int = 0
+    removed: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.changed + self.added + self.removed
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import bisect
 import datetime as _dt
-import hashlib
 import itertools
 import posixpath
 import re
@@ -46,6 +45,7 @@ from markdown_it.token import Token
 
 from pipeline.errors import InputError
 from pipeline.model import Note, SourceType
+from pipeline.vault.scan import content_hash
 
 #: Link targets with these extensions are attachments, not notes (Obsidian's file types).
 ATTACHMENT_EXTENSIONS = frozenset(
@@ -367,11 +367,6 @@ def read_note_bytes(vault: Path, rel_path: str, max_bytes: int) -> tuple[bytes, 
     if len(raw) > max_bytes:  # it grew between stat and read
         raise InputError(f"note is larger than the limit of {max_bytes} bytes", file=rel_path)
     return raw, st.st_mtime
-
-
-def content_hash(raw: bytes) -> str:
-    """The registry's content hash of a note: sha256 of its raw bytes, hex."""
-    return hashlib.sha256(raw).hexdigest()
 
 
 def decode_note(raw: bytes, rel_path: str) -> str:

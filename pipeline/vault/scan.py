@@ -17,6 +17,7 @@ Globs are matched against the vault-relative POSIX path:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
@@ -26,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from pipeline.config import STATE_DIR, Settings
-from pipeline.model import Note, SourceType
+from pipeline.model import Note, NoteStamp, SourceType
 
 #: Folders never scanned, whatever the settings say: the editor's config, its trash,
 #: version control, and vault-ko's own state.
@@ -44,7 +45,7 @@ class ScannedFile:
     mtime: float
     bytes: int
 
-    def untouched_since(self, note: Note) -> bool:
+    def untouched_since(self, note: Note | NoteStamp) -> bool:
         """Same mtime and size as the registry row: trusted unchanged without reading it."""
         return (self.mtime, self.bytes) == (note.mtime, note.bytes)
 
@@ -90,9 +91,22 @@ def compile_glob(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out) + r"\Z")
 
 
+def content_hash(raw: bytes) -> str:
+    """The registry's content hash of a note: sha256 of its raw bytes, hex."""
+    return hashlib.sha256(raw).hexdigest()
+
+
 def glob_match(rel_path: str, patterns: Iterable[str]) -> bool:
     """True when the vault-relative POSIX path matches any of the globs."""
-    return any(compile_glob(p).match(rel_path) for p in patterns if p.strip())
+    return bool(_any_glob(tuple(patterns)).match(rel_path))
+
+
+@lru_cache(maxsize=64)
+def _any_glob(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex matching what any of ``patterns`` matches (none: nothing): a scan tests
+    every note against each setting's globs, and one match call beats one per glob."""
+    parts = [compile_glob(p).pattern for p in patterns if p.strip()]
+    return re.compile("|".join(f"(?:{p})" for p in parts) if parts else r"(?!)")
 
 
 def source_type_for(rel_path: str, settings: Settings) -> SourceType:
@@ -189,7 +203,7 @@ def scan_vault(
             rel = prefix + name
             if glob_match(rel, excludes):
                 continue
-            if rel != shown_name(rel):
+            if not rel.isascii() and rel != shown_name(rel):
                 if rejected is not None:
                     rejected.append((shown_name(rel), "the file name is not valid UTF-8"))
                 continue
