@@ -84,6 +84,9 @@ class Settings:
     query_facts_per_predicate_cap: int = 3
     query_retrieval: str = "hybrid"  # hybrid (dense and full-text hits fused) | dense
     query_today: str = ""  # the ISO day time phrases are read against ("": the real today)
+    #: check: a cold answer (no service) says how many notes edited since the last sync it
+    #: cannot see; skip: it does not look (the scan stats every note)
+    query_unsynced: str = "check"
     watch_debounce: float = 1.0  # longest a watcher gathers changes before a run
     watch_mode: str = "events"  # events (inotify & co.) | polling (network shares)
     calibration_max_drift: float = 0.10  # share of notes added/removed since calibration
@@ -452,6 +455,7 @@ RULES: dict[str, Rule] = {
     "query_facts_per_predicate_cap": _count(1, MAX_COUNT),
     "query_retrieval": Rule("str", choices=RETRIEVALS),
     "query_today": Rule("day", empty=True),
+    "query_unsynced": Rule("str", choices=("check", "skip")),
     "watch_debounce": Rule("float", low=0.05, high=60.0),
     "watch_mode": Rule("str", choices=("events", "polling")),
     "calibration_max_drift": Rule("float", low=0.0),  # as freshness --calibration-max-drift

@@ -212,7 +212,8 @@ def _in_process_context(settings: Any, prompt: str, budget: float) -> str | None
         settings, top_k=HOOK_TOP_K, hits=HOOK_HITS, facts_per_subject=HOOK_FACTS
     )
     with App(settings, torch_allowed=False, creates_kodb=False, verify_kodb=False) as app:
-        answer = app.pipeline().ask(prompt.strip(), opts)
+        check = settings.query_unsynced == "check"
+        answer = app.pipeline().ask(prompt.strip(), opts, check_edits=check)
     if answer.mode == "fallback":
         _log(settings.state_dir, f"answered by words: {answer.degraded_reason}")
     return to_context_pack(answer, max_chars=settings.hook_max_chars)

@@ -29,6 +29,7 @@ from pipeline.errors import (
     GraphQueryError,
     GraphUnavailable,
     ModelUnavailable,
+    VaultKoError,
 )
 from pipeline.fallback_log import record_fallback
 from pipeline.fusion import DENSE_WEIGHT, relative_scores
@@ -41,6 +42,7 @@ from pipeline.model import (
     SubjectRank,
     SubjectSummary,
     TimeWindow,
+    UnsyncedEdits,
     clean_text,
     normalize_text,
 )
@@ -261,9 +263,11 @@ class Pipeline:
         self.close()
 
     # -- the one answer path ------------------------------------------------------------
-    def ask(self, text: str, options: QueryOptions | None = None) -> Answer:
+    def ask(
+        self, text: str, options: QueryOptions | None = None, *, check_edits: bool = False
+    ) -> Answer:
         """Answer one question: semantic when the graph answers, else degraded."""
-        return self.ask_many([text], options)[0]
+        return self.ask_many([text], options, check_edits=check_edits)[0]
 
     def ask_many(
         self,
@@ -273,6 +277,7 @@ class Pipeline:
         search: BatchSearch | None = None,
         prefetch: BatchPrefetch | None = None,
         graph_checked: bool = False,
+        check_edits: bool = False,
     ) -> list[Answer]:
         """Answer several questions, in order, each exactly as ``ask`` would.
 
@@ -283,6 +288,8 @@ class Pipeline:
         all of them. When the graph is unreachable, before or during the search, every
         question not yet answered is answered in degraded mode with the reason. Each
         answer's ``timings_ms`` holds its own stages plus an equal share of the batch's.
+        ``check_edits`` (a process that answers once, cold): compare the vault on disk with
+        KO-DB's registry, so each answer says how many notes it cannot see yet.
         """
         opts = options or QueryOptions.from_settings(self.settings)
         questions = [clean_text(t).strip() for t in texts]
@@ -323,6 +330,11 @@ class Pipeline:
                     prefetch.words([questions[i] for i in todo])
             for i in todo:
                 answers[i] = self.fallback_answer(questions[i], opts, timers[i], reason)
+        unsynced = None
+        if check_edits:
+            # In a thread beside the graph's connect it cost more: both are Python work.
+            with shared.stage("edits_ms"):
+                unsynced = self._unsynced_edits()
         total = (time.perf_counter() - t0) * 1e3
         out = []
         for answer, timer in zip(answers, timers, strict=True):
@@ -330,8 +342,21 @@ class Pipeline:
             for name, ms in shared.ms.items():
                 timer.add(name, ms / len(questions))
             timer.ms["total_ms"] = round(total / len(questions), 3)
-            out.append(redact(replace(answer, timings_ms=dict(timer.ms)), self.private))
+            answer = replace(answer, timings_ms=dict(timer.ms), unsynced=unsynced)
+            out.append(redact(answer, self.private))
         return out
+
+    def _unsynced_edits(self) -> UnsyncedEdits | None:
+        """The vault's notes edited since the last sync (counts over every note, private ones
+        included, as no path is told); None when the comparison failed, which never costs
+        the answer."""
+        from pipeline.vault.edits import unsynced_edits
+
+        try:
+            return unsynced_edits(self.settings, self.app.kodb.note_stamps())
+        except (VaultKoError, OSError) as exc:
+            log.warning("could not compare the vault with KO-DB for unsynced edits: %s", exc)
+            return None
 
     def _search(
         self,

@@ -23,13 +23,14 @@ from pipeline.model import (
     Relevance,
     SubjectRank,
     TimeWindow,
+    UnsyncedEdits,
 )
 from pipeline.noisefloor import is_tight_vault
 
 _FLOAT_DIGITS = 4
 #: The answer JSON's version: 2 added ``status`` and ``superseded_by`` to hits and
 #: subjects, ``date`` to hits and ``time_window``; 3 added ``relevance.precision``; 4 its
-#: ``lowest``.
+#: ``lowest``, and ``unsynced``.
 ANSWER_SCHEMA_VERSION = 4
 
 
@@ -117,6 +118,7 @@ def _answer(answer: Answer, *, digits: int | None = _FLOAT_DIGITS) -> dict[str, 
         "subjects": [to_dict(s, digits=digits) for s in answer.subjects],
         "time_window": _window(answer.time_window),
         "notice": answer.notice,
+        "unsynced": None if answer.unsynced is None else asdict(answer.unsynced),
         "timings_ms": {k: round(v, 1) for k, v in answer.timings_ms.items()},
     }
 
@@ -234,6 +236,34 @@ def answer_from_dict(data: dict[str, Any]) -> Answer:
         timings_ms={k: float(v) for k, v in (data.get("timings_ms") or {}).items()},
         notice=data.get("notice"),
         time_window=_window_from(data.get("time_window")),
+        unsynced=_unsynced_from(data.get("unsynced")),
+    )
+
+
+def _unsynced_from(data: dict[str, Any] | None) -> UnsyncedEdits | None:
+    if data is None:
+        return None
+    return UnsyncedEdits(int(data["changed"]), int(data["added"]), int(data["removed"]))
+
+
+def unsynced_words(unsynced: UnsyncedEdits | None) -> str | None:
+    """What an answer cannot see, in words; None when it sees the vault as it is (or was
+    not compared)."""
+    if unsynced is None or not unsynced.total:
+        return None
+    parts = [
+        f"{n} {what}"
+        for n, what in (
+            (unsynced.changed, "changed"),
+            (unsynced.added, "new"),
+            (unsynced.removed, "deleted"),
+        )
+        if n
+    ]
+    notes = "a note" if unsynced.total == 1 else "notes"
+    return (
+        f"this answer does not reflect {notes} edited since the last sync ({', '.join(parts)}): "
+        "`vault-ko sync` applies them, `vault-ko watch` keeps the vault current"
     )
 
 
@@ -450,8 +480,11 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
     """Compact markdown for an agent's context window: the best notes, then the subjects."""
     lines = [f"## {heading or 'Vault context'}: {answer.query}", ""]
     r = answer.relevance
+    edits = unsynced_words(answer.unsynced)
     if r.label == "no_match":
         lines.append(f"_{silence_line(answer)}_")
+        if edits:
+            lines.append(f"_note: {edits}_")
         return "\n".join(lines) + "\n"
     head = label_line(answer)
     if answer.degraded_reason:
@@ -459,7 +492,7 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
     lines.append(f"_{head}_")
     if (measured := precision_in_words(r.label, r.precision)) is not None:
         lines.append(f"_{measured}_")
-    for note in (r.hint, r.warning, answer.notice):
+    for note in (r.hint, r.warning, answer.notice, edits):
         if note:
             lines.append(f"_note: {note}_")
     if answer.time_window is not None:
@@ -525,7 +558,8 @@ def to_context_pack(answer: Answer, *, max_chars: int) -> str | None:
             "facts database, not by meaning]"
         )
     # In fallback the warning repeats the degraded line above.
-    for note in (r.hint, None if answer.mode == "fallback" else r.warning, answer.notice):
+    warning = None if answer.mode == "fallback" else r.warning
+    for note in (r.hint, warning, answer.notice, unsynced_words(answer.unsynced)):
         if note:
             lines.append(f"[{note}]")
     if answer.time_window is not None:

@@ -22,6 +22,7 @@ from pipeline.render import (
     shown_status,
     silence_line,
     successors_in,
+    unsynced_words,
     window_words,
 )
 
@@ -106,15 +107,17 @@ def _head(answer: Answer) -> list[Text]:
 
     r = answer.relevance
     head = [Text(answer.query, style="bold")]
+    edits = unsynced_words(answer.unsynced)
     if r.label == "no_match":
-        return [*head, Text(silence_line(answer), style="dim")]
+        head.append(Text(silence_line(answer), style="dim"))
+        return head + ([Text(f"note: {edits}", style="italic")] if edits else [])
     head.append(Text(label_in_words(answer), style=LABEL_STYLE.get(r.label, "red")))
     if answer.mode != "semantic" or r.calibration != "vault" or r.z is None:
         head.append(Text(label_line(answer), style="dim"))
     if answer.degraded_reason:
         head.append(Text(f"degraded: {answer.degraded_reason}", style="magenta"))
     # In fallback the warning says what the degraded line already does.
-    notes = (r.hint, None if answer.mode == "fallback" else r.warning, answer.notice)
+    notes = (r.hint, None if answer.mode == "fallback" else r.warning, answer.notice, edits)
     head += [Text(f"note: {n}", style="italic") for n in notes if n]
     if answer.time_window is not None:
         head.append(Text(window_words(answer.time_window), style="cyan"))

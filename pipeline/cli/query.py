@@ -124,7 +124,9 @@ def run_query(app: AppContext, vault: str | None, text: tuple[str, ...], **kw: A
             err.print(f"{message} {SLOW_LOAD_HINT}", markup=False)
 
         with App(settings, on_slow_load=slow, creates_kodb=False) as app:
-            answer = app.pipeline(include_private=kw["include_private"]).ask(question, opts)
+            pipeline = app.pipeline(include_private=kw["include_private"])
+            check = settings.query_unsynced == "check"
+            answer = pipeline.ask(question, opts, check_edits=check)
         exit_promptly()  # answered here, stores closed: no teardown needed
     fmt = "json" if kw["as_json"] else kw["fmt"]
     if fmt == "json":

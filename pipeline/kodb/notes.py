@@ -14,7 +14,7 @@ from pipeline.kodb import bm25, schema, text
 from pipeline.kodb.chunking import chunks
 from pipeline.kodb.dialects import Dialect
 from pipeline.kodb.schema import from_row
-from pipeline.model import Note, NoteText
+from pipeline.model import Note, NoteStamp, NoteText
 
 #: How much more a word in a note's title (or alias) counts than one in its body: in the BM25
 #: that orders the notes found, and in each database's own measure that finds them (SQLite's
@@ -38,6 +38,14 @@ def all_notes(conn: Connection) -> dict[str, Note]:
     t = schema.notes
     rows = conn.execute(sa.select(*(t.c[name] for name in _NOTE_FIELDS))).all()
     return {r[0]: Note(*r) for r in rows}
+
+
+def note_stamps(conn: Connection) -> dict[str, NoteStamp]:
+    """path -> what the registry knows of each note's file (mtime, size, content hash): all
+    a comparison with the disk needs, without the rows' text."""
+    t = schema.notes
+    rows = conn.execute(sa.select(t.c.path, t.c.mtime, t.c.bytes, t.c.content_hash)).all()
+    return {r[0]: NoteStamp(r[1], r[2], r[3]) for r in rows}
 
 
 def notes_by_type(conn: Connection) -> dict[str, int]:

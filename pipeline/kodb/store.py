@@ -42,7 +42,7 @@ from pipeline.kodb.dialects import Dialect
 from pipeline.kodb.engine import open_engine, short
 from pipeline.kodb.notes import PG_RANK_NORMALIZATION, TITLE_WEIGHT
 from pipeline.kodb.writes import IMPORT_BATCH, ImportResult
-from pipeline.model import Calibration, Fact, Note, NoteText, SubjectSummary
+from pipeline.model import Calibration, Fact, Note, NoteStamp, NoteText, SubjectSummary
 from pipeline.succession import Succession
 
 if TYPE_CHECKING:
@@ -202,6 +202,11 @@ class KoDB:
         """Registered notes (of one source type when given)."""
         with self._tx() as conn:
             return notes.count_notes(conn, source_type)
+
+    def note_stamps(self) -> dict[str, NoteStamp]:
+        """The registry's mtime, size and content hash of every note (``notes.note_stamps``)."""
+        with self._tx() as conn:
+            return notes.note_stamps(conn)
 
     def notes_at(self, paths: Iterable[str]) -> dict[str, Note]:
         """Registry rows of these note paths (paths without a row are left out)."""

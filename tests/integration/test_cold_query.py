@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,59 @@ def test_a_cold_query_answers_by_meaning_without_importing_torch(
     assert answer["hits"][0]["path"] == "adr/0007-use-redis-as-the-warm-cache.md"
     assert imported & TORCH_MODULES == set()
     assert "onnxruntime" in imported and "tokenizers" in imported
+    # The vault was compared with KO-DB (nothing edited): a scan, without the note parser.
+    assert answer["unsynced"] == {"changed": 0, "added": 0, "removed": 0}
+    assert "markdown_it" not in imported and "yaml" not in imported
+
+
+def test_a_cold_answer_says_which_edits_since_the_last_sync_it_cannot_see(
+    examples: Settings, graph_env: Callable[..., dict[str, str]]
+) -> None:
+    """A note edited, two added (one that will not parse), one deleted, none synced: the
+    cold query and the hook say so (counts only), and a touched note with the same bytes is
+    no edit. Restored afterwards, byte for byte and mtime."""
+    import os
+
+    vault = examples.vault
+    edited = vault / "adr/0007-use-redis-as-the-warm-cache.md"
+    touched = vault / "wiki/redis.md"
+    deleted = vault / "wiki/kafka.md"
+    saved = {p: (p.read_bytes(), p.stat()) for p in (edited, touched, deleted)}
+    new, bad = vault / "wiki/cache-notes.md", vault / "wiki/broken.md"
+    try:
+        edited.write_bytes(saved[edited][0] + b"\nWe looked at Memcached again in 2026.\n")
+        os.utime(touched, (time.time(), time.time() + 5))
+        deleted.unlink()
+        new.write_text("# Cache notes\n\nMemcached came up again.\n")
+        bad.write_bytes(b"---\ntitle: [unclosed\n---\n# broken\n")
+        env = cold_env(examples, graph_env)
+        args = ["--vault", str(vault), "query", "--no-service", "--json", REDIS]
+        result, _ = importtime_run(args, env)
+        answer = json.loads(result.stdout)
+        assert answer["unsynced"] == {"changed": 1, "added": 2, "removed": 1}
+        assert answer["relevance"]["label"] == "strong"  # answered as before, from the stores
+        plain = [a for a in args if a != "--json"]
+        text = importtime_run(plain, {**env, "COLUMNS": "300"})[0].stdout
+        assert (
+            "note: this answer does not reflect notes edited since the last sync (1 changed, "
+            "2 new, 1 deleted): `vault-ko sync` applies them"
+        ) in text
+        event = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": REDIS, "cwd": "/"})
+        hook, _ = importtime_run(["--vault", str(vault), "hook", "--budget", "30"], env, event)
+        context = json.loads(hook.stdout)["hookSpecificOutput"]["additionalContext"]
+        assert "[this answer does not reflect notes edited since the last sync (1 changed" in (
+            context
+        )
+        skip = {**env, "VAULT_KO_QUERY_UNSYNCED": "skip"}
+        assert json.loads(importtime_run(args, skip)[0].stdout)["unsynced"] is None
+    finally:
+        new.unlink(missing_ok=True)
+        bad.unlink(missing_ok=True)
+        for path, (raw, st) in saved.items():
+            path.write_bytes(raw)
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    result, _ = importtime_run(args, env)
+    assert json.loads(result.stdout)["unsynced"] == {"changed": 0, "added": 0, "removed": 0}
 
 
 def test_the_hook_without_a_service_injects_a_semantic_answer_without_torch(

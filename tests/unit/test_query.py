@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.app import App
 from pipeline.config import load_settings
-from pipeline.errors import GraphQueryError, GraphUnavailable
+from pipeline.errors import GraphQueryError, GraphUnavailable, KodbError
 from pipeline.graph.cypher import CypherLoadError
 from pipeline.kodb import text
 from pipeline.kodb.decisions import recomputed
@@ -22,7 +22,9 @@ from pipeline.model import (
     Calibration,
     Fact,
     Note,
+    NoteStamp,
     SubjectSummary,
+    UnsyncedEdits,
     normalize_text,
     summaries_from_facts,
 )
@@ -90,6 +92,9 @@ class FakeKodb:
 
     def notes_at(self, paths: Iterable[str]) -> dict[str, Note]:
         return {p: self.registry[p] for p in paths if p in self.registry}
+
+    def note_stamps(self) -> dict[str, NoteStamp]:
+        return {p: NoteStamp(n.mtime, n.bytes, n.content_hash) for p, n in self.registry.items()}
 
     def count_notes(self, source_type: str | None = None) -> int:
         return sum(1 for n in self.registry.values() if source_type in (None, n.source_type))
@@ -677,3 +682,27 @@ def test_a_question_about_its_period_alone_is_answered_by_the_notes_of_the_perio
     assert names(a) == ["2026-05-06 Retirement", "0029 Renovate"]
     topic = p.ask("what did we decide about renovate last month?", opts)
     assert "0029 Renovate" not in names(topic)
+
+
+def test_a_cold_answer_counts_the_notes_it_cannot_see_yet(tmp_path: Path) -> None:
+    """The fakes' registry holds notes the (empty) vault folder does not: deleted since the
+    sync; a file on disk the registry lacks: new. Only asked for, and each answer says it."""
+    pipeline, _, _ = make(tmp_path, HITS)
+    (tmp_path / "wiki").mkdir()
+    (tmp_path / "wiki" / "fresh.md").write_text("# Fresh\n\nNew text.\n")
+    answer = pipeline.ask("why redis?", check_edits=True)
+    assert answer.unsynced == UnsyncedEdits(changed=0, added=1, removed=len(NOTES))
+    assert "edits_ms" in answer.timings_ms
+    plain = pipeline.ask("why redis?")
+    assert plain.unsynced is None and "edits_ms" not in plain.timings_ms
+
+
+def test_a_failed_comparison_with_the_vault_never_costs_the_answer(tmp_path: Path) -> None:
+    pipeline, _, _ = make(tmp_path, HITS)
+
+    def broken() -> dict[str, NoteStamp]:
+        raise KodbError("the registry could not be read")
+
+    pipeline.app.kodb.note_stamps = broken  # type: ignore[method-assign]
+    answer = pipeline.ask("why redis?", check_edits=True)
+    assert answer.unsynced is None and answer.relevance.label == "strong"

@@ -58,6 +58,7 @@ def test_json_contract_keys_and_non_finite_numbers_as_null() -> None:
         "subjects",
         "time_window",
         "notice",
+        "unsynced",
         "timings_ms",
     ]
     assert d["relevance"]["z"] is None
@@ -249,3 +250,39 @@ def test_the_legend_explains_every_column_mark_and_evidence_value() -> None:
     assert "source files × 10" in text and "× 5" in text
     degraded = Answer("q", "fallback", "graph down", relevance("unscored", None), (), ())
     assert "mode       fallback: graph down" in legend(degraded)
+
+
+def test_an_answer_says_how_many_notes_edited_since_the_last_sync_it_cannot_see() -> None:
+    """JSON ``unsynced`` (schema 4, null when not compared), read back unchanged, and the
+    same words in the text, the markdown (a no_match one too) and the hook's context."""
+    from dataclasses import replace
+
+    from pipeline.model import UnsyncedEdits
+    from pipeline.render import answer_from_dict, to_context_pack, unsynced_words
+
+    edits = UnsyncedEdits(changed=2, added=1, removed=0)
+    answer = replace(
+        Answer("why redis?", "semantic", None, relevance("strong"), (HIT,), (subject(),)),
+        unsynced=edits,
+    )
+    d = to_dict(answer)
+    assert d["unsynced"] == {"changed": 2, "added": 1, "removed": 0}
+    assert answer_from_dict(d).unsynced == edits
+    said = (
+        "this answer does not reflect notes edited since the last sync (2 changed, 1 new): "
+        "`vault-ko sync` applies them, `vault-ko watch` keeps the vault current"
+    )
+    assert unsynced_words(edits) == said
+    assert f"note: {said}" in text_of(answer, width=400)
+    assert f"_note: {said}_" in to_markdown(answer)
+    assert f"[{said}]" in (to_context_pack(answer, max_chars=20_000) or "")
+    silent = replace(answer, relevance=relevance("no_match"), subjects=())
+    assert f"note: {said}" in text_of(silent, width=400)
+    assert f"_note: {said}_" in to_markdown(silent)
+    one = unsynced_words(UnsyncedEdits(removed=1))
+    assert one is not None and "reflect a note edited since the last sync (1 deleted)" in one
+    for nothing in (None, UnsyncedEdits()):
+        assert unsynced_words(nothing) is None
+    plain = Answer("why redis?", "semantic", None, relevance("strong"), (HIT,), (subject(),))
+    assert to_dict(plain)["unsynced"] is None
+    assert "last sync" not in text_of(plain, width=400)

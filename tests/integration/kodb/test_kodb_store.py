@@ -19,7 +19,7 @@ from pipeline.kodb import schema as kodb_schema
 from pipeline.kodb import summaries as kodb_summaries
 from pipeline.kodb import text as kodb_text
 from pipeline.kodb import writes as kodb_writes
-from pipeline.model import Calibration, Fact, Note, NoteText
+from pipeline.model import Calibration, Fact, Note, NoteStamp, NoteText
 
 pytestmark = pytest.mark.integration
 
@@ -299,6 +299,15 @@ def test_notes_keep_their_subject_and_none_stays_none(db: KoDB) -> None:
     assert db.notes()["wiki/plain.md"].subject is None
     db.apply_ingest([(replace(titled, subject="Warm cache ADR"), [])], [])
     assert db.notes()["adr/0007-use-redis.md"].subject == "Warm cache ADR"
+
+
+def test_note_stamps_are_each_notes_mtime_size_and_hash_as_the_registry_holds_them(
+    db: KoDB,
+) -> None:
+    db.apply_ingest([(note("adr/0007-use-redis.md"), []), (note("wiki/plain.md"), [])], [])
+    stamps = db.note_stamps()
+    assert stamps == {p: NoteStamp(n.mtime, n.bytes, n.content_hash) for p, n in db.notes().items()}
+    assert set(stamps) == {"adr/0007-use-redis.md", "wiki/plain.md"}
 
 
 def test_fact_objects_lists_one_extractors_objects_of_given_predicates(db: KoDB) -> None:
