@@ -129,7 +129,8 @@ class VaultTools:
             return data
         log.info("answering here: %s", _short(question))
         self.app.refresh_calibration()
-        return to_dict(self.app.pipeline().ask(question, opts))
+        check = self.settings.query_unsynced == "check"  # a long session sees notes change
+        return to_dict(self.app.pipeline().ask(question, opts, check_edits=check))
 
     def session_context(
         self,

@@ -24,6 +24,7 @@ class LocalApp:
 
     def __init__(self) -> None:
         self.asked: list[str] = []
+        self.checked: list[bool] = []  # check_edits of each question asked here
         self.private = None
 
     def refresh_calibration(self) -> None:
@@ -33,8 +34,9 @@ class LocalApp:
         app = self
 
         class Pipe:
-            def ask(self, question: str, opts: Any) -> dict[str, Any]:
+            def ask(self, question: str, opts: Any, *, check_edits: bool) -> dict[str, Any]:
                 app.asked.append(question)
+                app.checked.append(check_edits)
                 return {"answered": "here"}
 
         return Pipe()
@@ -138,6 +140,9 @@ def test_a_service_down_or_failing_lets_this_process_answer(
     with caplog.at_level(logging.DEBUG, logger="pipeline.mcp_server"):
         assert tools.ask(question) == {"answered": "here"}
     assert tools.app.asked == [question]  # type: ignore[attr-defined]
+    # Answered here, from the stores as the last sync left them: the answer says what it
+    # cannot see (docs/freshness.md), as `vault-ko query` does.
+    assert tools.app.checked == [True]  # type: ignore[attr-defined]
     assert "the service failed" in caplog.text
     assert "and more words and more words and more words" not in caplog.text
 
