@@ -7,6 +7,8 @@ in a child process for each (wall time, and the child's own peak RSS from ``wait
 graph loaded from the embedding cache. Then, measured here:
 
 * no-op sync: ``sync_vault`` (ingest + embed + calibration check) with nothing changed;
+* the unsynced-edits check a cold answer makes (``pipeline/vault/edits.py``), synced and
+  after the edits below;
 * incremental: 1 % of the notes edited (a sentence appended), then ``sync_vault`` with the
   real model; compared with a full embed of the vault projected from the embed part's
   measured notes/s when it ran in the same run (bench/run.py), else with the no-op sync.
@@ -18,10 +20,17 @@ It edits the World's vault: bench/run.py runs it last. Run alone:
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from harness import Report, Row, World, add_common_args, log, world_or
+
+from pipeline.model import UnsyncedEdits
+
+if TYPE_CHECKING:
+    from pipeline.app import App
 
 #: The issue's targets: facts import peak memory under 300 MB for 1M rows; ingest ≥ 300/s.
 IMPORT_PEAK_MB = 300
@@ -90,12 +99,30 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
             noop_sync_s=noop_s,
         )
 
+        synced_ms, none = unsynced_check(app)
+        if none.total:
+            raise SystemExit(f"a synced vault has unsynced edits: {none}")
         embedded = sorted(w.graph_paths) if w.graph_paths is not None else sorted(app.kodb.notes())
         changed = max(1, len(embedded) // 100)
         paths = embedded[:: max(1, len(embedded) // changed)][:changed]
         for path in paths:
             with (w.vault / path).open("a", encoding="utf-8") as f:
                 f.write("\nEdited for the incremental sync benchmark.\n")
+        edited_ms, seen = unsynced_check(app)
+        if seen.changed != changed:
+            raise SystemExit(f"the unsynced check counted {seen}, not {changed} changed")
+        report.add(
+            Row(
+                f"a cold answer's unsynced-edits check at {notes:,} notes (registry stamps "
+                "+ scan), median of 5",
+                f"{synced_ms:.0f} ms synced; {edited_ms:.0f} ms with {changed} edited",
+                "",
+                "",
+                "",
+            ),
+            unsynced_check_ms=synced_ms,
+            unsynced_check_edited_ms=edited_ms,
+        )
         t0 = time.perf_counter()
         inc = w.sync(w.embedder)
         inc_s = time.perf_counter() - t0
@@ -126,6 +153,18 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
             incremental_sync_s=inc_s,
         )
         log("scale sync: done")
+
+
+def unsynced_check(app: App) -> tuple[float, UnsyncedEdits]:
+    """The median time of 5 unsynced-edits checks as a cold answer runs it, and its count."""
+    from pipeline.vault.edits import unsynced_edits
+
+    times, found = [], UnsyncedEdits()
+    for _ in range(5):
+        t0 = time.perf_counter()
+        found = unsynced_edits(app.settings, app.kodb.note_stamps())
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times), found
 
 
 def main() -> int:
