@@ -564,11 +564,26 @@ def _check(rule: Rule, value: Any) -> None:
             raise _Invalid("must not be empty")
     elif rule.kind == "url":
         _check_url(rule, value)
+    elif rule.kind == "globs":
+        _check_globs(value)
     elif rule.kind == "day" and (value.strip() or not rule.empty):
         try:
             _dt.date.fromisoformat(value.strip())
         except ValueError:
             raise _Invalid(f"must be a day as YYYY-MM-DD, got {got}") from None
+
+
+def _check_globs(patterns: tuple[str, ...]) -> None:
+    """Every glob compiles (``[]x`` does not): refused here, not by the first scan."""
+    import re
+
+    from pipeline.vault.scan import compile_glob  # the scan module reads these settings
+
+    for pattern in patterns:
+        try:
+            compile_glob(pattern)
+        except re.error:
+            raise _Invalid(f"holds {pattern!r}, which is not a valid glob") from None
 
 
 def _check_url(rule: Rule, value: str) -> None:

@@ -240,7 +240,9 @@ def ingest_vault(
     on_disk = {f.path: f for f in files}
 
     skipped: list[SkippedNote] = [SkippedNote(path, reason) for path, reason in unnamed]
-    parsed, read_skipped, counts = _read_changed(settings, files, registry, force, progress)
+    parsed, read_skipped, counts, restamped = _read_changed(
+        settings, files, registry, force, progress
+    )
     skipped += read_skipped
     removed = sorted(set(registry) - set(on_disk))
     # The registry as this run leaves it: kept rows (unchanged and skipped notes) and the
@@ -278,6 +280,7 @@ def ingest_vault(
         private,
         settings.vault_language,
     )
+    kodb.restamp([s for s in restamped if s[0] not in relinked])
     changes = _Changes(
         scanned=len(files),
         skipped=tuple(skipped),
@@ -295,9 +298,10 @@ def _read_changed(
     registry: Mapping[str, Note],
     force: bool,
     progress: Progress | None,
-) -> tuple[dict[str, ParsedNote], list[SkippedNote], Counter[str]]:
+) -> tuple[dict[str, ParsedNote], list[SkippedNote], Counter[str], list[tuple[str, float, int]]]:
     """Read and parse the new and changed notes: (parsed notes, skipped notes, counts of
-    added, updated and unchanged notes), in vault order, calling ``progress`` per note.
+    added, updated and unchanged notes, and the (path, mtime, bytes) of touched notes whose
+    bytes did not change, for their rows), in vault order, calling ``progress`` per note.
 
     Which notes must be read is decided first (a cheap stat decides most of an incremental
     run), then those are read and parsed, in worker processes when there are many.
@@ -305,6 +309,7 @@ def _read_changed(
     parsed: dict[str, ParsedNote] = {}
     skipped: list[SkippedNote] = []
     counts: Counter[str] = Counter()
+    restamped: list[tuple[str, float, int]] = []
     jobs: list[_ReadJob] = []
     done = 0
     for scanned in files:
@@ -324,13 +329,14 @@ def _read_changed(
             skipped.append(outcome)
         elif outcome is None:
             counts["unchanged"] += 1
+            restamped.append((job.scanned.path, job.scanned.mtime, job.scanned.bytes))
         else:
             parsed[job.scanned.path] = outcome
             counts["added" if job.scanned.path not in registry else "updated"] += 1
         done += 1
         if progress is not None:
             progress(done, len(files))
-    return parsed, skipped, counts
+    return parsed, skipped, counts, restamped
 
 
 def _relink(
@@ -529,8 +535,8 @@ def _reusable_hash(
     if scanned.untouched_since(reuse):
         return _UNTOUCHED  # cheap path: the file was not touched since the last run
     # Touched but perhaps not changed (a checkout, a sync tool): the same bytes keep their
-    # facts. The row keeps its old mtime, so the next run hashes it again; cheap next to
-    # parsing.
+    # facts, and the row gets the file's new mtime and size (restamp), so neither the next
+    # run nor a cold answer's comparison with the disk reads it again.
     return reuse.content_hash
 
 

@@ -370,7 +370,9 @@ def precision_in_words(label: str, precision: BandPrecision | None) -> str | Non
         f"a {label} answer's best note was right {round(precision.value * 10)} times in 10 "
         f"on {precision.collections} judged collections"
     )
-    if precision.lowest is None or round(precision.lowest * 10) == round(precision.value * 10):
+    # Only a hardest collection below the mean is news (it is chosen among collections of
+    # enough answers; the mean counts every one).
+    if precision.lowest is None or round(precision.lowest * 10) >= round(precision.value * 10):
         return said
     return f"{said}, {round(precision.lowest * 10)} in 10 on the hardest"
 

@@ -48,6 +48,21 @@ def note_stamps(conn: Connection) -> dict[str, NoteStamp]:
     return {r[0]: NoteStamp(r[1], r[2], r[3]) for r in rows}
 
 
+def restamp(conn: Connection, stamps: Sequence[tuple[str, float, int]]) -> None:
+    """Give these notes' rows a new mtime and size, (path, mtime, bytes) each: files touched
+    without a change of bytes (a checkout), so the next comparison with the disk trusts the
+    stat again instead of reading them."""
+    if not stamps:
+        return
+    t = schema.notes
+    stmt = (
+        t.update()
+        .where(t.c.path == sa.bindparam("b_path"))
+        .values(mtime=sa.bindparam("b_mtime"), bytes=sa.bindparam("b_bytes"))
+    )
+    conn.execute(stmt, [{"b_path": p, "b_mtime": m, "b_bytes": b} for p, m, b in stamps])
+
+
 def notes_by_type(conn: Connection) -> dict[str, int]:
     """Registered notes per source type."""
     t = schema.notes

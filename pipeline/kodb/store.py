@@ -275,6 +275,13 @@ class KoDB:
         with self._tx(write=True, ingest=True) as conn:
             writes.apply_ingest(conn, self._sql, upserts, removed, extractor, texts)
 
+    def restamp(self, stamps: Sequence[tuple[str, float, int]]) -> None:
+        """New (path, mtime, bytes) for notes whose bytes did not change (``notes.restamp``)."""
+        if not stamps:
+            return  # no write transaction for nothing: a no-op sync takes no write lock
+        with self._tx(write=True) as conn:
+            notes.restamp(conn, stamps)
+
     def import_facts(
         self, facts: Iterable[Fact], *, batch_size: int = IMPORT_BATCH
     ) -> ImportResult:

@@ -1,16 +1,17 @@
-"""Notes edited since the last sync: what a question answered in a fresh process cannot see.
+"""Notes edited since the last sync: what a question answered without the service cannot see.
 
-A cold `vault-ko query` or hook answers from KO-DB and the graph as the last `sync` (or a
-watcher) left them. A note edited, added or deleted since is not in the answer, and the
-answer says so instead of being silently out of date (``Answer.unsynced``).
+A cold `vault-ko query`, the hook or MCP's `ask` answers from KO-DB and the graph as the
+last `sync` (or a watcher) left them. A note edited, added or deleted since is not in the
+answer, and the answer says so instead of being silently out of date (``Answer.unsynced``).
 
-The comparison is the first step of ingest's, without the parser: the vault is scanned with
-ingest's rules, and a file whose mtime and size equal its registry row is unchanged. A
-touched file (a checkout, a sync tool) is read and hashed, so the same bytes are no edit.
-A new file is counted unread, even one that sync would skip as bad input: the answer does
-not hold it either, and sync says why. A file over ``vault_max_note_bytes`` is never a note
-(sync refuses it by its size), so it is not counted. Past ``VERIFY_LIMIT`` touched files
-they count unread: reading thousands of notes would cost more than the answer.
+The comparison is the first step of ingest's: the vault is scanned with ingest's rules, and
+a file whose mtime and size equal its registry row is unchanged (sync gives a touched file
+with the same bytes its new stamp, so a checkout is read once, by sync). A file that
+differs is an edit only if sync would apply it: one sync skips (bad input, or over
+``vault_max_note_bytes``) is not counted, since sync keeps what the note said before and
+says why, and counting it would nag every answer until the file is mended. Telling that
+takes the parser, imported only when some file differs. Past ``VERIFY_LIMIT`` differing
+files they count unread: reading thousands of notes would cost more than the answer.
 """
 
 from __future__ import annotations
@@ -18,30 +19,40 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from pipeline.config import Settings
+from pipeline.errors import InputError
 from pipeline.model import NoteStamp, UnsyncedEdits
-from pipeline.vault.scan import content_hash, scan_vault
+from pipeline.vault.scan import ScannedFile, scan_vault
 
-#: Touched files read to tell an edit from a touch; past it they count as edits unread.
+#: Differing files read to tell an edit sync will apply; past it they count unread.
 VERIFY_LIMIT = 50
 
 
 def unsynced_edits(settings: Settings, registry: Mapping[str, NoteStamp]) -> UnsyncedEdits:
     """How the notes on disk differ from KO-DB's registry, ``registry`` (its
     ``note_stamps``; private notes included: only counts leave here, never a path)."""
-    files = [f for f in scan_vault(settings) if f.bytes <= settings.vault_max_note_bytes]
+    files = scan_vault(settings)
     on_disk = {f.path for f in files}
-    added = sum(f.path not in registry for f in files)
     removed = sum(path not in on_disk for path in registry)
+    new = [f for f in files if f.path not in registry]
     touched = [
         f for f in files if (k := registry.get(f.path)) is not None and not f.untouched_since(k)
     ]
-    if len(touched) > VERIFY_LIMIT:
-        return UnsyncedEdits(changed=len(touched), added=added, removed=removed)
-    changed = 0
-    for f in touched:
-        try:
-            raw = (settings.vault / f.path).read_bytes()
-        except OSError:
-            continue  # gone or unreadable since the scan: sync will say which
-        changed += content_hash(raw) != registry[f.path].content_hash
+    if len(new) + len(touched) > VERIFY_LIMIT:
+        return UnsyncedEdits(changed=len(touched), added=len(new), removed=removed)
+    added = sum(_would_apply(settings, f, None) for f in new)
+    changed = sum(_would_apply(settings, f, registry[f.path].content_hash) for f in touched)
     return UnsyncedEdits(changed=changed, added=added, removed=removed)
+
+
+def _would_apply(settings: Settings, scanned: ScannedFile, known_hash: str | None) -> bool:
+    """Whether sync would write this file: its bytes differ from ``known_hash`` (None: a new
+    note) and it reads and parses as a note."""
+    from pipeline.vault.parse import read_note  # the parser's libraries: only when needed
+
+    try:
+        note = read_note(
+            settings.vault, scanned.path, scanned.source_type, settings.vault_max_note_bytes
+        )
+    except InputError:
+        return False
+    return note.content_hash != known_hash

@@ -106,9 +106,10 @@ def test_a_cold_query_answers_by_meaning_without_importing_torch(
 def test_a_cold_answer_says_which_edits_since_the_last_sync_it_cannot_see(
     examples: Settings, graph_env: Callable[..., dict[str, str]]
 ) -> None:
-    """A note edited, two added (one that will not parse), one deleted, none synced: the
-    cold query and the hook say so (counts only), and a touched note with the same bytes is
-    no edit. Restored afterwards, byte for byte and mtime."""
+    """A note edited, one added, one deleted, none synced: the cold query and the hook say
+    so (counts only); a touched note with the same bytes is no edit, and a new file that
+    sync would skip (it will not parse) is none either. Restored afterwards, byte for byte
+    and mtime."""
     import os
 
     vault = examples.vault
@@ -127,13 +128,13 @@ def test_a_cold_answer_says_which_edits_since_the_last_sync_it_cannot_see(
         args = ["--vault", str(vault), "query", "--no-service", "--json", REDIS]
         result, _ = importtime_run(args, env)
         answer = json.loads(result.stdout)
-        assert answer["unsynced"] == {"changed": 1, "added": 2, "removed": 1}
+        assert answer["unsynced"] == {"changed": 1, "added": 1, "removed": 1}
         assert answer["relevance"]["label"] == "strong"  # answered as before, from the stores
         plain = [a for a in args if a != "--json"]
         text = importtime_run(plain, {**env, "COLUMNS": "300"})[0].stdout
         assert (
             "note: this answer does not reflect notes edited since the last sync (1 changed, "
-            "2 new, 1 deleted): `vault-ko sync` applies them"
+            "1 new, 1 deleted): `vault-ko sync` applies them"
         ) in text
         event = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": REDIS, "cwd": "/"})
         hook, _ = importtime_run(["--vault", str(vault), "hook", "--budget", "30"], env, event)

@@ -149,6 +149,33 @@ def test_note_that_turns_bad_keeps_old_facts(vault: Path, kodb: KoDB) -> None:
     assert rel in kodb.notes()
 
 
+def test_a_sync_after_edits_leaves_nothing_unsynced_for_a_cold_answer(
+    vault: Path, kodb: KoDB
+) -> None:
+    """Every note touched (a checkout: more than the check reads), one edited, one turned
+    bad, one new: before the ingest a cold answer's comparison counts them; after it, none,
+    and touched notes carry their new stamps, so the next comparison reads nothing."""
+    from pipeline.model import UnsyncedEdits
+    from pipeline.vault.edits import VERIFY_LIMIT, unsynced_edits
+
+    settings = settings_for(vault)
+    ingest(vault, kodb)
+    assert unsynced_edits(settings, kodb.note_stamps()) == UnsyncedEdits()
+    notes = sorted(vault.rglob("*.md"))
+    assert len(notes) > VERIFY_LIMIT
+    for note in notes:
+        touch(note)
+    adrs = sorted((vault / "adr").glob("*.md"))
+    adrs[0].write_bytes(adrs[0].read_bytes() + b"\nEdited.\n")
+    adrs[1].write_bytes(adrs[1].read_bytes() + b"\n\xff\xfe broken bytes\n")
+    (vault / "wiki" / "new-note.md").write_text("# New note\n\nText.\n", encoding="utf-8")
+    assert unsynced_edits(settings, kodb.note_stamps()).total > VERIFY_LIMIT
+    ingest(vault, kodb)
+    assert unsynced_edits(settings, kodb.note_stamps()) == UnsyncedEdits()
+    rel = adrs[2].relative_to(vault).as_posix()
+    assert kodb.note_stamps()[rel].mtime == adrs[2].stat().st_mtime
+
+
 def test_imported_facts_are_untouched_by_ingest(vault: Path, kodb: KoDB) -> None:
     path = sorted((vault / "wiki").glob("*.md"))[0]
     rel = path.relative_to(vault).as_posix()

@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pipeline.config import load_settings
 from pipeline.model import NoteStamp, UnsyncedEdits
 from pipeline.vault.edits import VERIFY_LIMIT, unsynced_edits
@@ -49,13 +51,17 @@ def test_a_touched_note_with_the_same_bytes_is_no_edit(tmp_path: Path) -> None:
     assert unsynced_edits(settings, registry).total == 0
 
 
-def test_a_new_file_is_counted_unread_but_an_oversized_one_is_no_note(tmp_path: Path) -> None:
-    """A new file that will not parse is not in the answer either (sync says why); one over
-    the size limit is never a note, so no sync would add it."""
-    settings, registry = vault_with(tmp_path, NOTES)
+def test_files_sync_would_skip_are_no_edits(tmp_path: Path) -> None:
+    """A new file that will not parse, one over the size limit, and a registered note grown
+    past it or turned bad: sync skips each (keeping what the note said) and says why, so an
+    answer that counted them would report them until the files are mended."""
+    settings, registry = vault_with(tmp_path, {**NOTES, "wiki/grown.md": "# Grown\n"})
+    limit = settings.vault_max_note_bytes
     (tmp_path / "wiki/broken.md").write_text("---\ntitle: [unclosed\n---\n# Broken\n")
-    (tmp_path / "wiki/huge.md").write_text("x" * (settings.vault_max_note_bytes + 1))
-    assert unsynced_edits(settings, registry) == UnsyncedEdits(added=1)
+    (tmp_path / "wiki/huge.md").write_text("x" * (limit + 1))
+    (tmp_path / "wiki/grown.md").write_text("# Grown\n" + "x" * limit)
+    (tmp_path / "wiki/redis.md").write_text("---\ntitle: [unclosed\n---\n# Redis\n")
+    assert unsynced_edits(settings, registry) == UnsyncedEdits()
 
 
 def test_the_state_folder_and_skipped_folders_are_not_notes(tmp_path: Path) -> None:
@@ -67,16 +73,18 @@ def test_the_state_folder_and_skipped_folders_are_not_notes(tmp_path: Path) -> N
     assert unsynced_edits(settings, registry).total == 0
 
 
-def test_past_the_limit_touched_notes_count_unread(tmp_path: Path, monkeypatch) -> None:
-    """A checkout touching every note: counting must not read them all."""
+def test_past_the_limit_differing_notes_count_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkout touching every note before a sync: counting must not read them all."""
     many = {f"wiki/n{i}.md": f"# N{i}\n" for i in range(VERIFY_LIMIT + 1)}
     settings, registry = vault_with(tmp_path, many)
     for rel in many:
         later = registry[rel].mtime + 60
         os.utime(tmp_path / rel, (later, later))
 
-    def unread(*args: object, **kw: object) -> bytes:
+    def unread(*args: object, **kw: object) -> None:
         raise AssertionError("a note was read")
 
-    monkeypatch.setattr(Path, "read_bytes", unread)
+    monkeypatch.setattr("pipeline.vault.parse.read_note", unread)
     assert unsynced_edits(settings, registry) == UnsyncedEdits(changed=VERIFY_LIMIT + 1)
