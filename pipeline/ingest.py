@@ -280,7 +280,8 @@ def ingest_vault(
         private,
         settings.vault_language,
     )
-    kodb.restamp([s for s in restamped if s[0] not in relinked])
+    rewritten = relinked.keys() | {s.path for s in turned_bad}
+    kodb.restamp([s for s in restamped if s[0] not in rewritten])
     changes = _Changes(
         scanned=len(files),
         skipped=tuple(skipped),
@@ -327,9 +328,14 @@ def _read_changed(
     for job, outcome in zip(jobs, _read_many(jobs, settings.vault_parse_workers), strict=True):
         if isinstance(outcome, SkippedNote):
             skipped.append(outcome)
-        elif outcome is None:
+        elif isinstance(outcome, _Same):
             counts["unchanged"] += 1
-            restamped.append((job.scanned.path, job.scanned.mtime, job.scanned.bytes))
+            # Only the stamp of the bytes hashed: a file that changed between the scan and
+            # the read (and back, its mtime kept by a sync tool) keeps its old stamp, and the
+            # next run hashes it again.
+            scanned = job.scanned
+            if (outcome.mtime, outcome.bytes) == (scanned.mtime, scanned.bytes):
+                restamped.append((scanned.path, scanned.mtime, scanned.bytes))
         else:
             parsed[job.scanned.path] = outcome
             counts["added" if job.scanned.path not in registry else "updated"] += 1
@@ -365,7 +371,7 @@ def _relink(
         outcome = _read(settings, on_disk[path])
         if isinstance(outcome, SkippedNote):
             turned_bad.append(outcome)
-        elif outcome is not None:
+        else:
             relinked[path] = outcome
     return relinked, turned_bad
 
@@ -409,7 +415,7 @@ def _unleak(
         outcome = _read(settings, on_disk[path])
         if isinstance(outcome, SkippedNote):
             turned_bad.append(outcome)
-        elif outcome is not None:
+        else:
             now = {
                 (f.subject, f.predicate, f.object)
                 for f in extract_facts(outcome, resolver.public)
@@ -540,7 +546,9 @@ def _reusable_hash(
     return reuse.content_hash
 
 
-def _read_many(jobs: Sequence[_ReadJob], workers: int) -> Iterator[ParsedNote | SkippedNote | None]:
+def _read_many(
+    jobs: Sequence[_ReadJob], workers: int
+) -> Iterator[ParsedNote | SkippedNote | _Same]:
     """Each job's outcome, in order: parsed by ``workers`` processes (0: one per CPU) when
     there are at least ``PARALLEL_MIN_NOTES`` jobs, else here."""
     count = workers or os.cpu_count() or 1
@@ -560,19 +568,28 @@ def _read_many(jobs: Sequence[_ReadJob], workers: int) -> Iterator[ParsedNote | 
         ) from exc
 
 
-def _read_job(job: _ReadJob) -> ParsedNote | SkippedNote | None:
-    """Read and parse one note, or why it was skipped; None when its bytes still hash to
-    ``job.unchanged_hash``. A module-level function: worker processes run it."""
+class _Same(NamedTuple):
+    """A note whose bytes still hash to its row's: the file's mtime and size as read."""
+
+    mtime: float
+    bytes: int
+
+
+def _read_job(job: _ReadJob) -> ParsedNote | SkippedNote | _Same:
+    """Read and parse one note, or why it was skipped; ``_Same`` when its bytes still hash
+    to ``job.unchanged_hash``. A module-level function: worker processes run it."""
     scanned = job.scanned
     try:
         raw, mtime = read_note_bytes(job.vault, scanned.path, job.max_bytes)
         if job.unchanged_hash is not None and job.unchanged_hash == content_hash(raw):
-            return None
+            return _Same(mtime, len(raw))
         return parse_note(raw, scanned.path, scanned.source_type, mtime=mtime)
     except InputError as exc:
         return SkippedNote(scanned.path, skip_reason(exc))
 
 
-def _read(settings: Settings, scanned: ScannedFile) -> ParsedNote | SkippedNote | None:
+def _read(settings: Settings, scanned: ScannedFile) -> ParsedNote | SkippedNote:
     """Read and parse one note here (a relinked one), or why it was skipped."""
-    return _read_job(_ReadJob(settings.vault, settings.vault_max_note_bytes, scanned, None))
+    outcome = _read_job(_ReadJob(settings.vault, settings.vault_max_note_bytes, scanned, None))
+    assert not isinstance(outcome, _Same)  # no hash to keep: always parsed
+    return outcome

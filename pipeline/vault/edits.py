@@ -7,11 +7,12 @@ answer, and the answer says so instead of being silently out of date (``Answer.u
 The comparison is the first step of ingest's: the vault is scanned with ingest's rules, and
 a file whose mtime and size equal its registry row is unchanged (sync gives a touched file
 with the same bytes its new stamp, so a checkout is read once, by sync). A file that
-differs is an edit only if sync would apply it: one sync skips (bad input, or over
+differs is an edit only if sync would apply it: its bytes differ from the row's, and it
+parses (the parser is imported only for such a file). One sync skips (bad input, or over
 ``vault_max_note_bytes``) is not counted, since sync keeps what the note said before and
-says why, and counting it would nag every answer until the file is mended. Telling that
-takes the parser, imported only when some file differs. Past ``VERIFY_LIMIT`` differing
-files they count unread: reading thousands of notes would cost more than the answer.
+says why, and counting it would nag every answer until the file is mended. Past
+``VERIFY_LIMIT`` differing files they count unread: reading thousands of notes would cost
+more than the answer.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Mapping
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.model import NoteStamp, UnsyncedEdits
-from pipeline.vault.scan import ScannedFile, scan_vault
+from pipeline.vault.scan import ScannedFile, content_hash, scan_vault
 
 #: Differing files read to tell an edit sync will apply; past it they count unread.
 VERIFY_LIMIT = 50
@@ -33,9 +34,12 @@ def unsynced_edits(settings: Settings, registry: Mapping[str, NoteStamp]) -> Uns
     files = scan_vault(settings)
     on_disk = {f.path for f in files}
     removed = sum(path not in on_disk for path in registry)
-    new = [f for f in files if f.path not in registry]
+    # Sync refuses a file over the limit by its size (a note grown past it keeps its row):
+    # never an edit, and not one to count towards the limit either.
+    notes = [f for f in files if f.bytes <= settings.vault_max_note_bytes]
+    new = [f for f in notes if f.path not in registry]
     touched = [
-        f for f in files if (k := registry.get(f.path)) is not None and not f.untouched_since(k)
+        f for f in notes if (k := registry.get(f.path)) is not None and not f.untouched_since(k)
     ]
     if len(new) + len(touched) > VERIFY_LIMIT:
         return UnsyncedEdits(changed=len(touched), added=len(new), removed=removed)
@@ -46,13 +50,17 @@ def unsynced_edits(settings: Settings, registry: Mapping[str, NoteStamp]) -> Uns
 
 def _would_apply(settings: Settings, scanned: ScannedFile, known_hash: str | None) -> bool:
     """Whether sync would write this file: its bytes differ from ``known_hash`` (None: a new
-    note) and it reads and parses as a note."""
-    from pipeline.vault.parse import read_note  # the parser's libraries: only when needed
+    note) and they parse as a note (the parser is imported only then)."""
+    try:
+        raw = (settings.vault / scanned.path).read_bytes()
+    except OSError:
+        return False  # gone or unreadable since the scan: sync will say which
+    if known_hash is not None and content_hash(raw) == known_hash:
+        return False
+    from pipeline.vault.parse import parse_note
 
     try:
-        note = read_note(
-            settings.vault, scanned.path, scanned.source_type, settings.vault_max_note_bytes
-        )
+        parse_note(raw, scanned.path, scanned.source_type, mtime=scanned.mtime)
     except InputError:
         return False
-    return note.content_hash != known_hash
+    return True

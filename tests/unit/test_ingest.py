@@ -164,6 +164,39 @@ def test_touched_but_unchanged_note_is_not_reextracted(vault: Path, kodb: KoDB) 
     assert (report.updated, report.unchanged) == (0, 3)
 
 
+def test_a_touched_unchanged_note_gets_its_new_stamp(vault: Path, kodb: KoDB) -> None:
+    """So neither the next run nor a cold answer's comparison reads it again."""
+    run(vault, kodb)
+    bump_mtime(vault / "wiki/Redis.md")
+    run(vault, kodb)
+    st = (vault / "wiki/Redis.md").stat()
+    stamp = kodb.note_stamps()["wiki/Redis.md"]
+    assert (stamp.mtime, stamp.bytes) == (st.st_mtime, st.st_size)
+
+
+def test_a_note_that_changed_between_scan_and_read_keeps_its_old_stamp(
+    vault: Path, kodb: KoDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bytes hashed were not the ones the scan stamped (a sync tool wrote the old text
+    back with another mtime): restamping would tie that stamp to the old hash, and a later
+    copy of the new text with its mtime kept would go unseen."""
+    from pipeline import ingest as ingest_module
+
+    run(vault, kodb)
+    before = kodb.note_stamps()["wiki/Redis.md"]
+    bump_mtime(vault / "wiki/Redis.md")
+    real = ingest_module.read_note_bytes
+
+    def raced(vault_dir: Path, rel: str, max_bytes: int) -> tuple[bytes, float]:
+        raw, mtime = real(vault_dir, rel, max_bytes)
+        return raw, mtime + 5  # the file as read is not the file as scanned
+
+    monkeypatch.setattr(ingest_module, "read_note_bytes", raced)
+    report = run(vault, kodb)
+    assert (report.updated, report.unchanged) == (0, 3)
+    assert kodb.note_stamps()["wiki/Redis.md"] == before
+
+
 def test_deleted_note_loses_its_facts(vault: Path, kodb: KoDB) -> None:
     run(vault, kodb)
     (vault / "adr/0001-use-redis.md").unlink()

@@ -64,6 +64,15 @@ def test_files_sync_would_skip_are_no_edits(tmp_path: Path) -> None:
     assert unsynced_edits(settings, registry) == UnsyncedEdits()
 
 
+def test_files_over_the_size_limit_never_count_even_past_the_read_limit(
+    tmp_path: Path,
+) -> None:
+    settings, registry = vault_with(tmp_path, NOTES)
+    for i in range(VERIFY_LIMIT + 1):
+        (tmp_path / f"wiki/huge{i}.md").write_text("x" * (settings.vault_max_note_bytes + 1))
+    assert unsynced_edits(settings, registry) == UnsyncedEdits()
+
+
 def test_the_state_folder_and_skipped_folders_are_not_notes(tmp_path: Path) -> None:
     settings, registry = vault_with(tmp_path, NOTES)
     (tmp_path / ".vault-ko").mkdir(exist_ok=True)
@@ -83,8 +92,8 @@ def test_past_the_limit_differing_notes_count_unread(
         later = registry[rel].mtime + 60
         os.utime(tmp_path / rel, (later, later))
 
-    def unread(*args: object, **kw: object) -> None:
+    def unread(*args: object, **kw: object) -> bytes:
         raise AssertionError("a note was read")
 
-    monkeypatch.setattr("pipeline.vault.parse.read_note", unread)
+    monkeypatch.setattr(Path, "read_bytes", unread)
     assert unsynced_edits(settings, registry) == UnsyncedEdits(changed=VERIFY_LIMIT + 1)
