@@ -246,6 +246,16 @@ def _unsynced_from(data: dict[str, Any] | None) -> UnsyncedEdits | None:
     return UnsyncedEdits(int(data["changed"]), int(data["added"]), int(data["removed"]))
 
 
+def answer_notes(answer: Answer) -> list[str]:
+    """The notes a person or an agent reads under the label: the tight-vault hint, the
+    warning (not in fallback, where the degraded line says it), the preset's notice and
+    what the answer cannot see since the last sync."""
+    r = answer.relevance
+    warning = None if answer.mode == "fallback" else r.warning
+    notes = (r.hint, warning, answer.notice, unsynced_words(answer.unsynced))
+    return [n for n in notes if n]
+
+
 def unsynced_words(unsynced: UnsyncedEdits | None) -> str | None:
     """What an answer cannot see, in words; None when it sees the vault as it is (or was
     not compared)."""
@@ -559,11 +569,7 @@ def to_context_pack(answer: Answer, *, max_chars: int) -> str | None:
             f"[degraded: {answer.degraded_reason}; subjects found by word search on the "
             "facts database, not by meaning]"
         )
-    # In fallback the warning repeats the degraded line above.
-    warning = None if answer.mode == "fallback" else r.warning
-    for note in (r.hint, warning, answer.notice, unsynced_words(answer.unsynced)):
-        if note:
-            lines.append(f"[{note}]")
+    lines += [f"[{note}]" for note in answer_notes(answer)]
     if answer.time_window is not None:
         lines.append(f"[{window_words(answer.time_window)}]")
     if answer.hits:

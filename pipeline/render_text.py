@@ -16,6 +16,7 @@ from pipeline.model import Answer, FactView, Hit, SubjectRank, TimeWindow
 from pipeline.render import (
     EVIDENCE_WORDS,
     NOTES_SHOWN,
+    answer_notes,
     hit_marks,
     label_in_words,
     label_line,
@@ -116,9 +117,7 @@ def _head(answer: Answer) -> list[Text]:
         head.append(Text(label_line(answer), style="dim"))
     if answer.degraded_reason:
         head.append(Text(f"degraded: {answer.degraded_reason}", style="magenta"))
-    # In fallback the warning says what the degraded line already does.
-    notes = (r.hint, None if answer.mode == "fallback" else r.warning, answer.notice, edits)
-    head += [Text(f"note: {n}", style="italic") for n in notes if n]
+    head += [Text(f"note: {n}", style="italic") for n in answer_notes(answer)]
     if answer.time_window is not None:
         head.append(Text(window_words(answer.time_window), style="cyan"))
     return head

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.model import NoteStamp, UnsyncedEdits
-from pipeline.vault.scan import ScannedFile, content_hash, scan_vault
+from pipeline.vault.scan import ScannedFile, content_hash, read_note_bytes, scan_vault
 
 #: Differing files read to tell an edit sync will apply; past it they count unread.
 VERIFY_LIMIT = 50
@@ -52,9 +52,9 @@ def _would_apply(settings: Settings, scanned: ScannedFile, known_hash: str | Non
     """Whether sync would write this file: its bytes differ from ``known_hash`` (None: a new
     note) and they parse as a note (the parser is imported only then)."""
     try:
-        raw = (settings.vault / scanned.path).read_bytes()
-    except OSError:
-        return False  # gone or unreadable since the scan: sync will say which
+        raw, _ = read_note_bytes(settings.vault, scanned.path, settings.vault_max_note_bytes)
+    except InputError:
+        return False  # gone, unreadable or grown since the scan: sync will say which
     if known_hash is not None and content_hash(raw) == known_hash:
         return False
     from pipeline.vault.parse import parse_note

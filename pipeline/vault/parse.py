@@ -45,7 +45,7 @@ from markdown_it.token import Token
 
 from pipeline.errors import InputError
 from pipeline.model import Note, SourceType
-from pipeline.vault.scan import content_hash
+from pipeline.vault.scan import content_hash, read_note_bytes
 
 #: Link targets with these extensions are attachments, not notes (Obsidian's file types).
 ATTACHMENT_EXTENSIONS = frozenset(
@@ -344,29 +344,6 @@ def read_note(vault: Path, rel_path: str, source_type: SourceType, max_bytes: in
     """Read and parse ``vault/rel_path``; bad input raises InputError naming the file."""
     raw, mtime = read_note_bytes(vault, rel_path, max_bytes)
     return parse_note(raw, rel_path, source_type, mtime=mtime)
-
-
-def read_note_bytes(vault: Path, rel_path: str, max_bytes: int) -> tuple[bytes, float]:
-    """(raw bytes, mtime) of a note; refuses a file over ``max_bytes`` before reading it."""
-    full = vault / rel_path
-    try:
-        st = full.stat()
-    except OSError as exc:
-        raise InputError(f"cannot read note: {exc.strerror or exc}", file=rel_path) from exc
-    # Size first, from the file system: a huge file is refused without reading it.
-    if st.st_size > max_bytes:
-        raise InputError(
-            f"note is {st.st_size} bytes, more than the limit of {max_bytes} "
-            "(setting vault_max_note_bytes)",
-            file=rel_path,
-        )
-    try:
-        raw = full.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read note: {exc.strerror or exc}", file=rel_path) from exc
-    if len(raw) > max_bytes:  # it grew between stat and read
-        raise InputError(f"note is larger than the limit of {max_bytes} bytes", file=rel_path)
-    return raw, st.st_mtime
 
 
 def decode_note(raw: bytes, rel_path: str) -> str:

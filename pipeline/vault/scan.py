@@ -27,6 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from pipeline.config import STATE_DIR, Settings
+from pipeline.errors import InputError
 from pipeline.model import Note, NoteStamp, SourceType
 
 #: Folders never scanned, whatever the settings say: the editor's config, its trash,
@@ -94,6 +95,29 @@ def compile_glob(pattern: str) -> re.Pattern[str]:
 def content_hash(raw: bytes) -> str:
     """The registry's content hash of a note: sha256 of its raw bytes, hex."""
     return hashlib.sha256(raw).hexdigest()
+
+
+def read_note_bytes(vault: Path, rel_path: str, max_bytes: int) -> tuple[bytes, float]:
+    """(raw bytes, mtime) of a note; refuses a file over ``max_bytes`` before reading it."""
+    full = vault / rel_path
+    try:
+        st = full.stat()
+    except OSError as exc:
+        raise InputError(f"cannot read note: {exc.strerror or exc}", file=rel_path) from exc
+    # Size first, from the file system: a huge file is refused without reading it.
+    if st.st_size > max_bytes:
+        raise InputError(
+            f"note is {st.st_size} bytes, more than the limit of {max_bytes} "
+            "(setting vault_max_note_bytes)",
+            file=rel_path,
+        )
+    try:
+        raw = full.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read note: {exc.strerror or exc}", file=rel_path) from exc
+    if len(raw) > max_bytes:  # it grew between stat and read
+        raise InputError(f"note is larger than the limit of {max_bytes} bytes", file=rel_path)
+    return raw, st.st_mtime
 
 
 def glob_match(rel_path: str, patterns: Iterable[str]) -> bool:
