@@ -327,6 +327,7 @@ def create_api(app: App, metrics: ServiceMetrics, *, token: str | None = None) -
     if max_body < 1:
         raise ConfigError(f"setting service_max_body_bytes must be at least 1 (it is {max_body})")
     warm = WarmAnswers(app)
+    api.state.warm = warm  # the server primes it before it accepts connections
 
     api.add_middleware(_GuardAndMeasure, metrics=metrics, expected=expected, max_body=max_body)
 

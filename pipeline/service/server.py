@@ -2,9 +2,10 @@
 
 refuse a non-loopback bind without a token ─▶ refuse a second service for the vault
 ─▶ bind (a free port unless one is given) ─▶ warm up: KO-DB, then the graph, then the
-model (only with the graph up) ─▶ serve; the record is written once connections are
-accepted ─▶ SIGTERM / SIGINT: in-flight requests finish, the record is removed, the
-stores are closed, exit 0
+model (only with the graph up) ─▶ prime: answer a throw-away question, which reads the warm
+copies (note vectors, resident facts), wait for them (at most ``PRIME_SECONDS``), answer it
+again ─▶ serve; the record is written once connections are accepted ─▶ SIGTERM / SIGINT:
+in-flight requests finish, the record is removed, the stores are closed, exit 0
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline import __version__
 from pipeline.app import App
 from pipeline.config import Settings
-from pipeline.errors import ConfigError, GraphError, ServiceError
+from pipeline.errors import ConfigError, GraphError, ServiceError, VaultKoError
 from pipeline.service.record import (
     ServiceRecord,
     is_loopback,
@@ -34,6 +35,9 @@ from pipeline.service.record import (
     write_record,
 )
 from pipeline.watch import Watch, WatchSetup, only_watcher, sync_runner, watcher_status
+
+if TYPE_CHECKING:
+    from pipeline.service.warm import WarmAnswers
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +56,9 @@ SERVICE_TORCH_THREADS = 1
 #: matrix: one thread scans it faster than OpenBLAS's default threads on a shared, loaded
 #: machine (figures in docs/benchmarks-history.md).
 SERVICE_BLAS_THREADS = 1
+#: The longest the start waits for the warm copies (vectors, resident facts) before it
+#: accepts connections; a vault too large for that starts anyway and loads on.
+PRIME_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,27 @@ def warm_up(app: App) -> str | None:
     app.load_model().embed([WARM_UP_TEXT])
     app.refresh_calibration()
     return None
+
+
+def prime(warm: WarmAnswers) -> None:
+    """Read the warm copies and answer through them before connections are accepted (the
+    record is written after), so the first question is answered as warm as the next; a
+    failure is logged and the service starts anyway, its questions reading the copies as
+    they would have."""
+    t0 = time.monotonic()
+    try:
+        done = warm.prime(WARM_UP_TEXT, PRIME_SECONDS)
+    except VaultKoError as exc:
+        log.warning("warming the answers failed, the first questions read the stores: %s", exc)
+        return
+    if done:
+        log.info("answers warm in %.1f s", time.monotonic() - t0)
+    else:
+        log.warning(
+            "the warm copies were still loading after %.0f s; the service starts, and questions "
+            "read the stores until they are in",
+            PRIME_SECONDS,
+        )
 
 
 def service_threads() -> None:
@@ -202,6 +230,8 @@ def serve(
             watcher=lambda: watcher_status(state_dir),
         )
         api = create_api(app, metrics, token=token)
+        if warning is None:
+            prime(api.state.warm)
         started = _on_started(settings, app, host, actual_port, token, warning, on_started)
         config = uvicorn.Config(
             api,

@@ -213,6 +213,8 @@ class Served:
     url: str
     pid: int
     env: dict[str, str]
+    #: ``GET /healthz`` read as soon as the service announced itself, before any question.
+    at_start: dict[str, Any]
 
     def cli(
         self, *args: str, stdin: str | None = None, timeout: float = 300.0
@@ -289,7 +291,10 @@ def served(
         with App(settings) as app:
             sync_vault(settings, app.kodb, app.graph, app.load_model())
         proc, started = start_service(vault, env, log=root / "serve.log")
-        yield Served(vault, settings, started["url"], started["pid"], env)
+        import httpx
+
+        at_start = httpx.get(started["url"] + "/healthz", timeout=60).json()
+        yield Served(vault, settings, started["url"], started["pid"], env, at_start)
     finally:
         if proc is not None:
             stop_service(proc)

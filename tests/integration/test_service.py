@@ -90,6 +90,13 @@ def test_healthz_reports_the_vectors_held_in_memory_once_loaded(
     assert untimed(r.json()) == in_process(here, REDIS)
 
 
+def test_the_copies_are_warm_before_the_service_announces_itself(served: Any, here: App) -> None:
+    # The first question is answered from memory like the next, not while the copies load.
+    public = here.pipeline().graph.all_vectors()[0]
+    assert served.at_start["warm_vectors"] == len(public) > 0
+    assert served.at_start["warm_facts"] > 0
+
+
 def test_off_topic_is_no_match_with_no_subjects(http: httpx.Client) -> None:
     data = http.post("/query", json={"question": "recipe for banana bread"}).json()
     assert data["relevance"]["label"] == "no_match" and data["subjects"] == []

@@ -4,6 +4,7 @@ generation."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -135,3 +136,55 @@ def test_vectors_load_in_the_background_once_per_generation(
     # The first question did not wait for the load: the index answered it; the others
     # were searched in memory.
     assert app.the_pipeline.index_searches == 1
+
+
+def _loading(monkeypatch: pytest.MonkeyPatch, release: threading.Event) -> list[object]:
+    """ExactSearch.load faked to hold one vector once ``release`` is set."""
+    from pipeline.batch import exact
+
+    loads: list[object] = []
+
+    def fake_load(graph: object, kodb: object) -> object:
+        release.wait(10)
+        loads.append(graph)
+        return exact.ExactSearch(["a.md"], ["A"], ["wiki"], np.ones((1, 384), np.float32))
+
+    monkeypatch.setattr(exact.ExactSearch, "load", staticmethod(fake_load))
+    return loads
+
+
+def _fake_warm(tmp_path: Path) -> tuple[_FakeApp, WarmAnswers]:
+    settings = load_settings(tmp_path, env={}).replace(kodb_url="postgresql+psycopg://u@h/db")
+    app = _FakeApp(settings, fail=False)
+    app.the_pipeline.embedder = type("E", (), {"dims": 384})()  # type: ignore[attr-defined]
+    return app, WarmAnswers(app)  # type: ignore[arg-type]
+
+
+def test_priming_leaves_the_vectors_in_memory_and_answers_through_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+    release.set()
+    loads = _loading(monkeypatch, release)
+    app, warm = _fake_warm(tmp_path)
+    assert warm.prime("warm up the model", 10) is True
+    assert warm.warm_vectors == 1 and len(loads) == 1
+    # The first answer started the load (the index answered it), the second was searched
+    # in memory, and so is the first question a client asks.
+    assert app.the_pipeline.index_searches == 1
+    warm.ask("warm cache", None)  # type: ignore[arg-type]
+    assert app.the_pipeline.index_searches == 1 and warm.vector_loads == 1
+
+
+def test_priming_gives_up_waiting_after_its_timeout_and_the_load_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+    loads = _loading(monkeypatch, release)
+    _, warm = _fake_warm(tmp_path)
+    t0 = time.monotonic()
+    assert warm.prime("warm up the model", 0.2) is False
+    assert time.monotonic() - t0 < 5 and warm.warm_vectors == 0
+    release.set()
+    warm.settle(10)
+    assert warm.warm_vectors == 1 and len(loads) == 1
