@@ -9,7 +9,8 @@ measures whole processes side by side, interleaved so the machine's drift hits b
   auto) against the same question with ``VAULT_KO_EMBED_RUNTIME=torch`` (the torch path,
   what every cold question cost before): wall time and the child's peak memory;
 * hook, cold: `vault-ko hook` with no service (each must inject a semantic answer);
-* with `vault-ko serve` up: `vault-ko hook` and `vault-ko query` (unchanged targets);
+* with `vault-ko serve` up: `vault-ko hook` and `vault-ko query` (unchanged targets), and
+  the first hook after the service announced itself on its own (``hook_served_first_ms``);
 * `vault-ko --help`.
 
 Checks, each failing the run (exit 1) when false: the cold answers equal the torch path's
@@ -258,6 +259,9 @@ def run(report: Report, args: argparse.Namespace, world: object | None = None) -
         "hook_cold_p50_s": statistics.median(hook_walls),
         "hook_cold_p95_s": pct(hook_walls, 95),
         "hook_served_p95_ms": pct(served_hook_ms, 95),
+        # The first prompt after the service announced itself: priming reads the warm
+        # copies before that, so it should cost what the others do.
+        "hook_served_first_ms": served_hook_ms[0],
         "query_served_p50_s": statistics.median(served_query),
         "help_p50_s": statistics.median(helps),
     }
@@ -296,7 +300,8 @@ def run(report: Report, args: argparse.Namespace, world: object | None = None) -
             f"cold `hook` without a service, {len(hook_walls)} runs",
             f"p50 {f['hook_cold_p50_s']:.2f} s, p95 {f['hook_cold_p95_s']:.2f} s, "
             f"{hook_semantic} of {len(hooks)} semantic",
-            f"with the service up: hook p95 {f['hook_served_p95_ms']:.0f} ms, "
+            f"with the service up: hook p95 {f['hook_served_p95_ms']:.0f} ms "
+            f"(the first {f['hook_served_first_ms']:.0f} ms), "
             f"query p50 {f['query_served_p50_s']:.2f} s",
             "",
             f"targets cold p95 ≤ {HOOK_COLD_P95_S} s, served p95 < {HOOK_SERVED_P95_MS:.0f} ms: "
