@@ -18,10 +18,14 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $@
 
+# Prometheus' promtool, the judge of our metrics in the tests (scripts/promtool.sh).
+$(VENV)/tools/promtool:
+	bash scripts/promtool.sh $(VENV)/tools
+
 demo: install
 	bash scripts/demo.sh
 
-test: install
+test: install $(VENV)/tools/promtool
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest

@@ -48,6 +48,29 @@ def require_server() -> Callable[[str], None]:
     return require_or_skip
 
 
+@pytest.fixture(scope="session")
+def promtool() -> Callable[[str], None]:
+    """Checks Prometheus exposition text with Prometheus' own ``promtool check metrics``
+    (fetched into the venv by ``make test``, scripts/promtool.sh): the judge of every
+    metrics output we print or serve. Missing, it skips locally and fails on CI."""
+    import subprocess
+    import sys
+
+    tool = Path(sys.executable).parent.parent / "tools" / "promtool"
+    found = str(tool) if tool.exists() else shutil.which("promtool")
+    if found is None:
+        require_or_skip("promtool is not installed (`make test` fetches it: scripts/promtool.sh)")
+
+    def check(text: str) -> None:
+        assert text.strip(), "no metrics to check"
+        done = subprocess.run(
+            [str(found), "check", "metrics"], input=text, capture_output=True, text=True
+        )
+        assert done.returncode == 0, f"promtool: {done.stdout}{done.stderr}"
+
+    return check
+
+
 @pytest.fixture(autouse=True)
 def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No VAULT_KO_* setting of the developer's shell leaks into a test (the tests' own

@@ -166,13 +166,16 @@ def test_unreachable_graph_exits_2_with_a_clear_reason(
     assert data["counts"] == dict.fromkeys(data["counts"])  # unknown, not 0
 
 
-def test_prometheus_output_parses_with_prometheus_client(vault: Path, restore: None) -> None:
+def test_prometheus_output_parses_with_prometheus_client(
+    vault: Path, restore: None, promtool: Callable[[str], None]
+) -> None:
     with (vault / WIKI_NOTE).open("a", encoding="utf-8") as fh:
         fh.write("\nedited\n")
     result = CliRunner().invoke(
         freshness_standalone, ["--vault", str(vault), "--format", "prometheus"]
     )
     assert result.exit_code == 1
+    promtool(result.output)
     families = {f.name: f for f in text_string_to_metric_families(result.output)}
     assert families and all(n.startswith("vault_ko_") for n in families)
     samples = {

@@ -132,10 +132,13 @@ def test_freshness_is_the_freshness_json(http: httpx.Client, served: Any) -> Non
     assert data["graph"]["up"] is True
 
 
-def test_metrics_parse_and_count_per_endpoint_mode_and_label(http: httpx.Client) -> None:
+def test_metrics_parse_and_count_per_endpoint_mode_and_label(
+    http: httpx.Client, promtool: Any
+) -> None:
     http.post("/query", json={"question": REDIS})
     http.post("/query", json={"question": "recipe for banana bread"})
     text = http.get("/metrics").text
+    promtool(text)
     families = {f.name: f for f in text_string_to_metric_families(text)}
     requests = {
         (s.labels["endpoint"], s.labels["mode"], s.labels["label"]): s.value

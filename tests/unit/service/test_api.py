@@ -3,6 +3,7 @@ touches no store, errors are JSON with a status, OpenAPI lists the endpoints."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -297,7 +298,9 @@ def test_a_kodb_deleted_or_replaced_under_the_service_is_named_and_never_recreat
     anyio.run(go)
 
 
-def test_healthz_and_metrics_report_the_vault_s_watcher(tmp_path: Path) -> None:
+def test_healthz_and_metrics_report_the_vault_s_watcher(
+    tmp_path: Path, promtool: Callable[[str], None]
+) -> None:
     import json
     import time
 
@@ -319,6 +322,7 @@ def test_healthz_and_metrics_report_the_vault_s_watcher(tmp_path: Path) -> None:
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
             health = (await c.get("/healthz")).json()
             text = (await c.get("/metrics")).text
+        promtool(text)
         samples = {
             s.name: s.value
             for family in text_string_to_metric_families(text)
