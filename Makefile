@@ -8,7 +8,7 @@ VAULT  := examples/vault
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test test-backends test-wheel bench bench-quick lint format clean
+.PHONY: install tools demo test test-backends test-wheel bench bench-quick lint format clean
 
 install: $(VENV)/.installed
 
@@ -18,14 +18,17 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $@
 
-# Prometheus' promtool, the judge of our metrics in the tests (scripts/promtool.sh).
-$(VENV)/tools/promtool:
+# Third-party judges for the tests, in .venv/tools: Prometheus' promtool
+# (scripts/promtool.sh) and the MCP Inspector (scripts/mcp_inspector.sh); each script
+# returns at once when its tool is in place.
+tools: install
 	bash scripts/promtool.sh $(VENV)/tools
+	bash scripts/mcp_inspector.sh $(VENV)/tools
 
 demo: install
 	bash scripts/demo.sh
 
-test: install $(VENV)/tools/promtool
+test: install tools
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest

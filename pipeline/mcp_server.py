@@ -192,11 +192,21 @@ Count = Annotated[Whole | None, Field(json_schema_extra={"minimum": 0, "maximum"
 Hits = Annotated[Whole | None, Field(json_schema_extra={"minimum": 1, "maximum": MAX_COUNT})]
 
 
+def described(fn: Any) -> str:
+    """A tool's docstring as its description: one paragraph, single spaces."""
+    return " ".join((fn.__doc__ or "").split())
+
+
 def build_server(tools: VaultTools) -> FastMCP:
     """The FastMCP server exposing ``tools``."""
     from mcp.server.fastmcp import FastMCP
 
     server = FastMCP("vault-ko", instructions=INSTRUCTIONS)
+
+    def tool(fn: Any) -> Any:
+        # The docstring as one paragraph: FastMCP would hand clients its source indentation
+        # and line breaks, which an agent reads as part of the text.
+        return server.tool(description=described(fn))(fn)
 
     def guarded(fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         try:
@@ -204,7 +214,7 @@ def build_server(tools: VaultTools) -> FastMCP:
         except VaultKoError as exc:  # a tool error the agent can read, not a crash
             raise ValueError(str(exc)) from exc
 
-    @server.tool()
+    @tool
     def ask(
         question: Question,
         top_k: Count = None,
@@ -235,7 +245,7 @@ def build_server(tools: VaultTools) -> FastMCP:
             preset=preset,
         )
 
-    @server.tool()
+    @tool
     def session_context(
         sessions: list[dict[str, StrictStr]],
         top_k: Count = None,
@@ -248,7 +258,7 @@ def build_server(tools: VaultTools) -> FastMCP:
             tools.session_context, sessions, top_k=top_k, facts_per_subject=facts_per_subject
         )
 
-    @server.tool()
+    @tool
     def freshness() -> dict[str, Any]:
         """Is the vault's graph current? status (fresh/stale/error), notes missing, stale or
         orphaned, calibration, graph and KO-DB health, fallback answers served."""

@@ -6,6 +6,7 @@
 set -euo pipefail
 dest="${1:-.venv/tools}"
 mkdir -p "$dest"
+if [ -x "$dest/promtool" ]; then exit 0; fi
 if command -v promtool >/dev/null 2>&1; then
   ln -sf "$(command -v promtool)" "$dest/promtool"
   exit 0

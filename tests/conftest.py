@@ -71,6 +71,20 @@ def promtool() -> Callable[[str], None]:
     return check
 
 
+@pytest.fixture(scope="session")
+def mcp_inspector() -> str:
+    """The MCP Inspector's command (``make test`` installs it with npm,
+    scripts/mcp_inspector.sh): a third-party client for `vault-ko mcp`. Missing, it skips
+    locally and fails on CI."""
+    import sys
+
+    tool = Path(sys.executable).parent.parent / "tools" / "inspector" / "node_modules" / ".bin"
+    found = tool / "mcp-inspector"
+    if not found.exists():
+        require_or_skip("the MCP Inspector is not installed (`make test` installs it with npm)")
+    return str(found)
+
+
 @pytest.fixture(autouse=True)
 def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No VAULT_KO_* setting of the developer's shell leaks into a test (the tests' own

@@ -5,6 +5,7 @@ in the tools' own words, with nothing answered in-process and no question logged
 from __future__ import annotations
 
 import json
+import subprocess
 import tempfile
 import time
 from typing import Any
@@ -95,6 +96,38 @@ def test_the_mcp_server_lists_three_tools_and_answers(served: Any, service_kit: 
     assert pack["id"] == "a" and pack["relevance"]["label"] == "strong"
     assert result_json(out["freshness"])["status"] == "fresh"
     assert out["bad"].isError and "preset must be one of" in out["bad"].content[0].text
+
+
+def test_the_mcp_inspector_lists_the_tools_and_asks(
+    served: Any, service_kit: Any, mcp_inspector: str
+) -> None:
+    # The Inspector's CLI mode: a client we did not write, as a person debugging the server
+    # would run it. Its child gets only the environment passed with -e.
+    offline = ["-e", "HF_HUB_OFFLINE=1", "-e", "TRANSFORMERS_OFFLINE=1"]
+    base = [mcp_inspector, "--cli", *offline, service_kit.exe(), "--vault", str(served.vault)]
+
+    def inspect(*args: str) -> dict[str, Any]:
+        done = subprocess.run(
+            [*base, "mcp", *args], capture_output=True, text=True, env=served.env, timeout=300
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return dict(json.loads(done.stdout))
+
+    tools = {t["name"]: t for t in inspect("--method", "tools/list")["tools"]}
+    assert set(tools) == {"ask", "session_context", "freshness"}
+    for tool in tools.values():  # one paragraph, not the docstring's source layout
+        assert tool["description"] and "\n" not in tool["description"]
+        assert "  " not in tool["description"]
+    called = inspect(
+        "--method", "tools/call", "--tool-name", "ask",
+        "--tool-arg", f"question={REDIS}", "--tool-arg", "top_k=3",
+    )  # fmt: skip
+    assert not called.get("isError")
+    answer = called["structuredContent"]
+    assert answer["mode"] == "semantic" and answer["relevance"]["label"] == "strong"
+    assert len(answer["subjects"]) == 3
+    assert answer["subjects"][0]["subject"] == "0007 Use Redis as the warm cache"
+    assert json.loads(called["content"][0]["text"]) == answer
 
 
 def test_the_service_limits_come_first_in_the_tools_words(served: Any, service_kit: Any) -> None:
