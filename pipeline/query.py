@@ -84,6 +84,7 @@ class QueryOptions:
     per_token: bool = False  # wiki-gap: every query word searched on its own
     retrieval: str = "hybrid"  # hybrid | dense (RETRIEVALS); Settings' default too
     today: str | None = None  # ISO day time phrases are read against (None: today)
+    excerpts: bool = True  # each hit's excerpt is the part of its note meeting the question
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> QueryOptions:
@@ -490,7 +491,7 @@ class Pipeline:
             registry = dated if dated is not None else self.kodb.notes_at(h.path for h in shown)
             succession = self.kodb.succession()
         shown = [_with_note(h, registry.get(h.path)) for h in shown]
-        shown = _marked_hits(shown, succession)
+        shown = self._excerpted(text, _marked_hits(shown, succession), registry, opts, timer)
         if relevance.label == "no_match" or not opts.subjects or opts.top_k == 0 or not shown:
             return Answer(
                 text,
@@ -575,7 +576,7 @@ class Pipeline:
             hits, registry, window = self._word_hits(text, opts)
         with timer.stage("kodb_ms"):
             succession = self.kodb.succession()
-        hits = _marked_hits(hits, succession)
+        hits = self._excerpted(text, _marked_hits(hits, succession), registry, opts, timer)
         if opts.session_notes_only and not hits:
             notice = self._no_session_notes(opts.hits)
         if opts.subjects and opts.top_k:
@@ -610,6 +611,31 @@ class Pipeline:
             notice=notice,
             time_window=window,
         )
+
+    def _excerpted(
+        self,
+        text: str,
+        hits: list[Hit],
+        registry: Mapping[str, Note],
+        opts: QueryOptions,
+        timer: Timer,
+    ) -> list[Hit]:
+        """The hits with the excerpt of each note that meets the question (excerpts.py)."""
+        if not opts.excerpts or not hits:
+            return hits
+        from pipeline import excerpts
+
+        s = self.settings
+        with timer.stage("excerpts_ms"):
+            languages = {p: n.text_language for p, n in registry.items()}
+            return excerpts.with_excerpts(
+                hits,
+                bridge.query_terms(text),
+                s.vault,
+                s.vault_max_note_bytes,
+                languages,
+                s.vault_language,
+            )
 
     def _word_hits(
         self, text: str, opts: QueryOptions

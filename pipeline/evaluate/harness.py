@@ -719,7 +719,9 @@ def _measure(
         warnings += _unknown_subject_warnings(ids)
 
         t0 = time.perf_counter()
-        default = QueryOptions.from_settings(settings)
+        # Rankings and labels are measured, not the excerpts people read (reading every
+        # hit's note for one would only slow the run).
+        default = QueryOptions.from_settings(settings, excerpts=False)
         outcomes, answer_modes = _ask_all(plan, p, ids, default, say)
         seconds["queries"] = time.perf_counter() - t0
         say(f"ran {len(plan.questions)} queries")

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import bisect
 import datetime as _dt
-import itertools
 import posixpath
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -45,6 +44,7 @@ from markdown_it.token import Token
 
 from pipeline.errors import InputError
 from pipeline.model import Note, SourceType
+from pipeline.vault.plain import WHITESPACE, Collapsed, clip_text, embed_plain, split_link
 from pipeline.vault.scan import content_hash, read_note_bytes
 
 #: Link targets with these extensions are attachments, not notes (Obsidian's file types).
@@ -85,7 +85,6 @@ _CALLOUT_MARK = re.compile(r"\s*\[![\w\-]+\][+\-]?\s*")
 # exists only if one starts at the run's start, and retrying every position of a long run
 # of dots would be quadratic.
 _SENTENCE_END = re.compile(r"(?<![.!?…])[.!?…]++[\"'”’)\]]*+\s++(?=\S)")
-_WHITESPACE = re.compile(r"\s+")
 _FM_CLOSE = ("---", "...")
 # libyaml's safe loader when PyYAML was built with it (several times faster); same semantics.
 _SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -173,26 +172,6 @@ def name_date(stem: str) -> str | None:
 #: with link syntax, emphasis and code ticks removed (chosen by note nDCG@10 on the judged
 #: sets' tune halves; figures in docs/benchmarks-history.md).
 EMBED_TEXT_VERSION = 2
-
-_EMBED_WIKILINK = re.compile(r"!?\[\[([^\[\]\n]+?)\]\]")
-_EMBED_MD_LINK = re.compile(r"!?\[([^\[\]\n]*)\]\([^()\n]*\)")
-_EMBED_MARKS = re.compile(r"\*+|__+|`+")
-
-
-def _embed_link_text(match: re.Match[str]) -> str:
-    target, alias = split_link(match.group(1))
-    # "[[#Heading]]" links inside the note: its target is empty, the heading is the text.
-    return alias or target.rsplit("/", 1)[-1] or match.group(1).strip("#^ ")
-
-
-def embed_plain(body: str) -> str:
-    """The body as a model reads prose: wikilinks and markdown links by their text, no emphasis
-    or code ticks (the bracket syntax costs the model tokens and pulls hub notes full of links
-    towards every question). Heading marks stay: removing them did not help on both judged
-    sets. Each pattern is linear in the text."""
-    text = _EMBED_WIKILINK.sub(_embed_link_text, body)
-    text = _EMBED_MD_LINK.sub(r"\1", text)
-    return _EMBED_MARKS.sub("", text)
 
 
 @dataclass(frozen=True)
@@ -651,18 +630,7 @@ def _dedupe(items: Iterator[str] | Sequence[str], *, fold: bool = False) -> tupl
 
 def _title_from_stem(rel_path: str) -> str:
     stem = PurePosixPath(rel_path).stem
-    return _WHITESPACE.sub(" ", stem.replace("-", " ").replace("_", " ")).strip() or stem
-
-
-def split_link(inner: str) -> tuple[str, str | None]:
-    """(target, alias) of a wikilink's inside: alias, ``#heading``, ``^block``, ``.md`` gone."""
-    target, _, alias = inner.partition("|")
-    target = target.replace("\\", "")  # "[[A\|b]]" escapes the pipe inside tables
-    target = target.split("#", 1)[0].strip()
-    if target.lower().endswith(".md"):
-        target = target[:-3].rstrip()
-    alias = alias.strip() or None
-    return target, alias
+    return WHITESPACE.sub(" ", stem.replace("-", " ").replace("_", " ")).strip() or stem
 
 
 def is_attachment(target: str) -> bool:
@@ -828,7 +796,7 @@ class _BodyWalker:
             self.tags.extend(_tags(ln.scan))
         text = " ".join(texts)
         if kind == "heading" and level == 1 and self.first_h1 is None:
-            self.first_h1 = _WHITESPACE.sub(" ", text).strip() or None
+            self.first_h1 = WHITESPACE.sub(" ", text).strip() or None
         block = Block(
             kind=kind,
             level=level,
@@ -840,11 +808,11 @@ class _BodyWalker:
         )
         self.blocks.append(block)
         if kind == "heading":
-            self._section = _WHITESPACE.sub(" ", text).strip()
+            self._section = WHITESPACE.sub(" ", text).strip()
             self._section_level = level
         ranges = _sentence_ranges(texts, line_kinds, whole=kind in ("heading", "item"))
         starts = [a for a, _ in ranges]
-        collapsed = _Collapsed(text) if mentions else None
+        collapsed = Collapsed(text) if mentions else None
         for target, subject, embed, pos, file_line in mentions:
             key = target.casefold()
             if key in self._with_context:
@@ -1018,7 +986,7 @@ def _render(
             # stands for (a table's "[[A\|b]]" is "[[A|b]]"), and the stand-ins after
             # the link stay in step.
             inner, index = _restore(inner, opaque, index)
-            inner = _WHITESPACE.sub(" ", inner)  # an entity may stand for a line break
+            inner = WHITESPACE.sub(" ", inner)  # an entity may stand for a line break
         target, shown, subject = _link_parts(inner)
         begin = pos
         out.append(shown)
@@ -1098,107 +1066,3 @@ def _sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
             begin = m.end()
     out.append((begin, end + 1))
     return out
-
-
-def clip_text(text: str, limit: int, focus: int = 0) -> str:
-    """Collapse whitespace and cut to ``limit`` characters at word boundaries, keeping the
-    character at ``focus`` (an index into ``text``) inside the result; cuts are marked "…".
-
-    ``limit`` is at least 3 (room for a character between the two marks).
-    """
-    return _Collapsed(text).clip(0, len(text), min(max(focus, 0), len(text)), limit)
-
-
-class _Collapsed:
-    """A text with every whitespace run collapsed to one space, and where each offset of the
-    text lands in it.
-
-    Built in one pass; then ``clip`` of any range costs O(limit + log runs) instead of
-    collapsing the range again, so the contexts of all link mentions of a block cost no
-    more than the block is long (clipping each mention's sentence anew was quadratic in the
-    number of links in a paragraph).
-    """
-
-    def __init__(self, text: str) -> None:
-        self.text = _WHITESPACE.sub(" ", text)
-        self._length = len(text)
-        runs = [m.span() for m in _WHITESPACE.finditer(text)]
-        # Each run's start and end in the original text, and the characters the runs
-        # before it dropped.
-        self._starts = [a for a, _ in runs]
-        self._ends = [b for _, b in runs]
-        self._dropped = list(itertools.accumulate((b - a - 1 for a, b in runs), initial=0))
-
-    def offset(self, i: int) -> int:
-        """``len(collapse(text[:i]))``: where original offset ``i`` lands."""
-        k = bisect.bisect_right(self._starts, i) - 1
-        if k < 0:
-            return i
-        # A run cut at i still leaves its one space.
-        return i - self._dropped[k] - max(0, min(i, self._ends[k]) - self._starts[k] - 1)
-
-    def _inside_run(self, i: int) -> bool:
-        """Whether original offset ``i`` is inside a whitespace run, not at its start."""
-        k = bisect.bisect_left(self._starts, i) - 1
-        return k >= 0 and i < self._ends[k]
-
-    def clip(self, start: int, end: int, focus: int, limit: int) -> str:
-        """``clip_text(original[start:end], limit, focus - start)``, for start <= focus <= end.
-
-        The head (before the focus, left-stripped) and the tail (from it, right-stripped)
-        are ranges of the collapsed text; only the part that can reach the result is
-        sliced out of them.
-        """
-        c = self.text
-        end = min(end, self._length)  # sentence ranges may run one past the text
-        h0, f0, t1 = self.offset(start), self.offset(focus), self.offset(end)
-        if h0 < f0 and c[h0] == " ":
-            h0 += 1  # the head is left-stripped
-        head_len = f0 - h0
-        # Inside a run, the collapsed text has put the run's space before the focus; the
-        # tail, collapsed on its own, starts with a space of its own.
-        lead = focus < end and self._inside_run(focus)
-        t0 = f0
-        if t0 < t1 and c[t1 - 1] == " ":
-            t1 -= 1  # the tail is right-stripped
-        if t0 == t1:
-            lead = False  # the tail was only that space
-        if head_len == 0:  # no head: the tail is left-stripped too
-            if lead:
-                lead = False
-            elif t0 < t1 and c[t0] == " ":
-                t0 += 1
-        gap = 1 if lead else 0
-        full_len = head_len + gap + t1 - t0
-
-        def part(i: int, j: int) -> str:
-            """``full[i:j]`` where full = head + (" " if lead) + tail."""
-            out = []
-            if i < head_len:
-                out.append(c[h0 + i : h0 + min(j, head_len)])
-            if gap and i <= head_len < j:
-                out.append(" ")
-            body = head_len + gap
-            if j > body:
-                out.append(c[t0 + max(i - body, 0) : t0 + j - body])
-            return "".join(out)
-
-        if full_len <= limit:
-            return part(0, full_len)
-        begin = 0
-        if head_len > limit // 3:
-            begin = head_len - limit // 3
-            # Start after a space at most 39 characters before, so the first word is whole.
-            low = max(0, begin - 39)
-            space = part(low, begin + 1).rfind(" ")
-            if space != -1 and low + space > 0:
-                begin = low + space + 1
-        prefix = "…" if begin > 0 else ""
-        room = limit - len(prefix) - 1  # leave one character for a trailing ellipsis
-        if begin + room < full_len:
-            piece = part(begin, begin + room)
-            space = piece.rfind(" ")
-            if space > len(piece) // 2:
-                piece = piece[:space]
-            return prefix + piece.rstrip() + "…"
-        return prefix + part(begin, full_len)

@@ -20,7 +20,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from pipeline.vault.parse import EMBED_TEXT_VERSION, embed_plain
+from pipeline.vault.parse import EMBED_TEXT_VERSION
+from pipeline.vault.plain import embed_plain
 
 #: lengths(texts) -> each text's token count as the model's tokenizer reads it, special
 #: tokens included and capped at the model's limit (``Embedder.token_lengths``).

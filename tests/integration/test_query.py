@@ -194,6 +194,10 @@ def test_graph_down_answers_in_fallback_without_the_model(synced: Pipeline) -> N
     assert a.mode == "fallback"
     assert "the graph is not reachable at 127.0.0.1:1" in (a.degraded_reason or "")
     assert a.relevance.label == "unscored"
+    # The words' hits show the paragraph of their note that meets the question too.
+    summaries = {p: n.summary for p, n in synced.kodb.notes_at(h.path for h in a.hits).items()}
+    biased = [h for h in a.hits if h.excerpt != summaries[h.path]]
+    assert biased and all("warm" in (h.excerpt or "").casefold() for h in biased)
     names = [s.subject for s in a.subjects]
     assert "Warm cache" in names
     assert not any(n.casefold().startswith("warmstart") for n in names)
@@ -326,6 +330,48 @@ def test_the_facts_shown_answer_the_judged_questions(synced: Pipeline) -> None:
                 answered += any((f.predicate, f.object, f.source_file) in facts for f in s.facts)
     assert shown >= 35
     assert answered / shown >= 0.8
+
+
+def _shows(excerpt: str | None, sentence: str) -> bool:
+    """Half of the sentence's first 25 content words are in the excerpt
+    (scripts/excerpt_choice.py's rule)."""
+    import re
+
+    from pipeline.bridge import STOP_WORDS
+    from pipeline.kodb.text import fold
+
+    def content(text: str) -> list[str]:
+        return [w for w in re.findall(r"[^\W_]{3,}", fold(text)) if w not in STOP_WORDS]
+
+    wanted = content(sentence)[:25]
+    held = set(content(excerpt or ""))
+    return bool(wanted) and sum(w in held for w in wanted) >= len(wanted) / 2
+
+
+def test_the_excerpts_shown_answer_the_judged_questions(synced: Pipeline) -> None:
+    """Of the first five hits that hold a hand-judged answering sentence, how many show it
+    in their excerpt: 0.46 with each note's first paragraph, 0.66 with the paragraph that
+    meets the question (scripts/excerpt_choice.py; docs/ranking.md)."""
+    first = replace(QueryOptions.from_settings(synced.settings), excerpts=False)
+    counts = {"biased": 0, "first": 0, "hits": 0}
+    for question, wanted in _answering_facts().items():
+        sentences: dict[str, list[str]] = {}
+        for facts in wanted.values():
+            for _, obj, path in facts:
+                sentences.setdefault(path, []).append(obj)
+        biased, plain = synced.ask(question), synced.ask(question, first)
+        pairs = [
+            (b, f) for b, f in zip(biased.hits, plain.hits, strict=True) if b.path in sentences
+        ]
+        for b, f in pairs[:5]:
+            counts["hits"] += 1
+            counts["biased"] += any(_shows(b.excerpt, x) for x in sentences[b.path])
+            counts["first"] += any(_shows(f.excerpt, x) for x in sentences[f.path])
+    assert counts["hits"] >= 50
+    assert counts["biased"] / counts["hits"] >= 0.6
+    assert counts["biased"] - counts["first"] >= 0.1 * counts["hits"]
+    redis = synced.ask("why did we choose redis for the warm cache?").hits[0]
+    assert (redis.excerpt or "").startswith("Decision — We will build a Warm cache on our")
 
 
 FLAGS_OLD = "0006 Use LaunchDarkly for feature flags"

@@ -19,8 +19,8 @@ from pipeline.model import SourceType
 from pipeline.vault.parse import (
     MAX_YAML_DEPTH,
     MAX_YAML_VALUES,
+    Collapsed,
     ParsedNote,
-    _Collapsed,
     clip_text,
     lone_link,
     parse_note,
@@ -440,7 +440,7 @@ def test_clip_text_collapses_whitespace() -> None:
 
 def reference_clip(text: str, limit: int, focus: int = 0) -> str:
     """The former clip_text, kept as the specification: collapse the whole text, then cut
-    (quadratic when called for every link of a long paragraph, hence _Collapsed)."""
+    (quadratic when called for every link of a long paragraph, hence Collapsed)."""
     head = re.sub(r"\s+", " ", text[:focus]).lstrip()
     tail = re.sub(r"\s+", " ", text[focus:]).rstrip()
     if not head:
@@ -477,5 +477,5 @@ def test_clipping_a_range_of_the_collapsed_text_equals_clipping_the_slice(
     end = data.draw(st.integers(start, len(text) + 1))  # sentence ranges may run one past
     focus = data.draw(st.integers(start, min(end, len(text))))
     expected = reference_clip(text[start:end], limit, focus - start)
-    assert _Collapsed(text).clip(start, end, focus, limit) == expected
+    assert Collapsed(text).clip(start, end, focus, limit) == expected
     assert clip_text(text[start:end], limit, focus - start) == expected

@@ -1,0 +1,282 @@
+"""The excerpt an answer shows of a hit: the part of its note that meets the question.
+
+A note's summary, its first paragraph, says why it is a hit only when the note opens with
+what it is about. Notes that open alike (meeting minutes: links to the agenda, who was
+present) or long notes found by a later section showed their boilerplate. So each hit's
+excerpt is the paragraph of its note that holds most of the question's words, each word
+weighted by how few of the note's paragraphs hold it (a word in every paragraph, such as the
+project's name, tells them apart least), as a search engine shows a snippet biased by the
+query. A paragraph under a heading counts the heading's words too and shows the heading
+before it.
+
+The note's summary stays when no paragraph holds more of the question than the summary
+does, when the question has no content words, or when the file cannot be read as it was
+synced (gone, unreadable, over the size limit, not UTF-8). Words are compared by their stems
+under the note's language (``kodb/text.py``): a paragraph's folded word matches when it
+starts with a stem of the question's, so "caching" meets a paragraph saying "cache"
+without stemming every word of the note. No markdown parser is loaded (a cold question pays
+for none): paragraphs are runs of lines between blank lines, headings and code fences.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Final
+
+from pipeline.errors import InputError
+from pipeline.kodb import text
+from pipeline.model import Hit
+from pipeline.vault.plain import clip_text, embed_plain
+from pipeline.vault.scan import read_note_bytes
+
+#: An excerpt's length, the same as a summary's (``parse.SUMMARY_MAX_CHARS``).
+EXCERPT_CHARS: Final = 300
+#: A note with more paragraphs than this is searched in its first ones only.
+MAX_PARAGRAPHS: Final = 2_000
+#: Notes kept searchable between questions (the hits of a few recent answers).
+NOTES_KEPT: Final = 128
+
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+(?:\[[ xX]\]\s+)?")
+_QUOTE_MARK = re.compile(r"^\s*(?:>\s?)+")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_HTML_TAG = re.compile(r"</?[A-Za-z][^<>\n]*>")
+_URL = re.compile(r"\b(?:https?|ftp)://[^\s<>()\[\]]+")
+_AUTOLINK = re.compile(r"<((?:https?|mailto):[^<>\s]+)>")
+#: Combining marks of Latin, Greek and Cyrillic letters (what unaccenting removes).
+_MARKS = re.compile(r"[\u0300-\u036f]")
+_SEPARATOR = "\n\x00\n"
+#: The first characters of a line that may open a list item or a quote.
+_MARK_STARTS = frozenset("-*+>0123456789")
+
+
+@dataclass(frozen=True)
+class Paragraphs:
+    """A note's paragraphs as written (list marks and quote marks gone) and its headings;
+    ``under[i]`` is the heading paragraph ``i`` sits under (None: before any)."""
+
+    texts: tuple[str, ...]
+    headings: tuple[str, ...]
+    under: tuple[int | None, ...]
+
+    def shown(self, i: int) -> str:
+        """Paragraph ``i`` as an excerpt shows it: its heading first, the text as the model
+        reads prose (links by their text, no emphasis marks), no HTML tags."""
+        body = _prose(self.texts[i])
+        h = self.under[i]
+        heading = _prose(self.headings[h]) if h is not None else ""
+        return f"{heading} — {body}" if heading else body
+
+
+def _prose(raw: str) -> str:
+    return " ".join(_HTML_TAG.sub(" ", _AUTOLINK.sub(r"\1", embed_plain(raw))).split())
+
+
+def paragraphs(markdown: str) -> Paragraphs:
+    """The paragraphs of a note's markdown: runs of lines between blank lines, headings,
+    code fences and list items; frontmatter and code blocks left out."""
+    texts: list[str] = []
+    headings: list[str] = []
+    under: list[int | None] = []
+    block: list[str] = []
+    fence: str | None = None
+
+    def close() -> None:
+        if block and len(texts) < MAX_PARAGRAPHS:
+            texts.append(" ".join(block))
+            under.append(len(headings) - 1 if headings else None)
+        block.clear()
+
+    for line in _body_lines(markdown):
+        first = line.lstrip()[:1]
+        if fence is not None:
+            if first == fence[0] and line.lstrip().startswith(fence):
+                fence = None
+            continue
+        if not first:
+            close()
+            continue
+        if first in "`~" and (m := _FENCE.match(line)):
+            close()
+            fence = m.group(1)[:3]
+            continue
+        if first == "#" and (m := _HEADING.match(line)):
+            close()
+            headings.append(m.group(2))
+            continue
+        if first in "|:-" and _TABLE_RULE.match(line):
+            close()
+            continue
+        if first in _MARK_STARTS:
+            if _LIST_MARK.match(line):  # each list item its own paragraph
+                close()
+            line = _LIST_MARK.sub("", _QUOTE_MARK.sub("", line))
+        stripped = line.strip()
+        if stripped:
+            block.append(stripped.strip("|").replace("|", " · ") if "|" in stripped else stripped)
+    close()
+    return Paragraphs(tuple(texts), tuple(headings), tuple(under))
+
+
+def _body_lines(markdown: str) -> list[str]:
+    """The note's lines after its YAML frontmatter (when it opens with one)."""
+    lines = markdown.splitlines()
+    if lines and lines[0].strip() == "---":
+        for i in range(1, len(lines)):
+            if lines[i].strip() in ("---", "..."):
+                return lines[i + 1 :]
+    return lines
+
+
+def _folded(parts: Sequence[str]) -> list[str]:
+    """``parts`` case-folded and unaccented as ``text.fold`` does, folded in one pass over
+    their joint text (a Python pass per paragraph cost more than the rest of an answer)."""
+    joined = _SEPARATOR.join(parts)
+    if joined.isascii():
+        return joined.casefold().split(_SEPARATOR)
+    decomposed = unicodedata.normalize("NFKD", joined.casefold())
+    return unicodedata.normalize("NFC", _MARKS.sub("", decomposed)).split(_SEPARATOR)
+
+
+@dataclass(frozen=True)
+class Searchable:
+    """A note ready to be searched for any question: its paragraphs, and their texts and
+    headings folded (link addresses blanked) and joined, with where each part starts."""
+
+    paras: Paragraphs
+    joined: str
+    starts: tuple[int, ...]
+
+
+def searchable(markdown: str) -> Searchable:
+    paras = paragraphs(markdown)
+    # A word inside a link's address ("github.com/nodejs/node") is not the text's.
+    folded = _folded([_URL.sub(" ", t) for t in (*paras.texts, *paras.headings)])
+    starts = itertools.accumulate((len(f) + len(_SEPARATOR) for f in folded), initial=0)
+    return Searchable(paras, _SEPARATOR.join(folded), tuple(starts))
+
+
+def best_paragraph(
+    note: Searchable, stems: Sequence[tuple[str, ...]], summary: str | None
+) -> str | None:
+    """The paragraph holding most of the question's words (weighted by how few paragraphs
+    hold each, a heading's words counting for the paragraphs under it), clipped around its
+    first match; None when none holds more than the summary (``stems``: each question
+    word's stems, as ``text.query_groups`` gives them)."""
+    paras = note.paras
+    n = len(paras.texts)
+    if not n or not stems:
+        return None
+    # Each word searched once over the note's joint folded text; a match's offset says
+    # which paragraph (or heading) holds it.
+    entries = [_holding(note.joined, note.starts, g) for g in stems]
+    heading_of = [None if h is None else n + h for h in paras.under]
+    held = [
+        [i in found or (h is not None and h in found) for found in entries]
+        for i, h in enumerate(heading_of)
+    ]
+    weights = [
+        math.log(1.0 + n / k) if (k := sum(row[g] for row in held)) else 0.0
+        for g in range(len(stems))
+    ]
+    scores = [sum(w for w, h in zip(weights, row, strict=True) if h) for row in held]
+    best = max(range(n), key=lambda i: (scores[i], -i))
+    if scores[best] <= 0.0:
+        return None
+    if summary:
+        (plain,) = _folded([_URL.sub(" ", summary)])
+        bounds = (0, len(plain) + len(_SEPARATOR))
+        in_summary = sum(
+            w for w, g in zip(weights, stems, strict=True) if _holding(plain, bounds, g)
+        )
+        if in_summary >= scores[best]:
+            return None
+    shown = paras.shown(best)
+    patterns = [re.compile(r"\b(?:" + "|".join(map(re.escape, g)) + ")") for g in stems]
+    return clip_text(shown, EXCERPT_CHARS, _first_match(shown, patterns))
+
+
+def _holding(joined: str, starts: Sequence[int], spellings: Iterable[str]) -> set[int]:
+    """The entries of ``joined`` (its parts begin at ``starts``) holding a word that starts
+    with one of ``spellings``: ``str.find`` with the word boundary checked by hand, an order
+    of magnitude faster than a regex with a word boundary over a long note."""
+    found: set[int] = set()
+    for spelling in spellings:
+        at = joined.find(spelling)
+        while at != -1:
+            entry = bisect.bisect_right(starts, at) - 1
+            if at == 0 or not joined[at - 1].isalnum():
+                found.add(entry)
+                at = joined.find(spelling, starts[entry + 1])  # on in the next entry
+            else:
+                at = joined.find(spelling, at + 1)
+    return found
+
+
+def _first_match(shown: str, patterns: Iterable[re.Pattern[str]]) -> int:
+    """Where in ``shown`` the first question word is (0: the start, or not placeable: a
+    folding that changed the text's length)."""
+    (folded,) = _folded([_URL.sub(lambda m: " " * len(m.group(0)), shown)])
+    if len(folded) != len(shown):
+        return 0
+    found = [m.start() for p in patterns if (m := p.search(folded)) is not None]
+    return min(found, default=0)
+
+
+def with_excerpts(
+    hits: Sequence[Hit],
+    question_terms: Sequence[str],
+    vault: Path,
+    max_bytes: int,
+    languages: dict[str, str | None],
+    default_language: str,
+) -> list[Hit]:
+    """The hits, each with the excerpt of its note that meets the question (its summary
+    kept where none does better or the note cannot be read). ``languages``: each note's
+    stemmer as its full text was indexed; a note without one takes ``default_language``."""
+    if not question_terms:
+        return list(hits)
+    groups: dict[str | None, list[tuple[str, ...]]] = {}
+    out: list[Hit] = []
+    for hit in hits:
+        language = languages.get(hit.path) or default_language
+        if language not in groups:
+            groups[language] = text.query_groups(question_terms, (language,))
+        excerpt = _note_excerpt(vault, hit, max_bytes, groups[language])
+        out.append(hit if excerpt is None else replace(hit, excerpt=excerpt))
+    return out
+
+
+def _note_excerpt(
+    vault: Path, hit: Hit, max_bytes: int, stems: Sequence[tuple[str, ...]]
+) -> str | None:
+    full = vault / hit.path
+    try:
+        st = full.stat()
+    except OSError:
+        return None
+    if st.st_size > max_bytes:
+        return None
+    note = _searchable_file(str(full), st.st_mtime_ns, st.st_size, max_bytes)
+    return best_paragraph(note, stems, hit.excerpt) if note is not None else None
+
+
+@lru_cache(maxsize=NOTES_KEPT)
+def _searchable_file(full: str, mtime_ns: int, size: int, max_bytes: int) -> Searchable | None:
+    """A note file made searchable, kept per version (its stat): a warm service or a batch
+    meets the same notes question after question. None: unreadable or not UTF-8."""
+    path = Path(full)
+    try:
+        raw, _ = read_note_bytes(path.parent, path.name, max_bytes)
+        return searchable(raw.decode("utf-8"))
+    except (InputError, UnicodeDecodeError):
+        return None

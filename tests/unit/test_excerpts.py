@@ -1,0 +1,132 @@
+"""A hit's excerpt is the paragraph of its note that meets the question: the rare question
+words count most, a heading's words count for what is under it, a word in a link's address
+does not count, the summary stays when nothing does better or the note cannot be read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.excerpts import EXCERPT_CHARS, best_paragraph, paragraphs, searchable, with_excerpts
+from pipeline.kodb.text import query_groups
+from pipeline.model import Hit
+
+MINUTES = """---
+title: TSC meeting
+tags: [minutes]
+---
+# TSC meeting 2017-04-06
+
+Minutes doc: https://docs.example.com/minutes/2017-04-06 · present: Anna, Rod, Mary
+
+## Announcements
+
+- Anna: the security release goes out on Tuesday.
+- Rod: the TSC chair election opens in May.
+
+## Code of Conduct
+
+We agreed that one **Code of Conduct** applies to every repository of the TSC, and the
+[moderation team](https://example.com/mod) enforces it.
+
+```sh
+conduct --check  # a code block is never an excerpt
+```
+
+| item | owner |
+|------|-------|
+| moderation policy | Mary |
+"""
+
+SUMMARY = "Minutes doc: https://docs.example.com/minutes/2017-04-06 · present: Anna, Rod, Mary"
+
+
+def stems(question: str, language: str = "english") -> list[tuple[str, ...]]:
+    from pipeline.bridge import query_terms
+
+    return query_groups(query_terms(question), (language,))
+
+
+def test_paragraphs_leave_out_frontmatter_and_code_and_know_their_heading() -> None:
+    paras = paragraphs(MINUTES)
+    shown = [paras.shown(i) for i in range(len(paras.texts))]
+    assert not any("title:" in s or "conduct --check" in s for s in shown)
+    # Each list item is its own paragraph, shown under its heading, marks gone.
+    assert "Announcements — Anna: the security release goes out on Tuesday." in shown
+    assert any(s.startswith("Code of Conduct — We agreed that one Code of Conduct") for s in shown)
+    # A link by its text, a table row as cells.
+    assert any("the moderation team enforces it" in s for s in shown)
+    assert "Code of Conduct — moderation policy · Mary" in [s.strip() for s in shown]
+
+
+def test_the_paragraph_holding_the_rare_question_words_is_the_excerpt() -> None:
+    got = best_paragraph(
+        searchable(MINUTES), stems("what did the TSC decide on the code of conduct?"), SUMMARY
+    )
+    assert got is not None and got.startswith("Code of Conduct — We agreed that one Code")
+
+
+def test_a_heading_s_words_count_for_the_paragraphs_under_it() -> None:
+    got = best_paragraph(searchable(MINUTES), stems("announcements"), SUMMARY)
+    assert got == "Announcements — Anna: the security release goes out on Tuesday."
+
+
+def test_question_words_meet_their_inflections_through_the_stemmer() -> None:
+    got = best_paragraph(searchable(MINUTES), stems("when are elections held"), SUMMARY)
+    assert got == "Announcements — Rod: the TSC chair election opens in May."
+
+
+def test_a_word_inside_a_link_address_does_not_count() -> None:
+    # "minutes" and "example" are in the summary's link only.
+    assert best_paragraph(searchable(MINUTES), stems("example minutes"), SUMMARY) is None
+
+
+def test_the_summary_stays_when_no_paragraph_holds_more_of_the_question() -> None:
+    assert best_paragraph(searchable(MINUTES), stems("present anna rod"), SUMMARY) is None
+    assert best_paragraph(searchable(MINUTES), stems("banana bread walnuts"), SUMMARY) is None
+
+
+def test_a_long_paragraph_is_clipped_around_the_first_question_word() -> None:
+    filler = " ".join(f"word{i}" for i in range(200))
+    note = f"# Long\n\n{filler} the quokka census closed early. {filler}\n"
+    got = best_paragraph(searchable(note), stems("quokka census"), None)
+    assert got is not None and len(got) <= EXCERPT_CHARS
+    assert got.startswith("…") and got.endswith("…") and "quokka census closed early" in got
+
+
+def test_hungarian_words_meet_with_or_without_their_accents() -> None:
+    note = "# Jegyzet\n\nBevezető bekezdés az ügyről.\n\nA döntések listája: Redis marad.\n"
+    for question in ("milyen döntés született", "milyen dontes szuletett"):
+        got = best_paragraph(searchable(note), stems(question, "hungarian"), None)
+        assert got == "Jegyzet — A döntések listája: Redis marad.", question
+
+
+def test_every_hit_gets_its_note_s_excerpt_and_unreadable_notes_keep_their_summary(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "minutes.md").write_text(MINUTES, encoding="utf-8")
+    (tmp_path / "latin1.md").write_bytes("caf\xe9 conduct".encode("latin-1"))
+    (tmp_path / "big.md").write_text("# Big\n\nconduct " * 100, encoding="utf-8")
+    hits = [
+        Hit(p, p, "session", 0.5, excerpt="its summary")
+        for p in ("minutes.md", "gone.md", "latin1.md", "big.md")
+    ]
+    got = with_excerpts(hits, ["code", "conduct"], tmp_path, 1_000, {}, "english")
+    assert got[0].excerpt is not None and got[0].excerpt.startswith("Code of Conduct — We agreed")
+    # Gone, not UTF-8, over the size limit: the registry's summary, as before.
+    assert [h.excerpt for h in got[1:]] == ["its summary"] * 3
+    assert with_excerpts(hits, [], tmp_path, 1_000, {}, "english") == hits
+
+
+def test_a_note_edited_since_it_was_last_searched_is_read_again(tmp_path: Path) -> None:
+    import os
+
+    note = tmp_path / "n.md"
+    note.write_text("# N\n\nIntro words here.\n\nThe quokka lives on Rottnest.\n", "utf-8")
+    hit = [Hit("n.md", "N", "wiki", 0.5, excerpt="Intro words here.")]
+    first = with_excerpts(hit, ["quokka"], tmp_path, 10_000, {}, "english")
+    assert first[0].excerpt == "N — The quokka lives on Rottnest."
+    note.write_text("# N\n\nIntro words here.\n\nNo quokka was seen on Penguin Island.\n", "utf-8")
+    later = note.stat().st_mtime_ns + 10**9
+    os.utime(note, ns=(later, later))
+    again = with_excerpts(hit, ["quokka"], tmp_path, 10_000, {}, "english")
+    assert again[0].excerpt == "N — No quokka was seen on Penguin Island."
