@@ -61,19 +61,23 @@ _MARK_STARTS = frozenset("-*+>0123456789")
 
 @dataclass(frozen=True)
 class Paragraphs:
-    """A note's paragraphs as written (list marks and quote marks gone) and its headings;
-    ``under[i]`` is the heading paragraph ``i`` sits under (None: before any)."""
+    """A note's paragraphs as written (list marks and quote marks gone) and its headings
+    with their levels; ``under[i]`` is the heading paragraph ``i`` sits under (None: before
+    any)."""
 
     texts: tuple[str, ...]
     headings: tuple[str, ...]
     under: tuple[int | None, ...]
+    levels: tuple[int, ...] = ()
 
     def shown(self, i: int) -> str:
-        """Paragraph ``i`` as an excerpt shows it: its heading first, the text as the model
+        """Paragraph ``i`` as an excerpt shows it: its heading first (not a level-1 one,
+        which is the note's title, shown beside the excerpt already), the text as the model
         reads prose (links by their text, no emphasis marks), no HTML tags."""
         body = _prose(self.texts[i])
         h = self.under[i]
-        heading = _prose(self.headings[h]) if h is not None else ""
+        titled = h is not None and (not self.levels or self.levels[h] > 1)
+        heading = _prose(self.headings[h]) if titled and h is not None else ""
         return f"{heading} — {body}" if heading else body
 
 
@@ -86,6 +90,7 @@ def paragraphs(markdown: str) -> Paragraphs:
     code fences and list items; frontmatter and code blocks left out."""
     texts: list[str] = []
     headings: list[str] = []
+    levels: list[int] = []
     under: list[int | None] = []
     block: list[str] = []
     fence: str | None = None
@@ -112,6 +117,7 @@ def paragraphs(markdown: str) -> Paragraphs:
         if first == "#" and (m := _HEADING.match(line)):
             close()
             headings.append(m.group(2))
+            levels.append(len(m.group(1)))
             continue
         if first in "|:-" and _TABLE_RULE.match(line):
             close()
@@ -124,7 +130,7 @@ def paragraphs(markdown: str) -> Paragraphs:
         if stripped:
             block.append(stripped.strip("|").replace("|", " · ") if "|" in stripped else stripped)
     close()
-    return Paragraphs(tuple(texts), tuple(headings), tuple(under))
+    return Paragraphs(tuple(texts), tuple(headings), tuple(under), tuple(levels))
 
 
 def _body_lines(markdown: str) -> list[str]:
