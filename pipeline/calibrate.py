@@ -287,9 +287,9 @@ def band_of(cosine: float, basis: Basis) -> Band | None:
 
 
 def assess(top_cosine: float | None, basis: Basis) -> Relevance:
-    """The relevance block of an answer for the best hit's cosine."""
+    """The relevance block of an answer for the best hit's cosine. The tight-vault hint is
+    about weak answers, so only a weak answer carries it (``tight_vault`` says it always)."""
     tight = nf.is_tight_vault(basis.mu)
-    hint = TIGHT_HINT if tight else None
     if top_cosine is None:
         return Relevance(
             "no_match",
@@ -300,7 +300,7 @@ def assess(top_cosine: float | None, basis: Basis) -> Relevance:
             None,
             basis.source,
             tight,
-            hint,
+            None,
             basis.warning or "the graph returned no notes",
         )
     if basis.noise_floor is None or basis.sigma is None:
@@ -313,7 +313,7 @@ def assess(top_cosine: float | None, basis: Basis) -> Relevance:
             None,
             basis.source,
             tight,
-            hint,
+            None,
             basis.warning,
         )
     v = nf.relevance(top_cosine, basis.noise_floor, basis.sigma, basis.default_n, basis.margin)
@@ -327,7 +327,7 @@ def assess(top_cosine: float | None, basis: Basis) -> Relevance:
         v.floor_cosine,
         basis.source,
         tight,
-        hint,
+        TIGHT_HINT if tight and v.label == nf.WEAK else None,
         basis.warning,
         dict(basis.precision).get(v.label),
     )

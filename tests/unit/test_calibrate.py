@@ -160,9 +160,16 @@ def test_a_label_carries_what_its_band_is_measured_to_mean_for_the_model() -> No
     assert assess(0.9, choose_basis(bge, "BAAI/bge-m3", 1024)).precision is None
 
 
-def test_tight_vault_hint() -> None:
-    r = assess(0.5, choose_basis(cal(mu=0.65), MINILM, 384))
-    assert r.tight_vault and r.hint and "weak" in r.hint
+def test_the_tight_vault_hint_comes_with_weak_answers_only() -> None:
+    basis = choose_basis(cal(mu=0.65), MINILM, 384)
+    weak = assess(basis.floor_cosine + 0.01, basis)  # type: ignore[operator]
+    assert weak.label == "weak" and weak.tight_vault and weak.hint and "weak" in weak.hint
+    # On a strong or moderate answer it would say nothing about the answer read.
+    for cosine in (0.9, 0.5):
+        r = assess(cosine, basis)
+        assert r.label in ("strong", "moderate") and r.tight_vault and r.hint is None
+    loose = assess(basis.floor_cosine + 0.01, choose_basis(cal(mu=0.3), MINILM, 384))  # type: ignore[operator]
+    assert loose.label == "weak" and not loose.tight_vault and loose.hint is None
 
 
 def test_non_finite_top_cosine_is_never_strong() -> None:
