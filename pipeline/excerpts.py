@@ -62,22 +62,20 @@ _MARK_STARTS = frozenset("-*+>0123456789")
 @dataclass(frozen=True)
 class Paragraphs:
     """A note's paragraphs as written (list marks and quote marks gone) and its headings
-    with their levels; ``under[i]`` is the heading paragraph ``i`` sits under (None: before
-    any)."""
+    below the title; ``under[i]`` is the heading paragraph ``i`` sits under (None: none, or
+    a level-1 heading: the note's title, shown beside the excerpt already and as much about
+    every paragraph as about any)."""
 
     texts: tuple[str, ...]
     headings: tuple[str, ...]
     under: tuple[int | None, ...]
-    levels: tuple[int, ...] = ()
 
     def shown(self, i: int) -> str:
-        """Paragraph ``i`` as an excerpt shows it: its heading first (not a level-1 one,
-        which is the note's title, shown beside the excerpt already), the text as the model
+        """Paragraph ``i`` as an excerpt shows it: its heading first, the text as the model
         reads prose (links by their text, no emphasis marks), no HTML tags."""
         body = _prose(self.texts[i])
         h = self.under[i]
-        titled = h is not None and (not self.levels or self.levels[h] > 1)
-        heading = _prose(self.headings[h]) if titled and h is not None else ""
+        heading = _prose(self.headings[h]) if h is not None else ""
         return f"{heading} — {body}" if heading else body
 
 
@@ -90,15 +88,15 @@ def paragraphs(markdown: str) -> Paragraphs:
     code fences and list items; frontmatter and code blocks left out."""
     texts: list[str] = []
     headings: list[str] = []
-    levels: list[int] = []
     under: list[int | None] = []
+    current: int | None = None
     block: list[str] = []
     fence: str | None = None
 
     def close() -> None:
         if block and len(texts) < MAX_PARAGRAPHS:
             texts.append(" ".join(block))
-            under.append(len(headings) - 1 if headings else None)
+            under.append(current)
         block.clear()
 
     for line in _body_lines(markdown):
@@ -116,8 +114,11 @@ def paragraphs(markdown: str) -> Paragraphs:
             continue
         if first == "#" and (m := _HEADING.match(line)):
             close()
-            headings.append(m.group(2))
-            levels.append(len(m.group(1)))
+            if len(m.group(1)) == 1:
+                current = None
+            else:
+                headings.append(m.group(2))
+                current = len(headings) - 1
             continue
         if first in "|:-" and _TABLE_RULE.match(line):
             close()
@@ -130,7 +131,7 @@ def paragraphs(markdown: str) -> Paragraphs:
         if stripped:
             block.append(stripped.strip("|").replace("|", " · ") if "|" in stripped else stripped)
     close()
-    return Paragraphs(tuple(texts), tuple(headings), tuple(under), tuple(levels))
+    return Paragraphs(tuple(texts), tuple(headings), tuple(under))
 
 
 def _body_lines(markdown: str) -> list[str]:

@@ -70,6 +70,16 @@ def test_a_heading_s_words_count_for_the_paragraphs_under_it() -> None:
     assert got == "Announcements — Anna: the security release goes out on Tuesday."
 
 
+def test_the_title_s_words_count_for_no_paragraph() -> None:
+    # A level-1 heading is the note's title: as much about every paragraph as about the
+    # first, which it would otherwise pick ("Date: …" for every question naming Django).
+    note = (
+        "# 10. Django Templates\n\nDate: 2022-09-26\n\n## Decision\n\nWe render HTML with Django.\n"
+    )
+    got = best_paragraph(searchable(note), stems("why did we pick django?"), None)
+    assert got == "Decision — We render HTML with Django."
+
+
 def test_question_words_meet_their_inflections_through_the_stemmer() -> None:
     got = best_paragraph(searchable(MINUTES), stems("when are elections held"), SUMMARY)
     assert got == "Announcements — Rod: the TSC chair election opens in May."
@@ -97,7 +107,9 @@ def test_hungarian_words_meet_with_or_without_their_accents() -> None:
     note = "# Jegyzet\n\nBevezető bekezdés az ügyről.\n\nA döntések listája: Redis marad.\n"
     for question in ("milyen döntés született", "milyen dontes szuletett"):
         got = best_paragraph(searchable(note), stems(question, "hungarian"), None)
-        assert got == "A döntések listája: Redis marad.", question  # the title is no heading
+        assert got == "A döntések listája: Redis marad.", (
+            question
+        )  # the title (level 1) is not shown
 
 
 def test_every_hit_gets_its_note_s_excerpt_and_unreadable_notes_keep_their_summary(
