@@ -54,6 +54,7 @@ STAGES = (
     "fulltext_ms",
     "label_ms",
     "kodb_ms",
+    "excerpts_ms",
     "bridge_ms",
     "rank_ms",
 )

@@ -10,8 +10,10 @@ query. A paragraph under a heading counts the heading's words too and shows the 
 before it.
 
 The note's summary stays when no paragraph holds more of the question than the summary
-does, when the question has no content words, or when the file cannot be read as it was
-synced (gone, unreadable, over the size limit, not UTF-8). Words are compared by their stems
+does, when the question has no content words, or when the file cannot be read as the scan
+reads notes (gone, unreadable, not a regular file, a symlink leading out of the vault or to
+a private note, over the size limit, not UTF-8). The file is read as it is now: an edit
+since the last sync shows in the excerpt. Words are compared by their stems
 under the note's language (``kodb/text.py``): a paragraph's folded word matches when it
 starts with a stem of the question's, so "caching" meets a paragraph saying "cache"
 without stemming every word of the note. No markdown parser is loaded (a cold question pays
@@ -24,8 +26,9 @@ import bisect
 import itertools
 import math
 import re
+import stat
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -41,20 +44,31 @@ from pipeline.vault.scan import read_note_bytes
 EXCERPT_CHARS: Final = 300
 #: A note with more paragraphs than this is searched in its first ones only.
 MAX_PARAGRAPHS: Final = 2_000
-#: Notes kept searchable between questions (the hits of a few recent answers).
+#: Notes kept searchable between questions (the hits of a few recent answers), each at
+#: most ``KEPT_NOTE_BYTES`` (a larger one is read again for each question).
 NOTES_KEPT: Final = 128
+KEPT_NOTE_BYTES: Final = 256 * 1024
 
-_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*)$")
+#: A heading's closing hashes (``## Title ##``); linear, unlike a lazy group before them.
+_CLOSING_HASHES = re.compile(r"[ \t]+#+[ \t]*$")
+#: A code fence at any indentation (one nested in a list item too).
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+(?:\[[ xX]\]\s+)?")
 _QUOTE_MARK = re.compile(r"^\s*(?:>\s?)+")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _HTML_TAG = re.compile(r"</?[A-Za-z][^<>\n]*>")
+#: HTML comments, over several lines too: the full-text index never reads them.
+_HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
+#: A line that opens an HTML block (the parser leaves those out of a note's text).
+_HTML_BLOCK = re.compile(r"^\s*<(?![A-Za-z][A-Za-z0-9+.-]*:)[A-Za-z/!?]")  # not an autolink
+_TABLE_RULE_CHARS = frozenset("|-: \t")
 _URL = re.compile(r"\b(?:https?|ftp)://[^\s<>()\[\]]+")
 _AUTOLINK = re.compile(r"<((?:https?|mailto):[^<>\s]+)>")
 #: Combining marks of Latin, Greek and Cyrillic letters (what unaccenting removes).
 _MARKS = re.compile(r"[\u0300-\u036f]")
 _SEPARATOR = "\n\x00\n"
+
+Allowed = Callable[[str], bool]
 #: The first characters of a line that may open a list item or a quote.
 _MARK_STARTS = frozenset("-*+>0123456789")
 
@@ -93,7 +107,11 @@ def paragraphs(markdown: str) -> Paragraphs:
     block: list[str] = []
     fence: str | None = None
 
+    html = False
+
     def close() -> None:
+        nonlocal html
+        html = False
         if block and len(texts) < MAX_PARAGRAPHS:
             texts.append(" ".join(block))
             under.append(current)
@@ -117,26 +135,33 @@ def paragraphs(markdown: str) -> Paragraphs:
             if len(m.group(1)) == 1:
                 current = None
             else:
-                headings.append(m.group(2))
+                headings.append(_CLOSING_HASHES.sub("", m.group(2)))
                 current = len(headings) - 1
             continue
-        if first in "|:-" and _TABLE_RULE.match(line):
+        if first in "|:-" and "---" in line and set(line) <= _TABLE_RULE_CHARS:
             close()
+            continue
+        if not block and first == "<" and _HTML_BLOCK.match(line):
+            html = True  # an HTML block, left out as the index leaves it out
+        if html:
             continue
         if first in _MARK_STARTS:
             if _LIST_MARK.match(line):  # each list item its own paragraph
                 close()
             line = _LIST_MARK.sub("", _QUOTE_MARK.sub("", line))
         stripped = line.strip()
+        if stripped.startswith("|"):  # a table row: its cells
+            stripped = stripped.strip("|").replace("|", " · ")
         if stripped:
-            block.append(stripped.strip("|").replace("|", " · ") if "|" in stripped else stripped)
+            block.append(stripped)
     close()
     return Paragraphs(tuple(texts), tuple(headings), tuple(under))
 
 
 def _body_lines(markdown: str) -> list[str]:
-    """The note's lines after its YAML frontmatter (when it opens with one)."""
-    lines = markdown.splitlines()
+    """The note's lines after its YAML frontmatter (when it opens with one), HTML comments
+    left out."""
+    lines = _HTML_COMMENT.sub("", markdown.removeprefix("\ufeff")).splitlines()
     if lines and lines[0].strip() == "---":
         for i in range(1, len(lines)):
             if lines[i].strip() in ("---", "..."):
@@ -166,7 +191,7 @@ class Searchable:
 
 def searchable(markdown: str) -> Searchable:
     paras = paragraphs(markdown)
-    # A word inside a link's address ("github.com/nodejs/node") is not the text's.
+    # A word inside a web address ("github.com/nodejs/node") is not the text's.
     folded = _folded([_URL.sub(" ", t) for t in (*paras.texts, *paras.headings)])
     starts = itertools.accumulate((len(f) + len(_SEPARATOR) for f in folded), initial=0)
     return Searchable(paras, _SEPARATOR.join(folded), tuple(starts))
@@ -246,10 +271,13 @@ def with_excerpts(
     max_bytes: int,
     languages: dict[str, str | None],
     default_language: str,
+    allowed: Allowed = lambda rel: True,
 ) -> list[Hit]:
     """The hits, each with the excerpt of its note that meets the question (its summary
     kept where none does better or the note cannot be read). ``languages``: each note's
-    stemmer as its full text was indexed; a note without one takes ``default_language``."""
+    stemmer as its full text was indexed; a note without one takes ``default_language``;
+    ``allowed``: whether a vault-relative path may be read (a symlinked note's target must
+    not be a private note)."""
     if not question_terms:
         return list(hits)
     groups: dict[str | None, list[tuple[str, ...]]] = {}
@@ -258,32 +286,44 @@ def with_excerpts(
         language = languages.get(hit.path) or default_language
         if language not in groups:
             groups[language] = text.query_groups(question_terms, (language,))
-        excerpt = _note_excerpt(vault, hit, max_bytes, groups[language])
+        excerpt = _note_excerpt(vault, hit, max_bytes, groups[language], allowed)
         out.append(hit if excerpt is None else replace(hit, excerpt=excerpt))
     return out
 
 
 def _note_excerpt(
-    vault: Path, hit: Hit, max_bytes: int, stems: Sequence[tuple[str, ...]]
+    vault: Path, hit: Hit, max_bytes: int, stems: Sequence[tuple[str, ...]], allowed: Allowed
 ) -> str | None:
+    """The excerpt of the hit's note as the scan would read it: a regular file inside the
+    vault (a symlink only where it leads inside, and not to a note the answer may not
+    show), at most ``max_bytes``; None otherwise (the summary stays)."""
     full = vault / hit.path
     try:
-        st = full.stat()
-    except OSError:
+        root = vault.resolve()
+        real = full.resolve(strict=True)
+        rel = real.relative_to(root).as_posix()
+        st = real.stat()
+    except (OSError, RuntimeError, ValueError):  # gone, a loop, outside the vault
         return None
-    if st.st_size > max_bytes:
+    if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes or not allowed(rel):
         return None
-    note = _searchable_file(str(full), st.st_mtime_ns, st.st_size, max_bytes)
+    key = (str(real), st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size, max_bytes)
+    note = _kept(*key) if st.st_size <= KEPT_NOTE_BYTES else _searchable_file(*key)
     return best_paragraph(note, stems, hit.excerpt) if note is not None else None
 
 
-@lru_cache(maxsize=NOTES_KEPT)
-def _searchable_file(full: str, mtime_ns: int, size: int, max_bytes: int) -> Searchable | None:
-    """A note file made searchable, kept per version (its stat): a warm service or a batch
-    meets the same notes question after question. None: unreadable or not UTF-8."""
+def _searchable_file(
+    full: str, ino: int, mtime_ns: int, ctime_ns: int, size: int, max_bytes: int
+) -> Searchable | None:
+    """A note file made searchable; None: unreadable or not UTF-8."""
     path = Path(full)
     try:
         raw, _ = read_note_bytes(path.parent, path.name, max_bytes)
-        return searchable(raw.decode("utf-8"))
+        return searchable(raw.decode("utf-8-sig"))
     except (InputError, UnicodeDecodeError):
         return None
+
+
+#: Kept per version of the file (its stat): a warm service or a batch meets the same notes
+#: question after question.
+_kept = lru_cache(maxsize=NOTES_KEPT)(_searchable_file)

@@ -635,6 +635,7 @@ class Pipeline:
                 s.vault_max_note_bytes,
                 languages,
                 s.vault_language,
+                lambda rel: not self.private.is_private(rel),
             )
 
     def _word_hits(

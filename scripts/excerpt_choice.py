@@ -67,7 +67,10 @@ def measure(vault: Path, facts: Path) -> dict[str, Any]:
             }
             for a in answers.values():
                 if a.mode != "semantic":
-                    raise SystemExit(f"excerpt_choice: a degraded answer: {a.degraded_reason}")
+                    print(
+                        f"excerpt_choice: a degraded answer: {a.degraded_reason}", file=sys.stderr
+                    )
+                    raise SystemExit(2)
             pairs = [
                 (b, s)
                 for b, s in zip(answers["biased"].hits, answers["summary"].hits, strict=True)

@@ -130,6 +130,9 @@ def prime(warm: WarmAnswers) -> None:
     except VaultKoError as exc:
         log.warning("warming the answers failed, the first questions read the stores: %s", exc)
         return
+    except Exception:  # a failed warm-up must not stop a service that could answer
+        log.exception("warming the answers failed; the first questions read the stores")
+        return
     if done:
         log.info("answers warm in %.1f s", time.monotonic() - t0)
     else:

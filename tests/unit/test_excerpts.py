@@ -142,3 +142,50 @@ def test_a_note_edited_since_it_was_last_searched_is_read_again(tmp_path: Path) 
     os.utime(note, ns=(later, later))
     again = with_excerpts(hit, ["quokka"], tmp_path, 10_000, {}, "english")
     assert again[0].excerpt == "No quokka was seen on Penguin Island."
+
+
+def test_only_what_the_scan_would_read_is_excerpted(tmp_path: Path) -> None:
+    import os
+
+    vault, outside = tmp_path / "vault", tmp_path / "outside"
+    (vault / "private").mkdir(parents=True)
+    outside.mkdir()
+    secret = "# S\n\nThe quokka password is hunter2.\n"
+    (outside / "secret.md").write_text(secret, "utf-8")
+    (vault / "private" / "p.md").write_text(secret, "utf-8")
+    (vault / "inside.md").write_text("# I\n\nIntro.\n\nA quokka seen at dawn.\n", "utf-8")
+    os.symlink(outside / "secret.md", vault / "out.md")
+    os.symlink(vault / "private" / "p.md", vault / "to-private.md")
+    os.symlink(vault / "inside.md", vault / "alias.md")
+    os.mkfifo(vault / "fifo.md")  # reading it would block an answer for ever
+    names = ("out.md", "to-private.md", "fifo.md", "../outside/secret.md", "alias.md")
+    hits = [Hit(p, p, "wiki", 0.5, excerpt="its summary") for p in names]
+    got = with_excerpts(
+        hits, ["quokka"], vault, 10_000, {}, "english", lambda rel: not rel.startswith("private/")
+    )
+    assert [h.excerpt for h in got[:4]] == ["its summary"] * 4
+    assert got[4].excerpt == "A quokka seen at dawn."  # a link inside the vault is followed
+
+
+def test_markup_the_index_never_reads_is_never_an_excerpt() -> None:
+    note = (
+        "\ufeff---\ntags: [quokka]\n---\n# N\n\nIntro.\n\n"
+        "<!-- internal: the quokka password is hunter2\n-->\n\n"
+        '<div class="x">\nquokka in html\n</div>\n\n'
+        "- a list item\n\n      ```sh\n      quokka --feed\n      ```\n\n"
+        "See [[quokka-care|the quokka page]] for the feeding times.\n"
+    )
+    paras = searchable(note).paras
+    shown = " | ".join(paras.shown(i) for i in range(len(paras.texts)))
+    for hidden in ("tags:", "hunter2", "in html", "--feed"):
+        assert hidden not in shown
+    # An aliased wikilink is a link, not table cells.
+    got = best_paragraph(searchable(note), stems("quokka feeding"), "Intro.")
+    assert got == "See the quokka page for the feeding times."
+
+
+def test_a_heading_s_closing_hashes_are_not_its_words() -> None:
+    got = best_paragraph(
+        searchable("## Feeding ##\n\nQuokkas eat leaves.\n"), stems("leaves"), None
+    )
+    assert got == "Feeding — Quokkas eat leaves."
