@@ -58,14 +58,26 @@ _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+(?:\[[ xX]\]\s+)?")
 _QUOTE_MARK = re.compile(r"^\s*(?:>\s?)+")
 _HTML_TAG = re.compile(r"</?[A-Za-z][^<>\n]*>")
 #: HTML comments, over several lines too: the full-text index never reads them.
-_HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 #: A line that opens an HTML block (the parser leaves those out of a note's text).
-_HTML_BLOCK = re.compile(r"^\s*<(?![A-Za-z][A-Za-z0-9+.-]*:)[A-Za-z/!?]")  # not an autolink
+#: A line that opens an HTML block as CommonMark reads one (the parser leaves those out of a
+#: note's text): a block-level tag, a comment or declaration, or a tag alone on its line;
+#: "<b>Note:</b> text" is a paragraph.
+_HTML_BLOCK = re.compile(
+    r"^\s*(?:<(?:/?(?:address|article|aside|blockquote|body|details|dialog|div|dl|fieldset|"
+    r"figcaption|figure|footer|form|h[1-6]|head|header|hr|html|iframe|main|nav|ol|p|pre|"
+    r"script|section|style|summary|table|tbody|td|textarea|tfoot|th|thead|tr|ul)(?:[\s/>]|$)"
+    r"|[!?])|</?[A-Za-z][^<>]*>\s*$)",
+    re.IGNORECASE,
+)
 _TABLE_RULE_CHARS = frozenset("|-: \t")
 _URL = re.compile(r"\b(?:https?|ftp)://[^\s<>()\[\]]+")
 _AUTOLINK = re.compile(r"<((?:https?|mailto):[^<>\s]+)>")
 #: Combining marks of Latin, Greek and Cyrillic letters (what unaccenting removes).
 _MARKS = re.compile(r"[\u0300-\u036f]")
+#: Any character past them: a text holding one may hold other scripts' combining marks.
+_PAST_LATIN_MARKS = re.compile(r"[^\u0000-\u036f]")
+_WORD = re.compile(r"[^\W_]+")
 _SEPARATOR = "\n\x00\n"
 
 Allowed = Callable[[str], bool]
@@ -94,7 +106,8 @@ class Paragraphs:
 
 
 def _prose(raw: str) -> str:
-    return " ".join(_HTML_TAG.sub(" ", _AUTOLINK.sub(r"\1", embed_plain(raw))).split())
+    text = _HTML_TAG.sub(" ", _AUTOLINK.sub(r"\1", embed_plain(raw))).replace("\x00", " ")
+    return " ".join(text.split())
 
 
 def paragraphs(markdown: str) -> Paragraphs:
@@ -120,7 +133,12 @@ def paragraphs(markdown: str) -> Paragraphs:
     for line in _body_lines(markdown):
         first = line.lstrip()[:1]
         if fence is not None:
-            if first == fence[0] and line.lstrip().startswith(fence):
+            closing = line.strip()
+            if (
+                closing[:1] == fence[0]
+                and len(closing) >= len(fence)
+                and set(closing) == {fence[0]}
+            ):
                 fence = None
             continue
         if not first:
@@ -128,7 +146,7 @@ def paragraphs(markdown: str) -> Paragraphs:
             continue
         if first in "`~" and (m := _FENCE.match(line)):
             close()
-            fence = m.group(1)[:3]
+            fence = m.group(1)  # closed by a run of the same mark at least as long
             continue
         if first == "#" and (m := _HEADING.match(line)):
             close()
@@ -137,6 +155,9 @@ def paragraphs(markdown: str) -> Paragraphs:
             else:
                 headings.append(_CLOSING_HASHES.sub("", m.group(2)))
                 current = len(headings) - 1
+            continue
+        if first == "=" and set(line.strip()) == {"="}:  # a setext heading's underline
+            close()
             continue
         if first in "|:-" and "---" in line and set(line) <= _TABLE_RULE_CHARS:
             close()
@@ -176,7 +197,18 @@ def _folded(parts: Sequence[str]) -> list[str]:
     if joined.isascii():
         return joined.casefold().split(_SEPARATOR)
     decomposed = unicodedata.normalize("NFKD", joined.casefold())
-    return unicodedata.normalize("NFC", _MARKS.sub("", decomposed)).split(_SEPARATOR)
+    unmarked = _MARKS.sub("", decomposed)
+    if _PAST_LATIN_MARKS.search(unmarked):
+        unmarked = unmarked.translate(_combining_marks())
+    return unicodedata.normalize("NFC", unmarked).split(_SEPARATOR)
+
+
+@lru_cache(maxsize=1)
+def _combining_marks() -> dict[int, None]:
+    """Every combining mark of the Basic Multilingual Plane, to delete with ``translate``:
+    what ``text.fold`` removes, so an Arabic or Hindi note folds as its question does
+    (built once, when a note first holds another script)."""
+    return {c: None for c in range(0x10000) if unicodedata.combining(chr(c))}
 
 
 @dataclass(frozen=True)
@@ -191,8 +223,11 @@ class Searchable:
 
 def searchable(markdown: str) -> Searchable:
     paras = paragraphs(markdown)
-    # A word inside a web address ("github.com/nodejs/node") is not the text's.
-    folded = _folded([_URL.sub(" ", t) for t in (*paras.texts, *paras.headings)])
+    # Matched as shown: links by their text (one pass over the joint text; no link spans a
+    # separator's line break), and a word inside a web address ("github.com/nodejs/node")
+    # is not the text's.
+    plain = embed_plain(_SEPARATOR.join((*paras.texts, *paras.headings)))
+    folded = _folded([_URL.sub(" ", t) for t in plain.split(_SEPARATOR)])
     starts = itertools.accumulate((len(f) + len(_SEPARATOR) for f in folded), initial=0)
     return Searchable(paras, _SEPARATOR.join(folded), tuple(starts))
 
@@ -233,8 +268,7 @@ def best_paragraph(
         if in_summary >= scores[best]:
             return None
     shown = paras.shown(best)
-    patterns = [re.compile(r"\b(?:" + "|".join(map(re.escape, g)) + ")") for g in stems]
-    return clip_text(shown, EXCERPT_CHARS, _first_match(shown, patterns))
+    return clip_text(shown, EXCERPT_CHARS, _first_match(shown, stems))
 
 
 def _holding(joined: str, starts: Sequence[int], spellings: Iterable[str]) -> set[int]:
@@ -254,14 +288,18 @@ def _holding(joined: str, starts: Sequence[int], spellings: Iterable[str]) -> se
     return found
 
 
-def _first_match(shown: str, patterns: Iterable[re.Pattern[str]]) -> int:
-    """Where in ``shown`` the first question word is (0: the start, or not placeable: a
-    folding that changed the text's length)."""
-    (folded,) = _folded([_URL.sub(lambda m: " " * len(m.group(0)), shown)])
-    if len(folded) != len(shown):
-        return 0
-    found = [m.start() for p in patterns if (m := p.search(folded)) is not None]
-    return min(found, default=0)
+def _first_match(shown: str, stems: Sequence[tuple[str, ...]]) -> int:
+    """Where in ``shown`` the first question word is, word by word so the offset is the
+    text's own whatever folding does to its length (0: none outside a web address)."""
+    spellings = tuple(w for g in stems for w in g)
+    urls = [m.span() for m in _URL.finditer(shown)]
+    for m in _WORD.finditer(shown):
+        if any(a <= m.start() < b for a, b in urls):
+            continue
+        (folded,) = _folded([m.group(0)])
+        if folded.startswith(spellings):
+            return m.start()
+    return 0
 
 
 def with_excerpts(
@@ -285,7 +323,8 @@ def with_excerpts(
     for hit in hits:
         language = languages.get(hit.path) or default_language
         if language not in groups:
-            groups[language] = text.query_groups(question_terms, (language,))
+            # The whole word too: the stemmer's "queri" is no prefix of a note's "query".
+            groups[language] = text.query_groups(question_terms, (language, None))
         excerpt = _note_excerpt(vault, hit, max_bytes, groups[language], allowed)
         out.append(hit if excerpt is None else replace(hit, excerpt=excerpt))
     return out

@@ -189,3 +189,41 @@ def test_a_heading_s_closing_hashes_are_not_its_words() -> None:
         searchable("## Feeding ##\n\nQuokkas eat leaves.\n"), stems("leaves"), None
     )
     assert got == "Feeding — Quokkas eat leaves."
+
+
+def test_a_word_the_stemmer_changes_still_meets_itself(tmp_path: Path) -> None:
+    # English stems "query" to "queri", which no note's "query" starts with.
+    (tmp_path / "n.md").write_text("# N\n\nIntro.\n\nThe query planner is slow.\n", "utf-8")
+    hit = [Hit("n.md", "N", "wiki", 0.5, excerpt="Intro.")]
+    got = with_excerpts(hit, ["query"], tmp_path, 10_000, {}, "english")
+    assert got[0].excerpt == "The query planner is slow."
+
+
+def test_other_scripts_fold_as_their_questions_do() -> None:
+    note = "# N\n\nمقدمة قصيرة.\n\nأمن الشبكة مهم.\n"  # the hamza on the alef is a mark
+    assert best_paragraph(searchable(note), stems("أمن"), None) == "أمن الشبكة مهم."
+
+
+def test_the_excerpt_is_clipped_around_the_match_whatever_folding_does() -> None:
+    filler = " ".join(["Straße"] * 80)  # ß folds to "ss": the folded text is longer
+    got = best_paragraph(searchable(f"# N\n\n{filler} the quokka.\n"), stems("quokka"), None)
+    assert got is not None and "quokka" in got
+
+
+def test_code_and_html_edges_keep_the_text_around_them() -> None:
+    note = (
+        "# N\n\nUse `<!--` to open a comment.\n\n"
+        "````\n```\nsecret_code()\n```\n````\n\n"
+        "<b>Note:</b> the quokka cache is rebuilt nightly.\n"
+    )
+    paras = searchable(note).paras
+    shown = [paras.shown(i) for i in range(len(paras.texts))]
+    assert "secret_code()" not in " ".join(shown)
+    assert best_paragraph(searchable(note), stems("quokka"), None) == (
+        "Note: the quokka cache is rebuilt nightly."
+    )
+
+
+def test_a_link_counts_by_its_text_not_its_target() -> None:
+    note = "# N\n\nSee [[quokka-care|the care page]].\n\nNothing else.\n"
+    assert best_paragraph(searchable(note), stems("quokka"), None) is None
