@@ -37,7 +37,7 @@ from typing import Final
 from pipeline.errors import InputError
 from pipeline.kodb import text
 from pipeline.model import Hit
-from pipeline.vault.plain import clip_text, embed_plain
+from pipeline.vault.plain import clip_text, embed_plain, link_texts
 from pipeline.vault.scan import read_note_bytes
 
 #: An excerpt's length, the same as a summary's (``parse.SUMMARY_MAX_CHARS``).
@@ -71,7 +71,7 @@ _HTML_BLOCK = re.compile(
     re.IGNORECASE,
 )
 _TABLE_RULE_CHARS = frozenset("|-: \t")
-_URL = re.compile(r"\b(?:https?|ftp)://[^\s<>()\[\]]+")
+_URL = re.compile(r"(?:https?|ftp)://[^\s<>()\[\]]+")
 _AUTOLINK = re.compile(r"<((?:https?|mailto):[^<>\s]+)>")
 #: Combining marks of Latin, Greek and Cyrillic letters (what unaccenting removes).
 _MARKS = re.compile(r"[\u0300-\u036f]")
@@ -199,16 +199,12 @@ def _folded(parts: Sequence[str]) -> list[str]:
     decomposed = unicodedata.normalize("NFKD", joined.casefold())
     unmarked = _MARKS.sub("", decomposed)
     if _PAST_LATIN_MARKS.search(unmarked):
-        unmarked = unmarked.translate(_combining_marks())
+        # Other scripts' marks too, as text.fold removes every combining mark: looked up
+        # for the distinct characters of the text only (a set is built in C).
+        marks = {ord(c): None for c in set(unmarked) if ord(c) > 0x36F and unicodedata.combining(c)}
+        if marks:
+            unmarked = unmarked.translate(marks)
     return unicodedata.normalize("NFC", unmarked).split(_SEPARATOR)
-
-
-@lru_cache(maxsize=1)
-def _combining_marks() -> dict[int, None]:
-    """Every combining mark of the Basic Multilingual Plane, to delete with ``translate``:
-    what ``text.fold`` removes, so an Arabic or Hindi note folds as its question does
-    (built once, when a note first holds another script)."""
-    return {c: None for c in range(0x10000) if unicodedata.combining(chr(c))}
 
 
 @dataclass(frozen=True)
@@ -226,8 +222,8 @@ def searchable(markdown: str) -> Searchable:
     # Matched as shown: links by their text (one pass over the joint text; no link spans a
     # separator's line break), and a word inside a web address ("github.com/nodejs/node")
     # is not the text's.
-    plain = embed_plain(_SEPARATOR.join((*paras.texts, *paras.headings)))
-    folded = _folded([_URL.sub(" ", t) for t in plain.split(_SEPARATOR)])
+    plain = _URL.sub(" ", link_texts(_SEPARATOR.join((*paras.texts, *paras.headings))))
+    folded = _folded(plain.split(_SEPARATOR))
     starts = itertools.accumulate((len(f) + len(_SEPARATOR) for f in folded), initial=0)
     return Searchable(paras, _SEPARATOR.join(folded), tuple(starts))
 

@@ -23,6 +23,18 @@ def _embed_link_text(match: re.Match[str]) -> str:
     return alias or target.rsplit("/", 1)[-1] or match.group(1).strip("#^ ")
 
 
+_MD_LINK = re.compile(r"\[([^\[\]\n]*)\]\([^()\n]*\)")
+
+
+def link_texts(text: str) -> str:
+    """``text`` with wikilinks and markdown links by their text, as ``embed_plain`` gives
+    them, and nothing else changed (an embed's "!" stays): what a word search should see of
+    links, at a third of ``embed_plain``'s cost."""
+    if "[" not in text:
+        return text
+    return _MD_LINK.sub(r"\1", _EMBED_WIKILINK.sub(_embed_link_text, text))
+
+
 def embed_plain(body: str) -> str:
     """The body as a model reads prose: wikilinks and markdown links by their text, no emphasis
     or code ticks (the bracket syntax costs the model tokens and pulls hub notes full of links
