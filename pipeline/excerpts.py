@@ -27,7 +27,6 @@ import itertools
 import math
 import re
 import stat
-import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -59,7 +58,6 @@ _QUOTE_MARK = re.compile(r"^\s*(?:>\s?)+")
 _HTML_TAG = re.compile(r"</?[A-Za-z][^<>\n]*>")
 #: HTML comments, over several lines too: the full-text index never reads them.
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-#: A line that opens an HTML block (the parser leaves those out of a note's text).
 #: A line that opens an HTML block as CommonMark reads one (the parser leaves those out of a
 #: note's text): a block-level tag, a comment or declaration, or a tag alone on its line;
 #: "<b>Note:</b> text" is a paragraph.
@@ -73,16 +71,12 @@ _HTML_BLOCK = re.compile(
 _TABLE_RULE_CHARS = frozenset("|-: \t")
 _URL = re.compile(r"(?:https?|ftp)://[^\s<>()\[\]]+")
 _AUTOLINK = re.compile(r"<((?:https?|mailto):[^<>\s]+)>")
-#: Combining marks of Latin, Greek and Cyrillic letters (what unaccenting removes).
-_MARKS = re.compile(r"[\u0300-\u036f]")
-#: Any character past them: a text holding one may hold other scripts' combining marks.
-_PAST_LATIN_MARKS = re.compile(r"[^\u0000-\u036f]")
 _WORD = re.compile(r"[^\W_]+")
 _SEPARATOR = "\n\x00\n"
-
-Allowed = Callable[[str], bool]
 #: The first characters of a line that may open a list item or a quote.
 _MARK_STARTS = frozenset("-*+>0123456789")
+
+Allowed = Callable[[str], bool]
 
 
 @dataclass(frozen=True)
@@ -191,20 +185,9 @@ def _body_lines(markdown: str) -> list[str]:
 
 
 def _folded(parts: Sequence[str]) -> list[str]:
-    """``parts`` case-folded and unaccented as ``text.fold`` does, folded in one pass over
-    their joint text (a Python pass per paragraph cost more than the rest of an answer)."""
-    joined = _SEPARATOR.join(parts)
-    if joined.isascii():
-        return joined.casefold().split(_SEPARATOR)
-    decomposed = unicodedata.normalize("NFKD", joined.casefold())
-    unmarked = _MARKS.sub("", decomposed)
-    if _PAST_LATIN_MARKS.search(unmarked):
-        # Other scripts' marks too, as text.fold removes every combining mark: looked up
-        # for the distinct characters of the text only (a set is built in C).
-        marks = {ord(c): None for c in set(unmarked) if ord(c) > 0x36F and unicodedata.combining(c)}
-        if marks:
-            unmarked = unmarked.translate(marks)
-    return unicodedata.normalize("NFC", unmarked).split(_SEPARATOR)
+    """``parts`` folded by ``text.fold`` in one call over their joint text (a call per
+    paragraph cost more than the rest of an answer's excerpts)."""
+    return text.fold(_SEPARATOR.join(parts)).split(_SEPARATOR)
 
 
 @dataclass(frozen=True)
@@ -314,6 +297,10 @@ def with_excerpts(
     not be a private note)."""
     if not question_terms:
         return list(hits)
+    try:
+        root = vault.resolve()
+    except (OSError, RuntimeError):
+        return list(hits)
     groups: dict[str | None, list[tuple[str, ...]]] = {}
     out: list[Hit] = []
     for hit in hits:
@@ -321,21 +308,19 @@ def with_excerpts(
         if language not in groups:
             # The whole word too: the stemmer's "queri" is no prefix of a note's "query".
             groups[language] = text.query_groups(question_terms, (language, None))
-        excerpt = _note_excerpt(vault, hit, max_bytes, groups[language], allowed)
+        excerpt = _note_excerpt(root, hit, max_bytes, groups[language], allowed)
         out.append(hit if excerpt is None else replace(hit, excerpt=excerpt))
     return out
 
 
 def _note_excerpt(
-    vault: Path, hit: Hit, max_bytes: int, stems: Sequence[tuple[str, ...]], allowed: Allowed
+    root: Path, hit: Hit, max_bytes: int, stems: Sequence[tuple[str, ...]], allowed: Allowed
 ) -> str | None:
     """The excerpt of the hit's note as the scan would read it: a regular file inside the
-    vault (a symlink only where it leads inside, and not to a note the answer may not
-    show), at most ``max_bytes``; None otherwise (the summary stays)."""
-    full = vault / hit.path
+    vault (``root``, resolved; a symlink only where it leads inside, and not to a note the
+    answer may not show), at most ``max_bytes``; None otherwise (the summary stays)."""
     try:
-        root = vault.resolve()
-        real = full.resolve(strict=True)
+        real = (root / hit.path).resolve(strict=True)
         rel = real.relative_to(root).as_posix()
         st = real.stat()
     except (OSError, RuntimeError, ValueError):  # gone, a loop, outside the vault

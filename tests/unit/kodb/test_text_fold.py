@@ -24,3 +24,13 @@ def test_ascii_text_folds_as_the_unicode_path_folds_it(text: str) -> None:
 
 def test_accented_text_still_loses_its_marks() -> None:
     assert fold("Gyorsítótár ŐSZ") == "gyorsitotar osz"
+
+
+@given(st.text())
+def test_any_text_folds_as_the_character_by_character_rule_folds_it(text: str) -> None:
+    assert fold(text) == unicode_fold(text)
+
+
+def test_every_script_s_marks_go_and_the_grapheme_joiner_stays() -> None:
+    for sample in ("أمن الشبكة", "हिन्दी", "が", "ő\u034fű", "Straße"):
+        assert fold(sample) == unicode_fold(sample), sample
