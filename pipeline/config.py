@@ -87,6 +87,9 @@ class Settings:
     #: check: a cold answer (no service) says how many notes edited since the last sync it
     #: cannot see; skip: it does not look (the scan stats every note)
     query_unsynced: str = "check"
+    #: newest: a question asking for the latest ("the last meeting") gets the newest of its
+    #: notes first (timewindow.newest_first); relevance: its notes in relevance order
+    query_latest: str = "newest"
     watch_debounce: float = 1.0  # longest a watcher gathers changes before a run
     watch_mode: str = "events"  # events (inotify & co.) | polling (network shares)
     calibration_max_drift: float = 0.10  # share of notes added/removed since calibration
@@ -456,6 +459,7 @@ RULES: dict[str, Rule] = {
     "query_retrieval": Rule("str", choices=RETRIEVALS),
     "query_today": Rule("day", empty=True),
     "query_unsynced": Rule("str", choices=("check", "skip")),
+    "query_latest": Rule("str", choices=("newest", "relevance")),
     "watch_debounce": Rule("float", low=0.05, high=60.0),
     "watch_mode": Rule("str", choices=("events", "polling")),
     "calibration_max_drift": Rule("float", low=0.0),  # as freshness --calibration-max-drift

@@ -338,6 +338,7 @@ class Answer:
     timings_ms: dict[str, float] = field(default_factory=dict)
     notice: str | None = None  # why a preset found nothing ("no session notes in this vault")
     time_window: TimeWindow | None = None  # the period the question asks about
+    recency: Recency | None = None  # the question asks for the newest notes
     #: Notes edited since the last sync, which the answer cannot see (None: not checked,
     #: as a resident service or watcher keeps the stores current).
     unsynced: UnsyncedEdits | None = None
@@ -373,6 +374,18 @@ class TimeWindow:
 
     def holds(self, day: str) -> bool:
         return self.start <= day <= self.end
+
+
+@dataclass(frozen=True)
+class Recency:
+    """A question asking for the newest notes ("the latest on X", "the last meeting",
+    "legutóbb"; ``timewindow.asks_latest``): ``text`` is the phrase it was read from. The
+    answer's notes are then the newest first among the notes within ``within_sigma`` σ of
+    the best cosine; ``within_sigma`` None: among all the notes found, when the question
+    names nothing but the latest ("what happened at the last meeting?")."""
+
+    text: str
+    within_sigma: float | None
 
 
 def summarize(facts: Sequence[Fact]) -> SubjectSummary:

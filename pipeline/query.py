@@ -38,6 +38,7 @@ from pipeline.model import (
     Candidate,
     Hit,
     Note,
+    Recency,
     Relevance,
     SubjectRank,
     SubjectSummary,
@@ -50,7 +51,17 @@ from pipeline.noisefloor import profile_for
 from pipeline.privacy import PrivateNotes, redact
 from pipeline.rank import DEFAULT_ORDER, OrderRule, rank_summaries
 from pipeline.succession import Succession, order_with_successors
-from pipeline.timewindow import apply_window, parse_window, period_only, recent_first
+from pipeline.timewindow import (
+    RECENT_TIER_SIGMAS,
+    apply_window,
+    asks_latest,
+    newest_first,
+    only_about,
+    parse_window,
+    period_only,
+    recent_first,
+    without_latest,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -85,6 +96,7 @@ class QueryOptions:
     retrieval: str = "hybrid"  # hybrid | dense (RETRIEVALS); Settings' default too
     today: str | None = None  # ISO day time phrases are read against (None: today)
     excerpts: bool = True  # each hit's excerpt is the part of its note meeting the question
+    newest_first: bool = True  # a question asking for the latest gets its newest notes first
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> QueryOptions:
@@ -95,6 +107,7 @@ class QueryOptions:
             facts_per_predicate_cap=settings.query_facts_per_predicate_cap,
             retrieval=settings.query_retrieval,
             today=settings.query_today.strip() or None,
+            newest_first=settings.query_latest == "newest",
         )
         preset = overrides.get("preset")
         if preset:
@@ -191,6 +204,25 @@ class Timer:
 
     def add(self, name: str, ms: float) -> None:
         self.ms[name] = round(self.ms.get(name, 0.0) + ms, 3)
+
+
+def _about(
+    text: str,
+    shown: Sequence[Hit],
+    window: TimeWindow | None,
+    recency: Recency | None,
+    floor: float | None,
+) -> tuple[Sequence[Hit], float | None]:
+    """The hits subjects are found through, and the floor they must clear. A question
+    about its period alone ("what did we decide last month?") or about the latest alone
+    ("what happened at the last meeting?") has no topic for the floor to judge: the notes
+    dated in the period, or the dated notes found, are what it asks for."""
+    if window is not None and window.applied and period_only(text, window):
+        return [h for h in shown if h.date is not None and window.holds(h.date)], None
+    dated = [h for h in shown if h.date is not None]
+    if recency is not None and recency.within_sigma is None and dated:
+        return dated, None
+    return shown, floor
 
 
 def _with_note(hit: Hit, note: Note | None) -> Hit:
@@ -379,7 +411,9 @@ class Pipeline:
         except ModelUnavailable as exc:  # a process that must not load torch (the hook)
             return [], str(exc)
         self.embed_batches += batches
-        scan = opts.session_notes_only or any(self.window_of(q, opts) for q in questions)
+        scan = opts.session_notes_only or any(
+            self.window_of(q, opts) or self.latest_of(q, opts) for q in questions
+        )
         k = max(opts.hits, EPISODIC_SCAN) if scan else opts.hits
         depth = max(k, FUSE_DEPTH) if opts.retrieval == "hybrid" else k
         found: list[list[Hit]] = []
@@ -426,7 +460,7 @@ class Pipeline:
         their relative scores, the first ``k`` kept; every fused hit gets its exact cosine (a
         words-only one against its stored embedding), so labels and tiers stay cosine."""
         with shared.stage("fulltext_ms"):
-            words = self.kodb.search_notes(bridge.query_terms(question), depth)
+            words = self.kodb.search_notes(bridge.query_terms(without_latest(question)), depth)
         scored = [(h.path, h.cosine or 0.0) for h in dense]
         unread = self._unread({p for p, _ in scored} | {p for p, _ in words}, shared)
         order = relative_scores([scored, words], [DENSE_WEIGHT, 1.0 - DENSE_WEIGHT], unread)
@@ -485,7 +519,7 @@ class Pipeline:
             shown = [h for h in shown if h.source_type == "session"]
             if not shown:
                 notice = self._no_session_notes(len(hits))
-        shown, window, dated = self._in_window(text, shown, opts, timer, relevance.sigma)
+        shown, window, recency, dated = self._in_window(text, shown, opts, timer, relevance.sigma)
         shown = shown[: opts.hits]
         with timer.stage("kodb_ms"):
             registry = dated if dated is not None else self.kodb.notes_at(h.path for h in shown)
@@ -502,20 +536,18 @@ class Pipeline:
                 (),
                 notice=notice,
                 time_window=window,
+                recency=recency,
             )
-        # A question about its period alone ("what did we decide last month?") has no topic
-        # for the floor to judge: the notes dated in the period are what it asks for.
-        about, floor = shown, relevance.floor_cosine
-        if window is not None and window.applied and period_only(text, window):
-            about = [h for h in shown if h.date is not None and window.holds(h.date)]
-            floor = None
+        about, floor = _about(text, shown, window, recency, relevance.floor_cosine)
         with timer.stage("bridge_ms"):
             candidates = bridge.semantic_candidates(
                 about,
                 floor,
                 self.kodb,
                 registry=registry,
-                fused=opts.retrieval == "hybrid",
+                # Subjects follow the hits' order when it is not the cosines' (hybrid's
+                # fused order, or the newest first).
+                fused=opts.retrieval == "hybrid" or recency is not None,
                 sigma=relevance.sigma,
             )
         evidence = {h.path: h.cosine or 0.0 for h in shown}
@@ -534,12 +566,17 @@ class Pipeline:
             subjects,
             notice=notice,
             time_window=window,
+            recency=recency,
         )
 
     def window_of(self, text: str, opts: QueryOptions) -> TimeWindow | None:
         """The period ``text`` asks about, read against ``opts.today`` (else today)."""
         today = date.fromisoformat(opts.today) if opts.today else date.today()
         return parse_window(text, today)
+
+    def latest_of(self, text: str, opts: QueryOptions) -> str | None:
+        """The phrase of ``text`` asking for the latest, when answers put the newest first."""
+        return asks_latest(text) if opts.newest_first else None
 
     def _in_window(
         self,
@@ -548,21 +585,31 @@ class Pipeline:
         opts: QueryOptions,
         timer: Timer,
         sigma: float | None,
-    ) -> tuple[list[Hit], TimeWindow | None, Mapping[str, Note] | None]:
+    ) -> tuple[list[Hit], TimeWindow | None, Recency | None, Mapping[str, Note] | None]:
         """The hits of the question's period (``timewindow.apply_window``: undated notes
         kept and counted; no note dated in it: all kept, and the window says it was not
-        applied); without one, episodic recall prefers recent sessions among equally
-        relevant ones. Also the registry rows it read for their dates (None: none read)."""
+        applied); a question asking for the latest gets the newest first
+        (``timewindow.newest_first``); without either, episodic recall prefers recent
+        sessions among equally relevant ones. Also the registry rows it read for their
+        dates (None: none read)."""
         window = self.window_of(text, opts)
-        if window is None and not opts.session_notes_only:
-            return hits, None, None
+        latest = self.latest_of(text, opts)
+        if window is None and latest is None and not opts.session_notes_only:
+            return hits, None, None, None
         with timer.stage("kodb_ms"):
             dated = self.kodb.notes_at(h.path for h in hits)
         hits = [_with_note(h, dated.get(h.path)) for h in hits]
+        recency = None
+        if latest is not None and any(h.date is not None for h in hits):
+            phrases = () if window is None else (window.text,)
+            topic = not only_about(without_latest(text), *phrases)
+            if sigma or not topic:  # with a topic, σ says which notes are as relevant
+                hits = newest_first(hits, sigma, topic=topic)
+                recency = Recency(latest, RECENT_TIER_SIGMAS if topic else None)
         if window is None:
-            return recent_first(hits, sigma), None, dated
+            return (hits if recency else recent_first(hits, sigma)), None, recency, dated
         kept, window = apply_window(hits, window, opts.hits)
-        return kept, window, dated
+        return kept, window, recency, dated
 
     def fallback_answer(self, text: str, opts: QueryOptions, timer: Timer, reason: str) -> Answer:
         """Degraded mode: word search on KO-DB, ranked the same way; never loads the model.
@@ -630,7 +677,7 @@ class Pipeline:
             languages = {p: n.text_language for p, n in registry.items()}
             return excerpts.with_excerpts(
                 hits,
-                bridge.query_terms(text),
+                bridge.query_terms(without_latest(text)),
                 s.vault,
                 s.vault_max_note_bytes,
                 languages,
@@ -648,7 +695,7 @@ class Pipeline:
         window = self.window_of(text, opts)
         scan = opts.session_notes_only or window is not None
         k = max(opts.hits, EPISODIC_SCAN) if scan else opts.hits
-        found = self.kodb.search_notes(bridge.query_terms(text), k)
+        found = self.kodb.search_notes(bridge.query_terms(without_latest(text)), k)
         registry = self.kodb.notes_at(p for p, _ in found)
         hits = [
             _with_note(Hit(p, n.title, n.source_type, None, bm25=score), n)

@@ -20,6 +20,7 @@ from pipeline.model import (
     Calibration,
     FactView,
     Hit,
+    Recency,
     Relevance,
     SubjectRank,
     TimeWindow,
@@ -30,8 +31,8 @@ from pipeline.noisefloor import is_tight_vault
 _FLOAT_DIGITS = 4
 #: The answer JSON's version: 2 added ``status`` and ``superseded_by`` to hits and
 #: subjects, ``date`` to hits and ``time_window``; 3 added ``relevance.precision``; 4 its
-#: ``lowest``, and ``unsynced``.
-ANSWER_SCHEMA_VERSION = 4
+#: ``lowest``, and ``unsynced``; 5 ``recency``.
+ANSWER_SCHEMA_VERSION = 5
 
 
 def _num(value: float | None, digits: int | None = _FLOAT_DIGITS) -> float | None:
@@ -117,6 +118,7 @@ def _answer(answer: Answer, *, digits: int | None = _FLOAT_DIGITS) -> dict[str, 
         ],
         "subjects": [to_dict(s, digits=digits) for s in answer.subjects],
         "time_window": _window(answer.time_window),
+        "recency": None if answer.recency is None else asdict(answer.recency),
         "notice": answer.notice,
         "unsynced": None if answer.unsynced is None else asdict(answer.unsynced),
         "timings_ms": {k: round(v, 1) for k, v in answer.timings_ms.items()},
@@ -147,6 +149,13 @@ def _window_from(data: dict[str, Any] | None) -> TimeWindow | None:
         int(data.get("undated", 0)),
         int(data.get("outside", 0)),
     )
+
+
+def _recency_from(data: dict[str, Any] | None) -> Recency | None:
+    if not data:
+        return None
+    within = data.get("within_sigma")
+    return Recency(str(data["text"]), None if within is None else float(within))
 
 
 def _precision_from(data: dict[str, Any] | None) -> BandPrecision | None:
@@ -236,6 +245,7 @@ def answer_from_dict(data: dict[str, Any]) -> Answer:
         timings_ms={k: float(v) for k, v in (data.get("timings_ms") or {}).items()},
         notice=data.get("notice"),
         time_window=_window_from(data.get("time_window")),
+        recency=_recency_from(data.get("recency")),
         unsynced=_unsynced_from(data.get("unsynced")),
     )
 
@@ -309,6 +319,23 @@ def window_words(w: TimeWindow) -> str:
     if w.outside:
         said += f"; {w.outside} dated outside it left out"
     return said
+
+
+def recency_words(r: Recency) -> str:
+    """What an answer says of a question asking for the latest and what it did with it."""
+    if r.within_sigma is None:
+        return f"newest first ({r.text}): the notes found, the most recent first"
+    return (
+        f"newest first ({r.text}): of the notes within {r.within_sigma:g} σ of the best, "
+        "the most recent first"
+    )
+
+
+def dates_shown(answer: Answer) -> bool:
+    """Whether the answer's notes were chosen or ordered by their dates (a period, the
+    latest), so each note says its date."""
+    w = answer.time_window
+    return (w is not None and w.applied) or answer.recency is not None
 
 
 def status_words(status: str | None, superseded_by: str | None) -> str | None:
@@ -468,14 +495,14 @@ def _score_words(h: Hit) -> str:
     return f"bm25 {h.bm25:.2f}" if h.bm25 is not None else h.source_type
 
 
-def hit_marks(h: Hit, window: TimeWindow | None, successor: str | None = None) -> str | None:
+def hit_marks(h: Hit, dated: bool, successor: str | None = None) -> str | None:
     """What an answer says of a hit beside its title: its decision's status (not of a
     current one; ``successor`` names what replaced it, else its path), and in an answer
-    chosen by a period, its date or that it has none."""
+    chosen or ordered by dates (``dates_shown``), its date or that it has none."""
     parts = []
     if h.status != "current":
         parts.append(status_words(h.status, successor or h.superseded_by))
-    if window is not None and window.applied:
+    if dated:
         parts.append(h.date or "undated")
     said = "; ".join(p for p in parts if p)
     return said or None
@@ -511,11 +538,14 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
             lines.append(f"_note: {note}_")
     if answer.time_window is not None:
         lines.append(f"_{window_words(answer.time_window)}_")
+    if answer.recency is not None:
+        lines.append(f"_{recency_words(answer.recency)}_")
+    dated = dates_shown(answer)
     if answer.hits:
         lines += ["", "### Notes"]
         for i, h in enumerate(answer.hits[:NOTES_SHOWN], start=1):
             score = _score_words(h)
-            status = hit_marks(h, answer.time_window)
+            status = hit_marks(h, dated)
             line = f"{i}. **{h.title}** (`{h.path}`, {score}{f'; {status}' if status else ''})"
             if h.excerpt:
                 line += f" — {_one_line(h.excerpt, MD_EXCERPT_CHARS)}"
@@ -574,10 +604,13 @@ def to_context_pack(answer: Answer, *, max_chars: int) -> str | None:
     lines += [f"[{note}]" for note in answer_notes(answer)]
     if answer.time_window is not None:
         lines.append(f"[{window_words(answer.time_window)}]")
+    if answer.recency is not None:
+        lines.append(f"[{recency_words(answer.recency)}]")
+    dated = dates_shown(answer)
     if answer.hits:
         lines.append("Notes:")
         for h in answer.hits[:CONTEXT_NOTES]:
-            status = hit_marks(h, answer.time_window)
+            status = hit_marks(h, dated)
             line = f"- {h.title} ({h.path}{f'; {status}' if status else ''})"
             if h.excerpt:
                 line += f": {_one_line(h.excerpt, CONTEXT_TEXT_CHARS)}"

@@ -12,14 +12,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipeline.model import Answer, FactView, Hit, SubjectRank, TimeWindow
+from pipeline.model import Answer, FactView, Hit, SubjectRank
 from pipeline.render import (
     EVIDENCE_WORDS,
     NOTES_SHOWN,
     answer_notes,
+    dates_shown,
     hit_marks,
     label_in_words,
     label_line,
+    recency_words,
     shown_status,
     silence_line,
     successors_in,
@@ -87,8 +89,9 @@ class TextAnswer:
         if notes:
             yield Text("notes", style="bold")
             numbered = {hit.path: i for i, hit in enumerate(notes, start=1)}
+            dated = dates_shown(answer)
             for number, hit in enumerate(notes, start=1):
-                yield from _note_lines(console, number, hit, width, numbered, answer.time_window)
+                yield from _note_lines(console, number, hit, width, numbered, dated)
         shown = subjects_shown(answer, self.subjects)
         if shown:
             yield Text(_subjects_heading(answer, len(shown)), style="bold")
@@ -120,6 +123,8 @@ def _head(answer: Answer) -> list[Text]:
     head += [Text(f"note: {n}", style="italic") for n in answer_notes(answer)]
     if answer.time_window is not None:
         head.append(Text(window_words(answer.time_window), style="cyan"))
+    if answer.recency is not None:
+        head.append(Text(recency_words(answer.recency), style="cyan"))
     return head
 
 
@@ -147,7 +152,7 @@ def _note_lines(
     hit: Hit,
     width: int,
     numbered: Mapping[str, int],
-    window: TimeWindow | None,
+    dated: bool,
 ) -> Iterator[Text]:
     from rich.cells import cell_len
     from rich.text import Text
@@ -159,7 +164,7 @@ def _note_lines(
     successor = hit.superseded_by
     if successor in numbered:
         successor = f"note {numbered[successor]}"
-    marks = hit_marks(hit, window, successor)
+    marks = hit_marks(hit, dated, successor)
     if marks:
         title.append(f" [{marks}]", style="yellow")
     path = short_path(hit.path, room - title.cell_len - 3)

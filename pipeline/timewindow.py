@@ -255,11 +255,62 @@ def _period_only_stems() -> frozenset[str]:
 def period_only(question: str, window: TimeWindow) -> bool:
     """Whether ``question`` asks about its period alone: every word it holds besides the
     period's phrase and stop words is one of ``PERIOD_ONLY_WORDS``."""
+    return only_about(question, window.text)
+
+
+def only_about(question: str, *phrases: str) -> bool:
+    """Whether every word of ``question`` besides ``phrases`` (a period's) and stop words
+    is one of ``PERIOD_ONLY_WORDS``: the question names no topic."""
     from pipeline.bridge import content_words
 
-    rest = question.replace(window.text, " ", 1)
+    rest = question
+    for phrase in phrases:
+        rest = rest.replace(phrase, " ", 1)
     known = _period_only_stems()
     return all(_stems(word) & known for word in content_words(rest))
+
+
+#: What may follow "last" when it means the most recent one: events and records, not units
+#: of time ("last week" is a period) nor an order ("the last step"); "previous" only before
+#: a meeting ("the previous decision" is the one before the current).
+_MEETINGS = (
+    r"(?:meeting|meetings|session|sessions|call|sync|standup|stand-up|retro|retrospective|"
+    r"workshop)"
+)
+_EVENTS = (
+    rf"(?:{_MEETINGS}|review|discussion|decision|update|release|incident|sprint|planning|time)"
+)
+#: A question asking for the newest notes: English "most recent(ly)", "latest", "newest",
+#: "recently", "lately", "the last meeting (or another event)", "the previous meeting",
+#: "did we last …"; Hungarian "legutóbb(i)", "legutolsó", "legújabb", "legfrissebb",
+#: "nemrég(iben)", "mostanában".
+_LATEST = re.compile(
+    r"\b(?:most\s+recent(?:ly)?|latest|newest|recently|lately)\b"
+    rf"|\b(?:(?:the|our|my)\s+)?"
+    rf"(?:last(?P<event>\s+{_EVENTS})|previous(?P<meeting>\s+{_MEETINGS}))\b"
+    r"|\b(?:did|have|had|was|were)\s+(?:we|you|they|i|he|she|it)\s+last\b"
+    r"|(?<!\w)(?:legutóbb(?:i|an)?|legutolsó|legújabb|legfrissebb|nemrég(?:iben)?|"
+    r"mostanában)(?!\w)",
+    re.IGNORECASE,
+)
+
+
+def asks_latest(question: str) -> str | None:
+    """The phrase of ``question`` that asks for the newest notes ("the last retro"), else
+    None."""
+    m = _LATEST.search(question)
+    return m.group(0) if m else None
+
+
+def without_latest(question: str) -> str:
+    """``question`` without the words that ask for the latest, keeping what it is the latest
+    of ("what happened in the last retro?" -> "what happened in retro?"): what its words
+    are about ("latest" is no word a note should be found or excerpted by)."""
+    m = _LATEST.search(question)
+    if m is None:
+        return question
+    kept = m.group("event") or m.group("meeting") or ""
+    return f"{question[: m.start()]} {kept.strip()} {question[m.end() :]}"
 
 
 def apply_window(
@@ -284,6 +335,16 @@ def apply_window(
 #: Hits within this many σ of each other count as equally relevant when episodic recall
 #: puts recent sessions first.
 RECENT_TIER_SIGMAS: Final = 0.5
+
+
+def newest_first(hits: Sequence[Hit], sigma: float | None, *, topic: bool) -> list[Hit]:
+    """The hits of a question asking for the latest (``asks_latest``): with a ``topic``,
+    the more recent first among equally relevant ones (``recent_first``); without one
+    ("what happened at the last meeting?"), every hit found, the more recent first. Undated
+    notes come after the dated ones; equal dates keep their order."""
+    if topic:
+        return recent_first(hits, sigma)
+    return sorted(hits, key=lambda h: h.date or "", reverse=True)
 
 
 def recent_first(hits: Sequence[Hit], sigma: float | None) -> list[Hit]:

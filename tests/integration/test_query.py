@@ -486,6 +486,48 @@ def test_a_year_named_as_a_topic_is_said_but_not_applied(synced: Pipeline) -> No
     assert a.hits and a.subjects  # nothing dropped for a period no note is dated in
 
 
+LATEST = Path(__file__).resolve().parents[1] / "data/judged/examples-vault-latest.jsonl"
+
+
+def test_questions_asking_for_the_latest_lead_with_the_newest_note_that_answers(
+    synced: Pipeline,
+) -> None:
+    """The judged "latest" questions (scripts/latest_first.py): 8 of 11 lead with the
+    newest answering note, 3 in relevance order; each such answer says it was reordered."""
+    rows = [json.loads(line) for line in LATEST.read_text(encoding="utf-8").splitlines() if line]
+
+    def leading(order: str) -> int:
+        settings = synced.settings.replace(query_latest=order)
+        opts = QueryOptions.from_settings(settings, today="2026-06-15")
+        answers = [synced.ask(row["question"], opts) for row in rows]
+        assert all(a.mode == "semantic" for a in answers)
+        assert all((a.recency is not None) is (order == "newest") for a in answers)
+        return sum(a.hits[0].path == row["newest"] for a, row in zip(answers, rows, strict=True))
+
+    newest, relevance = leading("newest"), leading("relevance")
+    assert newest >= 7 and newest >= relevance + 4, (newest, relevance)
+
+
+def test_the_last_meeting_is_the_newest_note_and_the_answer_says_so(  # type: ignore[no-untyped-def]
+    synced: Pipeline, graph_env
+) -> None:
+    from pipeline.cli.query import query_standalone
+
+    args = ["--vault", str(synced.settings.vault), "--no-service", "--json"]
+    result = CliRunner().invoke(
+        query_standalone,
+        [*args, "what happened at the last meeting?"],
+        env=cli_env(synced, graph_env),
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["schema_version"] == 5
+    assert data["recency"] == {"text": "the last meeting", "within_sigma": None}
+    dates = [h["date"] for h in data["hits"] if h["date"] is not None]
+    assert dates and dates == sorted(dates, reverse=True)
+    assert data["hits"][0]["path"] == "sessions/2026-06-11-secrets-access-audit.md"
+
+
 def test_sync_and_calibrate_cli_json(synced: Pipeline, graph_env) -> None:  # type: ignore[no-untyped-def]
     from pipeline.cli import cli
 

@@ -23,6 +23,7 @@ from pipeline.model import (
     Fact,
     Note,
     NoteStamp,
+    Recency,
     SubjectSummary,
     UnsyncedEdits,
     normalize_text,
@@ -682,6 +683,71 @@ def test_a_question_about_its_period_alone_is_answered_by_the_notes_of_the_perio
     assert names(a) == ["2026-05-06 Retirement", "0029 Renovate"]
     topic = p.ask("what did we decide about renovate last month?", opts)
     assert "0029 Renovate" not in names(topic)
+
+
+def _sessions(tmp_path: Path, extra: int = 0):
+    """Three warm-cache notes of different days (σ 0.10: half a σ is 0.05) and, past the
+    hits a question keeps, ``extra`` older filler notes; the newest note of all is a
+    retro that is a whole step less relevant."""
+    from dataclasses import replace
+
+    dated = [
+        ("sessions/design.md", "2026-02-03 Warm cache design", 0.60, "2026-02-03"),
+        ("sessions/rollout.md", "2026-03-04 Warm cache rollout", 0.58, "2026-03-04"),
+        ("wiki/warm-cache.md", "Warm cache", 0.59, None),
+    ]
+    dated += [(f"sessions/f{i:03d}.md", f"Filler {i}", 0.45, "2025-01-01") for i in range(extra)]
+    dated.append(("sessions/retro.md", "2026-04-15 Q1 retro", 0.44, "2026-04-15"))
+    notes = [replace(note(p_, t), date=d) for p_, t, _c, d in dated]
+    hits = [FakeHit(p_, t, note(p_, t).source_type, c) for p_, t, c, _d in dated]
+    return make(tmp_path, hits, notes=notes, facts=[])
+
+
+def test_a_question_asking_for_the_latest_gets_the_newest_of_the_equally_relevant_notes(
+    tmp_path: Path,
+) -> None:
+    p, _graph, _emb = _sessions(tmp_path)
+    a = p.ask("what was the latest work on the warm cache?")
+    assert a.recency == Recency("latest", 0.5)
+    assert [h.path for h in a.hits] == [
+        "sessions/rollout.md",  # the newest within half a σ of the best
+        "sessions/design.md",
+        "wiki/warm-cache.md",  # undated: after the dated notes of its step
+        "sessions/retro.md",  # the newest of all, but a whole step less relevant
+    ]
+    assert [h.date for h in a.hits][:2] == ["2026-03-04", "2026-02-03"]
+    assert names(a)[:2] == ["2026-03-04 Warm cache rollout", "2026-02-03 Warm cache design"]
+    plain = p.ask("what was the work on the warm cache?")
+    assert plain.recency is None
+    assert plain.hits[0].path == "sessions/design.md"  # by relevance, as before
+    off = QueryOptions.from_settings(p.settings.replace(query_latest="relevance"))
+    kept = p.ask("what was the latest work on the warm cache?", off)
+    assert kept.recency is None
+    assert kept.hits[0].path == "sessions/design.md"  # the setting keeps relevance order
+
+
+def test_a_question_asking_only_for_the_latest_gets_the_newest_note_it_finds_past_the_hits(
+    tmp_path: Path,
+) -> None:
+    """ "what happened at the last meeting?" names no topic: the newest note found answers,
+    though fifty older notes are closer and only five hits are kept; looked for in the
+    first hundred notes, as a period question is."""
+    p, _graph, _emb = _sessions(tmp_path, extra=50)
+    a = p.ask("what happened at the last meeting?")
+    assert a.recency == Recency("the last meeting", None)
+    assert a.hits[0].path == "sessions/retro.md"
+    assert names(a)[0] == "2026-04-15 Q1 retro"
+    assert len(a.hits) == QueryOptions.from_settings(p.settings).hits
+
+
+def test_asking_for_the_latest_among_undated_notes_changes_nothing_and_says_nothing(
+    tmp_path: Path,
+) -> None:
+    p, _graph, _emb = make(tmp_path, HITS)
+    before = p.ask("why did we choose redis for the warm cache?")
+    a = p.ask("why did we choose redis for the warm cache most recently?")
+    assert a.recency is None
+    assert [h.path for h in a.hits] == [h.path for h in before.hits]
 
 
 def test_a_cold_answer_counts_the_notes_it_cannot_see_yet(tmp_path: Path) -> None:

@@ -57,6 +57,7 @@ def test_json_contract_keys_and_non_finite_numbers_as_null() -> None:
         "hits",
         "subjects",
         "time_window",
+        "recency",
         "notice",
         "unsynced",
         "timings_ms",
@@ -188,7 +189,7 @@ def test_an_answer_says_what_its_band_is_measured_to_mean() -> None:
     rel = replace(relevance("strong"), precision=BandPrecision(0.796, 232, 6))
     answer = Answer("why redis?", "semantic", None, rel, (HIT,), (subject(),))
     d = to_dict(answer)
-    assert d["schema_version"] == 4
+    assert d["schema_version"] == 5
     assert d["relevance"]["precision"] == {
         "value": 0.796,
         "n": 232,
@@ -287,3 +288,38 @@ def test_an_answer_says_how_many_notes_edited_since_the_last_sync_it_cannot_see(
     plain = Answer("why redis?", "semantic", None, relevance("strong"), (HIT,), (subject(),))
     assert to_dict(plain)["unsynced"] is None
     assert "last sync" not in text_of(plain, width=400)
+
+
+def test_an_answer_ordered_newest_first_says_so_and_dates_its_notes() -> None:
+    """A question asking for the latest: the JSON's ``recency`` (schema 5), a line in the
+    text, markdown and the hook's context, and each note's date beside its title."""
+    from dataclasses import replace
+
+    from pipeline.model import Recency
+    from pipeline.render import answer_from_dict, to_context_pack
+
+    dated = replace(HIT, date="2026-03-04")
+    undated = replace(HIT, path="wiki/cache.md", title="Cache")
+    answer = Answer(
+        "what was the latest work on redis?",
+        "semantic",
+        None,
+        relevance("strong"),
+        (dated, undated),
+        (subject(),),
+        recency=Recency("latest", 0.5),
+    )
+    d = to_dict(answer)
+    assert d["recency"] == {"text": "latest", "within_sigma": 0.5}
+    assert answer_from_dict(d).recency == answer.recency
+    said = "newest first (latest): of the notes within 0.5 σ of the best, the most recent first"
+    text = text_of(answer, width=200)
+    assert said in text
+    assert "Redis [2026-03-04]" in text and "Cache [undated]" in text
+    assert said in to_markdown(answer)
+    assert said in to_context_pack(answer, max_chars=4000)
+    alone = replace(answer, recency=Recency("the last meeting", None))
+    assert "newest first (the last meeting): the notes found, the most recent first" in (
+        text_of(alone, width=200)
+    )
+    assert to_dict(replace(answer, recency=None))["recency"] is None

@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from pipeline.model import Hit, TimeWindow
-from pipeline.timewindow import apply_window, parse_window, period_only, recent_first
+from pipeline.timewindow import (
+    apply_window,
+    asks_latest,
+    newest_first,
+    only_about,
+    parse_window,
+    period_only,
+    recent_first,
+    without_latest,
+)
 
 TODAY = date(2026, 6, 15)  # a Monday
 EXPECT = Path(__file__).resolve().parents[1] / "data/judged/examples-vault-current.expect.jsonl"
@@ -126,3 +135,77 @@ def test_a_question_about_its_period_alone_is_told_from_one_with_a_topic(
     window = parse_window(question, date(2026, 6, 15))
     assert window is not None
     assert period_only(question, window) is alone
+
+
+@pytest.mark.parametrize(
+    ("question", "phrase"),
+    [
+        ("what was the latest work on the warm cache?", "latest"),
+        ("what happened at the most recent TSC meeting?", "most recent"),
+        ("what did we do most recently about flags?", "most recently"),
+        ("the newest notes on billing", "newest"),
+        ("what changed recently in the deploy pipeline", "recently"),
+        ("when did we last look at kafka?", "did we last"),
+        ("what happened at the last meeting?", "the last meeting"),
+        ("what happened in our last retro", "our last retro"),
+        ("last time we discussed secrets", "last time"),
+        ("notes from the previous session", "the previous session"),
+        ("Mi történt a legutóbbi ügyeleti átadáson?", "legutóbbi"),
+        ("Mostanában mit csináltunk a gyorsítótárral?", "Mostanában"),
+    ],
+)
+def test_a_question_asking_for_the_latest_is_recognised(question: str, phrase: str) -> None:
+    assert asks_latest(question) == phrase
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "what did we decide last week?",  # a period, not the latest
+        "what did we decide last month about secrets",
+        "what is the last step of the deploy?",  # an order
+        "at last, which cache did we choose?",
+        "our last resort when redis is down",
+        "the previous decision about redis",  # the one before the current
+        "what is our policy on code review?",
+    ],
+)
+def test_last_as_a_period_an_order_or_an_earlier_one_does_not_ask_for_the_latest(
+    question: str,
+) -> None:
+    assert asks_latest(question) is None
+
+
+def test_the_words_asking_for_the_latest_are_dropped_but_what_it_is_the_latest_of_kept() -> None:
+    assert without_latest("what happened in the last retro?").split() == [
+        "what", "happened", "in", "retro", "?",
+    ]  # fmt: skip
+    assert without_latest("the latest on redis").split() == ["the", "on", "redis"]
+    assert without_latest("why redis?") == "why redis?"
+    # A retro is a topic; a meeting, like a decision, is what any period question asks for.
+    assert not only_about(without_latest("what happened in the last retro?"))
+    assert only_about(without_latest("what happened at the last meeting?"))
+    assert only_about(without_latest("what did we decide most recently?"))
+
+
+def test_the_latest_of_a_topic_is_the_newest_of_the_equally_relevant_notes() -> None:
+    hits = [
+        hit("design", 0.80, "2026-02-03"),
+        hit("rollout", 0.78, "2026-03-04"),
+        hit("undated", 0.79, None),
+        hit("retro", 0.40, "2026-04-15"),  # newest, but a whole step less relevant
+    ]
+    got = newest_first(hits, sigma=0.1, topic=True)
+    assert [h.path for h in got] == ["rollout", "design", "undated", "retro"]
+
+
+def test_the_latest_without_a_topic_is_the_newest_note_found() -> None:
+    hits = [
+        hit("old", 0.80, "2016-02-04"),
+        hit("undated", 0.79, None),
+        hit("same-day-a", 0.50, "2026-05-06"),
+        hit("same-day-b", 0.60, "2026-05-06"),
+        hit("newer", 0.30, "2026-05-20"),
+    ]
+    got = newest_first(hits, sigma=None, topic=False)
+    assert [h.path for h in got] == ["newer", "same-day-a", "same-day-b", "old", "undated"]
