@@ -428,10 +428,10 @@ class Pipeline:
             except (GraphUnavailable, GraphQueryError) as exc:
                 reason = degraded_reason(exc)
                 if opts.retrieval == "hybrid":  # the questions searched before it, fused
-                    found = self._fuse_all(questions, vectors, found, k, depth, shared)[0]
+                    found = self._fuse_all(questions, vectors, found, k, depth, shared, opts)[0]
                 return found, reason
         if opts.retrieval == "hybrid":
-            return self._fuse_all(questions, vectors, found, k, depth, shared)
+            return self._fuse_all(questions, vectors, found, k, depth, shared, opts)
         return found, None
 
     def _fuse_all(
@@ -442,25 +442,33 @@ class Pipeline:
         k: int,
         depth: int,
         shared: Timer,
+        opts: QueryOptions,
     ) -> tuple[list[list[Hit]], str | None]:
         """Each searched question's hits fused (``_fuse``), in order, until the graph fails:
         the questions fused before it, and why (the rest are answered degraded)."""
         fused: list[list[Hit]] = []
         for q, v, dense in zip(questions, vectors, found, strict=False):
             try:
-                fused.append(self._fuse(q, v, dense, k, depth, shared))
+                fused.append(self._fuse(q, v, dense, k, depth, shared, opts))
             except (GraphUnavailable, GraphQueryError) as exc:
                 return fused, degraded_reason(exc)
         return fused, None
 
     def _fuse(
-        self, question: str, vector: Any, dense: list[Hit], k: int, depth: int, shared: Timer
+        self,
+        question: str,
+        vector: Any,
+        dense: list[Hit],
+        k: int,
+        depth: int,
+        shared: Timer,
+        opts: QueryOptions,
     ) -> list[Hit]:
         """Hybrid retrieval: the first ``depth`` dense hits and full-text hits fused by
         their relative scores, the first ``k`` kept; every fused hit gets its exact cosine (a
         words-only one against its stored embedding), so labels and tiers stay cosine."""
         with shared.stage("fulltext_ms"):
-            words = self.kodb.search_notes(bridge.query_terms(without_latest(question)), depth)
+            words = self.kodb.search_notes(self.terms_of(question, opts), depth)
         scored = [(h.path, h.cosine or 0.0) for h in dense]
         unread = self._unread({p for p, _ in scored} | {p for p, _ in words}, shared)
         order = relative_scores([scored, words], [DENSE_WEIGHT, 1.0 - DENSE_WEIGHT], unread)
@@ -551,7 +559,8 @@ class Pipeline:
                 sigma=relevance.sigma,
             )
         evidence = {h.path: h.cosine or 0.0 for h in shown}
-        words = (lambda: bridge.term_candidates(text, self.kodb)) if opts.per_token else None
+        topic = self.topic_of(text, opts)
+        words = (lambda: bridge.term_candidates(topic, self.kodb)) if opts.per_token else None
         subjects, candidates = self._subjects(
             candidates, opts, timer, relevance, evidence, words=words, succession=succession
         )
@@ -577,6 +586,20 @@ class Pipeline:
     def latest_of(self, text: str, opts: QueryOptions) -> str | None:
         """The phrase of ``text`` asking for the latest, when answers put the newest first."""
         return asks_latest(text) if opts.newest_first else None
+
+    def topic_of(self, text: str, opts: QueryOptions) -> str:
+        """What notes and subjects are searched and excerpted by: the question without the
+        words asking for the latest when answers put the newest first ("latest" names no
+        topic), unless nothing else is left."""
+        if self.latest_of(text, opts) is not None:
+            rest = without_latest(text)
+            if bridge.content_words(rest):
+                return rest
+        return text
+
+    def terms_of(self, text: str, opts: QueryOptions) -> list[str]:
+        """The words of ``topic_of``."""
+        return bridge.query_terms(self.topic_of(text, opts))
 
     def _in_window(
         self,
@@ -604,10 +627,13 @@ class Pipeline:
             phrases = () if window is None else (window.text,)
             topic = not only_about(without_latest(text), *phrases)
             if sigma or not topic:  # with a topic, σ says which notes are as relevant
-                hits = newest_first(hits, sigma, topic=topic)
+                today = opts.today or date.today().isoformat()
+                hits = newest_first(hits, sigma, today, topic=topic)
                 recency = Recency(latest, RECENT_TIER_SIGMAS if topic else None)
         if window is None:
-            return (hits if recency else recent_first(hits, sigma)), None, recency, dated
+            if opts.session_notes_only and recency is None:
+                hits = recent_first(hits, sigma)
+            return hits, None, recency, dated
         kept, window = apply_window(hits, window, opts.hits)
         return kept, window, recency, dated
 
@@ -638,7 +664,7 @@ class Pipeline:
                 None,
                 evidence,
                 top_bm25=best,
-                words=lambda: bridge.term_candidates(text, self.kodb),
+                words=lambda: bridge.term_candidates(self.topic_of(text, opts), self.kodb),
                 succession=succession,
             )
             if opts.crystal_only and not subjects and candidates:
@@ -677,7 +703,7 @@ class Pipeline:
             languages = {p: n.text_language for p, n in registry.items()}
             return excerpts.with_excerpts(
                 hits,
-                bridge.query_terms(without_latest(text)),
+                self.terms_of(text, opts),
                 s.vault,
                 s.vault_max_note_bytes,
                 languages,
@@ -695,7 +721,7 @@ class Pipeline:
         window = self.window_of(text, opts)
         scan = opts.session_notes_only or window is not None
         k = max(opts.hits, EPISODIC_SCAN) if scan else opts.hits
-        found = self.kodb.search_notes(bridge.query_terms(without_latest(text)), k)
+        found = self.kodb.search_notes(self.terms_of(text, opts), k)
         registry = self.kodb.notes_at(p for p, _ in found)
         hits = [
             _with_note(Hit(p, n.title, n.source_type, None, bm25=score), n)

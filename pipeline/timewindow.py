@@ -234,7 +234,8 @@ PERIOD_ONLY_WORDS: Final = (
     "discussion talk talked meet met meeting meetings session sessions change changed changes "
     "new anything everything work worked done do did so far "
     "döntöttünk döntöttek döntött döntés döntések született születtek történt történik "
-    "megbeszéltünk beszéltünk változott változás új csináltunk"
+    "megbeszéltünk beszéltünk változott változás új csináltunk megbeszélés megbeszélésen "
+    "értekezlet értekezleten ülés ülésen"
 )
 _STEMMED_BY: Final = ("english", "hungarian")
 
@@ -273,31 +274,35 @@ def only_about(question: str, *phrases: str) -> bool:
 #: What may follow "last" when it means the most recent one: events and records, not units
 #: of time ("last week" is a period) nor an order ("the last step"); "previous" only before
 #: a meeting ("the previous decision" is the one before the current).
-_MEETINGS = (
-    r"(?:meeting|meetings|session|sessions|call|sync|standup|stand-up|retro|retrospective|"
-    r"workshop)"
-)
+_MEETINGS = r"(?:meeting|session|call|sync|standup|stand-up|retro|retrospective|workshop)s?"
 _EVENTS = (
-    rf"(?:{_MEETINGS}|review|discussion|decision|update|release|incident|sprint|planning|time)"
+    rf"(?:{_MEETINGS}|(?:review|discussion|decision|update|release|incident|sprint|planning)s?"
+    r"|time)"
+)
+#: "did we last …", unless a period follows ("was it last week").
+_NOT_A_PERIOD = (
+    r"(?!\s+(?:\d|a\b|an\b|two|three|few|couple|week|month|year|night|weekend|quarter|day))"
 )
 #: A question asking for the newest notes: English "most recent(ly)", "latest", "newest",
 #: "recently", "lately", "the last meeting (or another event)", "the previous meeting",
-#: "did we last …"; Hungarian "legutóbb(i)", "legutolsó", "legújabb", "legfrissebb",
-#: "nemrég(iben)", "mostanában".
+#: "did we last …", "last updated"; Hungarian "legutóbb(i)", "legutolsó", "legújabb",
+#: "legfrissebb", "nemrég(iben)", "mostanában", "az utóbbi időben" (inflected too). Not a
+#: tag or a compound: ":latest", "newest-first".
 _LATEST = re.compile(
-    r"\b(?:most\s+recent(?:ly)?|latest|newest|recently|lately)\b"
+    r"(?<![:\w-])(?:most\s+recent(?:ly)?|latest|newest|recently|lately)(?![-:\w])"
     rf"|\b(?:(?:the|our|my)\s+)?"
-    rf"(?:last(?P<event>\s+{_EVENTS})|previous(?P<meeting>\s+{_MEETINGS}))\b"
-    r"|\b(?:did|have|had|was|were)\s+(?:we|you|they|i|he|she|it)\s+last\b"
-    r"|(?<!\w)(?:legutóbb(?:i|an)?|legutolsó|legújabb|legfrissebb|nemrég(?:iben)?|"
-    r"mostanában)(?!\w)",
+    rf"(?:last(?P<event>\s+{_EVENTS})|previous(?P<meeting>\s+{_MEETINGS}))(?![-\w])"
+    rf"|\b(?:did|have|had|was|were)\s+(?:we|you|they|i|he|she|it)\s+last\b{_NOT_A_PERIOD}"
+    r"|\blast\s+(?:updated|changed|discussed|touched|reviewed|modified|edited|mentioned)\b"
+    r"|(?<!\w)(?:legut[óo]bb|legutols[óo]|leg[úu]jabb|legfrissebb|nemr[ée]g)\w*"
+    r"|(?<!\w)(?:mostan[áa]ban|az\s+ut[óo]bbi\s+id[őo]ben)(?!\w)",
     re.IGNORECASE,
 )
 
 
 def asks_latest(question: str) -> str | None:
-    """The phrase of ``question`` that asks for the newest notes ("the last retro"), else
-    None."""
+    """The first phrase of ``question`` that asks for the newest notes ("the last retro"),
+    else None."""
     m = _LATEST.search(question)
     return m.group(0) if m else None
 
@@ -306,11 +311,12 @@ def without_latest(question: str) -> str:
     """``question`` without the words that ask for the latest, keeping what it is the latest
     of ("what happened in the last retro?" -> "what happened in retro?"): what its words
     are about ("latest" is no word a note should be found or excerpted by)."""
-    m = _LATEST.search(question)
-    if m is None:
-        return question
-    kept = m.group("event") or m.group("meeting") or ""
-    return f"{question[: m.start()]} {kept.strip()} {question[m.end() :]}"
+
+    def kept(m: re.Match[str]) -> str:
+        noun = (m.group("event") or m.group("meeting") or "").strip()
+        return f" {noun} " if noun.casefold() != "time" else " "
+
+    return _LATEST.sub(kept, question)
 
 
 def apply_window(
@@ -337,14 +343,29 @@ def apply_window(
 RECENT_TIER_SIGMAS: Final = 0.5
 
 
-def newest_first(hits: Sequence[Hit], sigma: float | None, *, topic: bool) -> list[Hit]:
-    """The hits of a question asking for the latest (``asks_latest``): with a ``topic``,
-    the more recent first among equally relevant ones (``recent_first``); without one
-    ("what happened at the last meeting?"), every hit found, the more recent first. Undated
-    notes come after the dated ones; equal dates keep their order."""
-    if topic:
-        return recent_first(hits, sigma)
-    return sorted(hits, key=lambda h: h.date or "", reverse=True)
+def newest_first(hits: Sequence[Hit], sigma: float | None, today: str, *, topic: bool) -> list[Hit]:
+    """The hits of a question asking for the latest (``asks_latest``). With a ``topic``,
+    the notes as relevant as the best (a cosine within ``RECENT_TIER_SIGMAS`` σ of the best)
+    trade places among themselves, the newest first, and every other note keeps its place
+    (hybrid retrieval's fused order too). Without one ("what happened at the last
+    meeting?"), every hit, the newest first. Undated notes, and notes dated after ``today``
+    (an agenda for next month is not the last meeting), come after the dated ones; equal
+    dates keep their order."""
+
+    def day(h: Hit) -> str:
+        return h.date if h.date is not None and h.date <= today else ""
+
+    if not topic:
+        return sorted(hits, key=day, reverse=True)
+    cosines = [h.cosine for h in hits if h.cosine is not None]
+    if not sigma or sigma <= 0 or not cosines:
+        return list(hits)
+    low = max(cosines) - sigma * RECENT_TIER_SIGMAS
+    places = [i for i, h in enumerate(hits) if h.cosine is not None and h.cosine >= low]
+    out = list(hits)
+    for i, h in zip(places, sorted((hits[i] for i in places), key=day, reverse=True), strict=True):
+        out[i] = h
+    return out
 
 
 def recent_first(hits: Sequence[Hit], sigma: float | None) -> list[Hit]:

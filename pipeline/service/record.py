@@ -61,6 +61,7 @@ def settings_digest(settings: Any) -> str:
         "\x1e".join(settings.vault_private_globs),
         str(settings.graph_candidates),
         str(settings.query_facts_per_predicate_cap),
+        settings.query_latest,
         str(settings.state_dir),
     )
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:24]

@@ -657,6 +657,28 @@ def test_hybrid_answers_with_a_note_the_model_cannot_read_when_its_words_match(
     assert unread.relevance.top_cosine == pytest.approx(0.62)  # the label stays cosine
 
 
+def test_asking_for_the_latest_keeps_hybrids_order_where_there_is_nothing_to_date(
+    tmp_path: Path,
+) -> None:
+    """The unread Hungarian note that its words put first stays first when the question
+    asks for the latest and no note is dated: nothing is reordered, and nothing said."""
+    notes = [
+        note("wiki/cache.md", "Cache rules", "How we cache previews."),
+        note("adr/0025-havi.md", "0025 Havi függőségfrissítés", "monthly dependency update day"),
+    ]
+    hits = [
+        FakeHit("wiki/cache.md", "Cache rules", "wiki", 0.62),
+        FakeHit("adr/0025-havi.md", "0025 Havi függőségfrissítés", "adr", 0.05),
+    ]
+    p = _hybrid(tmp_path, hits, notes, {"adr/0025-havi.md": "hungarian"})
+    plain = p.ask("when is the monthly dependency update day?")
+    latest = p.ask("when was the monthly dependency update day most recently?")
+    assert latest.recency is None
+    assert [h.path for h in latest.hits] == [h.path for h in plain.hits]
+    assert plain.hits[0].path == "adr/0025-havi.md"
+    assert names(latest) == names(plain)
+
+
 def test_a_question_about_its_period_alone_is_answered_by_the_notes_of_the_period(
     tmp_path: Path,
 ) -> None:

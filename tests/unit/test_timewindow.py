@@ -152,6 +152,12 @@ def test_a_question_about_its_period_alone_is_told_from_one_with_a_topic(
         ("notes from the previous session", "the previous session"),
         ("Mi történt a legutóbbi ügyeleti átadáson?", "legutóbbi"),
         ("Mostanában mit csináltunk a gyorsítótárral?", "Mostanában"),
+        ("when was redis last updated?", "last updated"),
+        ("what were the last decisions about kafka?", "the last decisions"),
+        ("mit beszéltünk a legutóbbin?", "legutóbbin"),
+        ("legutobbi megbeszeles", "legutobbi"),
+        ("mi változott nemrégen?", "nemrégen"),
+        ("mit csináltunk az utóbbi időben?", "az utóbbi időben"),
     ],
 )
 def test_a_question_asking_for_the_latest_is_recognised(question: str, phrase: str) -> None:
@@ -168,6 +174,11 @@ def test_a_question_asking_for_the_latest_is_recognised(question: str, phrase: s
         "our last resort when redis is down",
         "the previous decision about redis",  # the one before the current
         "what is our policy on code review?",
+        "was it last week that we moved to redis?",  # a period after "was it last"
+        "did we last year adopt kafka?",
+        "should we pin the :latest docker tag?",  # a tag, not the latest
+        "the newest-first ordering bug",
+        "which was the last time-series database we tried?",
     ],
 )
 def test_last_as_a_period_an_order_or_an_earlier_one_does_not_ask_for_the_latest(
@@ -186,6 +197,10 @@ def test_the_words_asking_for_the_latest_are_dropped_but_what_it_is_the_latest_o
     assert not only_about(without_latest("what happened in the last retro?"))
     assert only_about(without_latest("what happened at the last meeting?"))
     assert only_about(without_latest("what did we decide most recently?"))
+    assert only_about(without_latest("what did we do last time?"))  # "time" is no topic
+    assert only_about(without_latest("mi történt a legutóbbi megbeszélésen?"))
+    both = without_latest("the latest on the most recent release")
+    assert "latest" not in both and "recent" not in both and "release" in both
 
 
 def test_the_latest_of_a_topic_is_the_newest_of_the_equally_relevant_notes() -> None:
@@ -195,17 +210,34 @@ def test_the_latest_of_a_topic_is_the_newest_of_the_equally_relevant_notes() -> 
         hit("undated", 0.79, None),
         hit("retro", 0.40, "2026-04-15"),  # newest, but a whole step less relevant
     ]
-    got = newest_first(hits, sigma=0.1, topic=True)
+    got = newest_first(hits, 0.1, "2026-06-15", topic=True)
     assert [h.path for h in got] == ["rollout", "design", "undated", "retro"]
 
 
-def test_the_latest_without_a_topic_is_the_newest_note_found() -> None:
+def test_the_latest_keeps_every_other_note_in_its_place() -> None:
+    """Hybrid's fused order: a note found by its words (a cosine that says little) keeps
+    its first place; only the notes as relevant as the best trade places."""
+    hits = [
+        hit("words", 0.05, "2025-01-01"),
+        hit("a", 0.60, "2026-01-01"),
+        hit("far", 0.30, "2026-06-01"),
+        hit("b", 0.58, "2026-03-01"),
+    ]
+    got = newest_first(hits, 0.1, "2026-06-15", topic=True)
+    assert [h.path for h in got] == ["words", "b", "far", "a"]
+    assert newest_first(hits, None, "2026-06-15", topic=True) == hits  # no σ: nothing to do
+
+
+def test_the_latest_without_a_topic_is_the_newest_note_found_up_to_today() -> None:
     hits = [
         hit("old", 0.80, "2016-02-04"),
         hit("undated", 0.79, None),
+        hit("agenda", 0.30, "2026-09-01"),  # next quarter's agenda is no last meeting
         hit("same-day-a", 0.50, "2026-05-06"),
         hit("same-day-b", 0.60, "2026-05-06"),
         hit("newer", 0.30, "2026-05-20"),
     ]
-    got = newest_first(hits, sigma=None, topic=False)
-    assert [h.path for h in got] == ["newer", "same-day-a", "same-day-b", "old", "undated"]
+    got = newest_first(hits, None, "2026-06-15", topic=False)
+    assert [h.path for h in got] == [
+        "newer", "same-day-a", "same-day-b", "old", "undated", "agenda",
+    ]  # fmt: skip

@@ -61,6 +61,16 @@ def test_a_service_with_other_settings_does_not_answer_for_us(tmp_path: Path) ->
     assert "postgresql" not in record_path(ours.state_dir).read_text()
 
 
+def test_a_service_ordering_the_latest_otherwise_does_not_answer_for_us(tmp_path: Path) -> None:
+    """query_latest decides an answer's order and is not in the request: a service started
+    with the other value must not answer this client's questions."""
+    from pipeline.config import load_settings
+
+    ours = load_settings(tmp_path, env={})
+    theirs = ours.replace(query_latest="relevance")
+    assert settings_digest(theirs) != settings_digest(ours)
+
+
 def test_only_its_own_record_is_removed(tmp_path: Path) -> None:
     write_record(tmp_path, record(tmp_path))
     remove_record(tmp_path, os.getpid() + 1)
