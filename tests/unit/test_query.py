@@ -629,20 +629,24 @@ def _hybrid(tmp_path: Path, hits: list[FakeHit], notes: list[Note], languages=No
     return app.pipeline()
 
 
+#: A Hungarian note whose English alias holds a question's words, and an English one.
+HAVI_NOTES = [
+    note("wiki/cache.md", "Cache rules", "How we cache previews."),
+    note("adr/0025-havi.md", "0025 Havi függőségfrissítés", "monthly dependency update day"),
+]
+HAVI_HITS = [
+    FakeHit("wiki/cache.md", "Cache rules", "wiki", 0.62),
+    FakeHit("adr/0025-havi.md", "0025 Havi függőségfrissítés", "adr", 0.05),
+]
+
+
 def test_hybrid_answers_with_a_note_the_model_cannot_read_when_its_words_match(
     tmp_path: Path,
 ) -> None:
     """A Hungarian note asked about in English: MiniLM's cosine of it says little (here
     under the floor), its English alias matches. Read by its cosine, it would be last and
     make no subject; judged by its words, it leads and answers."""
-    notes = [
-        note("wiki/cache.md", "Cache rules", "How we cache previews."),
-        note("adr/0025-havi.md", "0025 Havi függőségfrissítés", "monthly dependency update day"),
-    ]
-    hits = [
-        FakeHit("wiki/cache.md", "Cache rules", "wiki", 0.62),
-        FakeHit("adr/0025-havi.md", "0025 Havi függőségfrissítés", "adr", 0.05),
-    ]
+    notes, hits = HAVI_NOTES, HAVI_HITS
     question = "when is the monthly dependency update day?"
     read = _hybrid(tmp_path, hits, notes).ask(question)
     assert [h.path for h in read.hits] == ["wiki/cache.md", "adr/0025-havi.md"]
@@ -662,14 +666,7 @@ def test_asking_for_the_latest_keeps_hybrids_order_where_there_is_nothing_to_dat
 ) -> None:
     """The unread Hungarian note that its words put first stays first when the question
     asks for the latest and no note is dated: nothing is reordered, and nothing said."""
-    notes = [
-        note("wiki/cache.md", "Cache rules", "How we cache previews."),
-        note("adr/0025-havi.md", "0025 Havi függőségfrissítés", "monthly dependency update day"),
-    ]
-    hits = [
-        FakeHit("wiki/cache.md", "Cache rules", "wiki", 0.62),
-        FakeHit("adr/0025-havi.md", "0025 Havi függőségfrissítés", "adr", 0.05),
-    ]
+    notes, hits = HAVI_NOTES, HAVI_HITS
     p = _hybrid(tmp_path, hits, notes, {"adr/0025-havi.md": "hungarian"})
     plain = p.ask("when is the monthly dependency update day?")
     latest = p.ask("when was the monthly dependency update day most recently?")
