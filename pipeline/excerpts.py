@@ -72,6 +72,8 @@ _TABLE_RULE_CHARS = frozenset("|-: \t")
 _URL = re.compile(r"(?:https?|ftp)://[^\s<>()\[\]]+")
 _AUTOLINK = re.compile(r"<((?:https?|mailto):[^<>\s]+)>")
 _WORD = re.compile(r"[^\W_]+")
+#: A markdown backslash escape: the punctuation it keeps literal ("\\[Converge\\]").
+_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _SEPARATOR = "\n\x00\n"
 #: The first characters of a line that may open a list item or a quote.
 _MARK_STARTS = frozenset("-*+>0123456789")
@@ -100,7 +102,8 @@ class Paragraphs:
 
 
 def _prose(raw: str) -> str:
-    text = _HTML_TAG.sub(" ", _AUTOLINK.sub(r"\1", embed_plain(raw))).replace("\x00", " ")
+    plain = embed_plain(_ESCAPE.sub(r"\1", raw))
+    text = _HTML_TAG.sub(" ", _AUTOLINK.sub(r"\1", plain)).replace("\x00", " ")
     return " ".join(text.split())
 
 

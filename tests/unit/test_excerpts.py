@@ -227,3 +227,12 @@ def test_code_and_html_edges_keep_the_text_around_them() -> None:
 def test_a_link_counts_by_its_text_not_its_target() -> None:
     note = "# N\n\nSee [[quokka-care|the care page]].\n\nNothing else.\n"
     assert best_paragraph(searchable(note), stems("quokka"), None) is None
+
+
+def test_markdown_escapes_are_shown_as_the_characters_they_keep() -> None:
+    """Minutes escape brackets ("\\[Converge\\]"): an excerpt shows what a reader of the
+    rendered note sees, not the backslashes."""
+    shown = paragraphs(
+        "# T\n\n## \\[Converge\\] child_process #22\n\nA C:\\\\temp path, 5 \\< 6.\n"
+    )
+    assert shown.shown(0) == "[Converge] child_process #22 — A C:\\temp path, 5 < 6."
