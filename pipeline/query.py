@@ -212,14 +212,15 @@ def _about(
     window: TimeWindow | None,
     recency: Recency | None,
     floor: float | None,
+    today: str,
 ) -> tuple[Sequence[Hit], float | None]:
     """The hits subjects are found through, and the floor they must clear. A question
     about its period alone ("what did we decide last month?") or about the latest alone
     ("what happened at the last meeting?") has no topic for the floor to judge: the notes
-    dated in the period, or the dated notes found, are what it asks for."""
+    dated in the period, or the notes found dated up to ``today``, are what it asks for."""
     if window is not None and window.applied and period_only(text, window):
         return [h for h in shown if h.date is not None and window.holds(h.date)], None
-    dated = [h for h in shown if h.date is not None]
+    dated = [h for h in shown if h.date is not None and h.date <= today]
     if recency is not None and recency.within_sigma is None and dated:
         return dated, None
     return shown, floor
@@ -546,7 +547,8 @@ class Pipeline:
                 time_window=window,
                 recency=recency,
             )
-        about, floor = _about(text, shown, window, recency, relevance.floor_cosine)
+        today = self.today_of(opts).isoformat()
+        about, floor = _about(text, shown, window, recency, relevance.floor_cosine, today)
         with timer.stage("bridge_ms"):
             candidates = bridge.semantic_candidates(
                 about,
@@ -580,8 +582,12 @@ class Pipeline:
 
     def window_of(self, text: str, opts: QueryOptions) -> TimeWindow | None:
         """The period ``text`` asks about, read against ``opts.today`` (else today)."""
-        today = date.fromisoformat(opts.today) if opts.today else date.today()
-        return parse_window(text, today)
+        return parse_window(text, self.today_of(opts))
+
+    @staticmethod
+    def today_of(opts: QueryOptions) -> date:
+        """``opts.today`` (any ISO form the setting takes), else today."""
+        return date.fromisoformat(opts.today) if opts.today else date.today()
 
     def latest_of(self, text: str, opts: QueryOptions) -> str | None:
         """The phrase of ``text`` asking for the latest, when answers put the newest first."""
@@ -623,19 +629,40 @@ class Pipeline:
             dated = self.kodb.notes_at(h.path for h in hits)
         hits = [_with_note(h, dated.get(h.path)) for h in hits]
         recency = None
-        if latest is not None and any(h.date is not None for h in hits):
-            phrases = () if window is None else (window.text,)
-            topic = not only_about(without_latest(text), *phrases)
-            if sigma or not topic:  # with a topic, σ says which notes are as relevant
-                today = opts.today or date.today().isoformat()
-                hits = newest_first(hits, sigma, today, topic=topic)
-                recency = Recency(latest, RECENT_TIER_SIGMAS if topic else None)
+        if latest is not None:
+            hits, recency = self._newest(text, latest, hits, window, sigma, opts)
         if window is None:
             if opts.session_notes_only and recency is None:
                 hits = recent_first(hits, sigma)
             return hits, None, recency, dated
         kept, window = apply_window(hits, window, opts.hits)
         return kept, window, recency, dated
+
+    def _newest(
+        self,
+        text: str,
+        latest: str,
+        hits: list[Hit],
+        window: TimeWindow | None,
+        sigma: float | None,
+        opts: QueryOptions,
+    ) -> tuple[list[Hit], Recency | None]:
+        """The hits of a question asking for the latest, newest first
+        (``timewindow.newest_first``; episodic recall's own rule for session notes), and
+        what was done; unchanged when no note found is dated up to today, or the question
+        has a topic and no σ says which notes are as relevant."""
+        today = self.today_of(opts).isoformat()
+        if not any(h.date is not None and h.date <= today for h in hits):
+            return hits, None
+        phrases = () if window is None else (window.text,)
+        topic = not only_about(without_latest(text), *phrases)
+        if topic and not sigma:
+            return hits, None
+        if topic and opts.session_notes_only:
+            hits = recent_first(hits, sigma)
+        else:
+            hits = newest_first(hits, sigma, today, topic=topic)
+        return hits, Recency(latest, RECENT_TIER_SIGMAS if topic else None)
 
     def fallback_answer(self, text: str, opts: QueryOptions, timer: Timer, reason: str) -> Answer:
         """Degraded mode: word search on KO-DB, ranked the same way; never loads the model.

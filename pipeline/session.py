@@ -279,7 +279,7 @@ class SessionLoader:
         their counts are fetched when asked)."""
         if not (self.options.subjects and self.options.top_k) or self.resident_facts:
             return
-        terms = sorted({t for text in questions for t in bridge.query_terms(text)})
+        terms = sorted({t for text in questions for t in self.batch.terms_of(text, self.options)})
         if not terms:
             return
         self.kodb.search_subjects_many(terms)

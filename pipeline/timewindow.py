@@ -235,7 +235,7 @@ PERIOD_ONLY_WORDS: Final = (
     "new anything everything work worked done do did so far "
     "döntöttünk döntöttek döntött döntés döntések született születtek történt történik "
     "megbeszéltünk beszéltünk változott változás új csináltunk megbeszélés megbeszélésen "
-    "értekezlet értekezleten ülés ülésen"
+    "értekezlet értekezleten ülés ülésen what's whats news"
 )
 _STEMMED_BY: Final = ("english", "hungarian")
 
@@ -279,21 +279,34 @@ _EVENTS = (
     rf"(?:{_MEETINGS}|(?:review|discussion|decision|update|release|incident|sprint|planning)s?"
     r"|time)"
 )
-#: "did we last …", unless a period follows ("was it last week").
+_WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday"
+_SEASONS = "spring summer autumn fall winter semester term quarter weekend night"
+_PERIOD_WORDS = sorted(
+    {*_UNITS, *MONTHS, *_WEEKDAYS.split(), *_SEASONS.split()}, key=len, reverse=True
+)
+#: "did we last …", unless a period follows ("was it last week", "last May", "last spring").
 _NOT_A_PERIOD = (
-    r"(?!\s+(?:\d|a\b|an\b|two|three|few|couple|week|month|year|night|weekend|quarter|day))"
+    r"(?!\s+(?:\d|an?\b|two\b|three\b|few\b|couple\b|" + "|".join(_PERIOD_WORDS) + r")\b)"
+)
+#: A participle after "last" that makes it "most recently", unless it names a field or a
+#: header ("the last modified header", "last updated at").
+_PARTICIPLE = (
+    r"\blast\s+(?:updated|changed|discussed|touched|reviewed|edited|mentioned)\b"
+    r"(?!\s+(?:header|date|time|timestamp|field|column|at|by|on)\b)"
 )
 #: A question asking for the newest notes: English "most recent(ly)", "latest", "newest",
 #: "recently", "lately", "the last meeting (or another event)", "the previous meeting",
 #: "did we last …", "last updated"; Hungarian "legutóbb(i)", "legutolsó", "legújabb",
 #: "legfrissebb", "nemrég(iben)", "mostanában", "az utóbbi időben" (inflected too). Not a
-#: tag or a compound: ":latest", "newest-first".
+#: tag, a path or a compound (":latest", "pkg@latest", "/latest", "newest-first"), nor
+#: "least/most recently used".
 _LATEST = re.compile(
-    r"(?<![:\w-])(?:most\s+recent(?:ly)?|latest|newest|recently|lately)(?![-:\w])"
+    r"(?<![:@/=.\w-])(?:most\s+recent(?:ly)?(?!\s+used)|latest|newest|lately"
+    r"|(?<!least\s)(?<!most\s)recently(?!\s+used))(?![-:@/=(\w]|\.\w)"
     rf"|\b(?:(?:the|our|my)\s+)?"
     rf"(?:last(?P<event>\s+{_EVENTS})|previous(?P<meeting>\s+{_MEETINGS}))(?![-\w])"
     rf"|\b(?:did|have|had|was|were)\s+(?:we|you|they|i|he|she|it)\s+last\b{_NOT_A_PERIOD}"
-    r"|\blast\s+(?:updated|changed|discussed|touched|reviewed|modified|edited|mentioned)\b"
+    rf"|{_PARTICIPLE}"
     r"|(?<!\w)(?:legut[óo]bb|legutols[óo]|leg[úu]jabb|legfrissebb|nemr[ée]g)\w*"
     r"|(?<!\w)(?:mostan[áa]ban|az\s+ut[óo]bbi\s+id[őo]ben)(?!\w)",
     re.IGNORECASE,
@@ -304,7 +317,7 @@ def asks_latest(question: str) -> str | None:
     """The first phrase of ``question`` that asks for the newest notes ("the last retro"),
     else None."""
     m = _LATEST.search(question)
-    return m.group(0) if m else None
+    return " ".join(m.group(0).split()) if m else None
 
 
 def without_latest(question: str) -> str:
@@ -314,7 +327,7 @@ def without_latest(question: str) -> str:
 
     def kept(m: re.Match[str]) -> str:
         noun = (m.group("event") or m.group("meeting") or "").strip()
-        return f" {noun} " if noun.casefold() != "time" else " "
+        return f" {noun}" if noun.casefold() != "time" else " "
 
     return _LATEST.sub(kept, question)
 
@@ -346,11 +359,11 @@ RECENT_TIER_SIGMAS: Final = 0.5
 def newest_first(hits: Sequence[Hit], sigma: float | None, today: str, *, topic: bool) -> list[Hit]:
     """The hits of a question asking for the latest (``asks_latest``). With a ``topic``,
     the notes as relevant as the best (a cosine within ``RECENT_TIER_SIGMAS`` σ of the best)
-    trade places among themselves, the newest first, and every other note keeps its place
-    (hybrid retrieval's fused order too). Without one ("what happened at the last
-    meeting?"), every hit, the newest first. Undated notes, and notes dated after ``today``
-    (an agenda for next month is not the last meeting), come after the dated ones; equal
-    dates keep their order."""
+    are gathered where the first of them stands, the newest first, and every other note
+    keeps its order (hybrid retrieval's fused order too). Without one ("what happened at the
+    last meeting?"), every hit, the newest first. Undated notes, and notes dated after
+    ``today`` (an agenda for next month is not the last meeting), come after the dated
+    ones; equal dates keep their order."""
 
     def day(h: Hit) -> str:
         return h.date if h.date is not None and h.date <= today else ""
@@ -361,11 +374,11 @@ def newest_first(hits: Sequence[Hit], sigma: float | None, today: str, *, topic:
     if not sigma or sigma <= 0 or not cosines:
         return list(hits)
     low = max(cosines) - sigma * RECENT_TIER_SIGMAS
-    places = [i for i, h in enumerate(hits) if h.cosine is not None and h.cosine >= low]
-    out = list(hits)
-    for i, h in zip(places, sorted((hits[i] for i in places), key=day, reverse=True), strict=True):
-        out[i] = h
-    return out
+    near = [h.cosine is not None and h.cosine >= low for h in hits]
+    first = near.index(True)
+    gathered = sorted((h for h, n in zip(hits, near, strict=True) if n), key=day, reverse=True)
+    rest = [h for h, n in zip(hits, near, strict=True) if not n]
+    return rest[:first] + gathered + rest[first:]
 
 
 def recent_first(hits: Sequence[Hit], sigma: float | None) -> list[Hit]:

@@ -759,6 +759,33 @@ def test_a_question_asking_only_for_the_latest_gets_the_newest_note_it_finds_pas
     assert len(a.hits) == QueryOptions.from_settings(p.settings).hits
 
 
+def test_a_note_dated_after_today_is_not_the_last_meeting_whatever_form_today_takes(
+    tmp_path: Path,
+) -> None:
+    """Next quarter's agenda is the newest note, but not the last meeting, with today as
+    the setting may write it (ISO 8601 basic form too)."""
+    from dataclasses import replace
+
+    notes = [
+        replace(note("sessions/agenda.md", "2026-09-01 Planning agenda"), date="2026-09-01"),
+        replace(note("sessions/may.md", "2026-05-06 Retirement"), date="2026-05-06"),
+        replace(note("sessions/old.md", "2026-01-20 Kickoff"), date="2026-01-20"),
+    ]
+    hits = [
+        FakeHit(n.path, n.title, "session", c) for n, c in zip(notes, (0.3, 0.4, 0.5), strict=True)
+    ]
+    p, _graph, _emb = make(tmp_path, hits, notes=notes, facts=[])
+    for today in ("2026-06-15", "20260615"):
+        opts = QueryOptions.from_settings(p.settings, today=today)
+        a = p.ask("what happened at the last meeting?", opts)
+        assert [h.path for h in a.hits] == [
+            "sessions/may.md",
+            "sessions/old.md",
+            "sessions/agenda.md",
+        ]
+        assert "2026-09-01 Planning agenda" not in names(a)
+
+
 def test_asking_for_the_latest_among_undated_notes_changes_nothing_and_says_nothing(
     tmp_path: Path,
 ) -> None:

@@ -179,6 +179,14 @@ def test_a_question_asking_for_the_latest_is_recognised(question: str, phrase: s
         "should we pin the :latest docker tag?",  # a tag, not the latest
         "the newest-first ordering bug",
         "which was the last time-series database we tried?",
+        "the LRU cache evicts the least recently used entry",
+        "a most recently used list",
+        "npm install pkg@latest",
+        "GET /api/v1/latest returns 404",
+        "how do we set the last modified header",
+        "when was the last updated field set",
+        "was it last May that we moved to redis?",
+        "did we last spring adopt kafka?",
     ],
 )
 def test_last_as_a_period_an_order_or_an_earlier_one_does_not_ask_for_the_latest(
@@ -189,7 +197,7 @@ def test_last_as_a_period_an_order_or_an_earlier_one_does_not_ask_for_the_latest
 
 def test_the_words_asking_for_the_latest_are_dropped_but_what_it_is_the_latest_of_kept() -> None:
     assert without_latest("what happened in the last retro?").split() == [
-        "what", "happened", "in", "retro", "?",
+        "what", "happened", "in", "retro?",
     ]  # fmt: skip
     assert without_latest("the latest on redis").split() == ["the", "on", "redis"]
     assert without_latest("why redis?") == "why redis?"
@@ -199,6 +207,8 @@ def test_the_words_asking_for_the_latest_are_dropped_but_what_it_is_the_latest_o
     assert only_about(without_latest("what did we decide most recently?"))
     assert only_about(without_latest("what did we do last time?"))  # "time" is no topic
     assert only_about(without_latest("mi történt a legutóbbi megbeszélésen?"))
+    assert only_about(without_latest("what's the latest?"))
+    assert asks_latest("the most\n   recent decision") == "most recent"
     both = without_latest("the latest on the most recent release")
     assert "latest" not in both and "recent" not in both and "release" in both
 
@@ -216,15 +226,17 @@ def test_the_latest_of_a_topic_is_the_newest_of_the_equally_relevant_notes() -> 
 
 def test_the_latest_keeps_every_other_note_in_its_place() -> None:
     """Hybrid's fused order: a note found by its words (a cosine that says little) keeps
-    its first place; only the notes as relevant as the best trade places."""
+    its first place; the notes as relevant as the best gather where the first of them
+    stands, so the best one is never pushed past the hits an answer keeps."""
     hits = [
         hit("words", 0.05, "2025-01-01"),
-        hit("a", 0.60, "2026-01-01"),
-        hit("far", 0.30, "2026-06-01"),
+        hit("a", 0.60, "2025-01-01"),
+        *(hit(f"w{i}", 0.10, "2026-06-01") for i in range(8)),
         hit("b", 0.58, "2026-03-01"),
     ]
-    got = newest_first(hits, 0.1, "2026-06-15", topic=True)
-    assert [h.path for h in got] == ["words", "b", "far", "a"]
+    got = [h.path for h in newest_first(hits, 0.1, "2026-06-15", topic=True)]
+    assert got[:4] == ["words", "b", "a", "w0"]
+    assert got[4:] == [f"w{i}" for i in range(1, 8)]
     assert newest_first(hits, None, "2026-06-15", topic=True) == hits  # no σ: nothing to do
 
 
