@@ -331,6 +331,12 @@ def recency_words(r: Recency) -> str:
     )
 
 
+def time_words(answer: Answer) -> list[str]:
+    """What an answer says of the time its question named: the period, the latest."""
+    said = [] if answer.time_window is None else [window_words(answer.time_window)]
+    return said + ([] if answer.recency is None else [recency_words(answer.recency)])
+
+
 def dates_shown(answer: Answer) -> bool:
     """Whether the answer's notes were chosen or ordered by their dates (a period, the
     latest), so each note says its date."""
@@ -536,10 +542,7 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
     for note in (r.hint, r.warning, answer.notice, edits):
         if note:
             lines.append(f"_note: {note}_")
-    if answer.time_window is not None:
-        lines.append(f"_{window_words(answer.time_window)}_")
-    if answer.recency is not None:
-        lines.append(f"_{recency_words(answer.recency)}_")
+    lines += [f"_{said}_" for said in time_words(answer)]
     dated = dates_shown(answer)
     if answer.hits:
         lines += ["", "### Notes"]
@@ -602,10 +605,7 @@ def to_context_pack(answer: Answer, *, max_chars: int) -> str | None:
             "facts database, not by meaning]"
         )
     lines += [f"[{note}]" for note in answer_notes(answer)]
-    if answer.time_window is not None:
-        lines.append(f"[{window_words(answer.time_window)}]")
-    if answer.recency is not None:
-        lines.append(f"[{recency_words(answer.recency)}]")
+    lines += [f"[{said}]" for said in time_words(answer)]
     dated = dates_shown(answer)
     if answer.hits:
         lines.append("Notes:")

@@ -21,12 +21,11 @@ from pipeline.render import (
     hit_marks,
     label_in_words,
     label_line,
-    recency_words,
     shown_status,
     silence_line,
     successors_in,
+    time_words,
     unsynced_words,
-    window_words,
 )
 
 if TYPE_CHECKING:
@@ -121,10 +120,7 @@ def _head(answer: Answer) -> list[Text]:
     if answer.degraded_reason:
         head.append(Text(f"degraded: {answer.degraded_reason}", style="magenta"))
     head += [Text(f"note: {n}", style="italic") for n in answer_notes(answer)]
-    if answer.time_window is not None:
-        head.append(Text(window_words(answer.time_window), style="cyan"))
-    if answer.recency is not None:
-        head.append(Text(recency_words(answer.recency), style="cyan"))
+    head += [Text(said, style="cyan") for said in time_words(answer)]
     return head
 
 
