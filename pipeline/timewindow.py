@@ -288,6 +288,13 @@ _PERIOD_WORDS = sorted(
 _NOT_A_PERIOD = (
     r"(?!\s+(?:\d|an?\b|two\b|three\b|few\b|couple\b|" + "|".join(_PERIOD_WORDS) + r")\b)"
 )
+#: Who or what did it last, one to four words ("did the TSC last discuss …", "was corepack
+#: last …"), none of them an article or a possessive right before "last" ("did we finish
+#: the last step" is an order).
+_WHO = (
+    r"(?:(?!(?:the|a|an|our|my|your|their|its|his|her|this|that|at)\s+last\b)[\w.'’-]+\s+)"
+    r"{1,4}?"
+)
 #: A participle after "last" that makes it "most recently", unless it names a field or a
 #: header ("the last modified header", "last updated at").
 _PARTICIPLE = (
@@ -305,7 +312,7 @@ _LATEST = re.compile(
     r"|(?<!least\s)(?<!most\s)recently(?!\s+used))(?![-:@/=(\w]|\.\w)"
     rf"|\b(?:(?:the|our|my)\s+)?"
     rf"(?:last(?P<event>\s+{_EVENTS})|previous(?P<meeting>\s+{_MEETINGS}))(?![-\w])"
-    rf"|\b(?:did|have|had|was|were)\s+(?:we|you|they|i|he|she|it)\s+last\b{_NOT_A_PERIOD}"
+    rf"|\b(?:did|does|do|has|have|had|was|were)\s+(?P<who>{_WHO})last\b(?!\s+time\b){_NOT_A_PERIOD}"
     rf"|{_PARTICIPLE}"
     r"|(?<!\w)(?:legut[óo]bb|legutols[óo]|leg[úu]jabb|legfrissebb|nemr[ée]g)\w*"
     r"|(?<!\w)(?:mostan[áa]ban|az\s+ut[óo]bbi\s+id[őo]ben)(?!\w)",
@@ -326,6 +333,8 @@ def without_latest(question: str) -> str:
     are about ("latest" is no word a note should be found or excerpted by)."""
 
     def kept(m: re.Match[str]) -> str:
+        if m.group("who"):  # "when did the TSC last discuss": the TSC is kept
+            return f" {m.group('who').strip()} "
         noun = (m.group("event") or m.group("meeting") or "").strip()
         return f" {noun}" if noun.casefold() != "time" else " "
 
