@@ -6,7 +6,8 @@ pg_trgm GIN pre-filter on the ``subjects`` table, then the word-boundary check) 
 query a KO-DB without that index would run: ``SELECT DISTINCT subject_norm FROM facts WHERE
 subject_norm LIKE '%term%'`` (a full scan of the facts table), then the same word-boundary
 check. Both must return the same subjects for every term (checked), and
-``reference_search`` (the pure-Python semantics) too.
+``reference_search`` (the pure-Python semantics) too. Also the registry's read of notes by
+date (``KoDB.notes_dated``) on the full-size databases.
 
 Self-contained when run alone: the 13,000-row databases are built here (SQLite in a temp
 dir, PostgreSQL in a scratch database), the full-size ones by the World (facts imported with
@@ -128,6 +129,34 @@ def add_rows(report: Report, key: str, label: str, m: dict[str, object]) -> None
     )
 
 
+def dated_reads(report: Report, key: str, label: str, db: object, n: int, seed: int) -> None:
+    """``KoDB.notes_dated`` as a question about a period or the latest alone reads it (the
+    newest 20 notes dated up to a day, or in a month), timed; the registry has no index on
+    the date, so this is a scan of it."""
+    import calendar
+
+    rng = random.Random(seed)
+    notes = db.count_notes()  # type: ignore[attr-defined]
+    dated: list[float] = []
+    found = 0
+    for i in range(n):
+        year, month = rng.randint(2016, 2026), rng.randint(1, 12)
+        last = f"{year}-{month:02d}-{calendar.monthrange(year, month)[1]:02d}"
+        start = None if i % 2 else f"{year}-{month:02d}-01"
+        ms, rows = timed_ms(lambda s=start, e=last: db.notes_dated(s, e, 20))  # type: ignore[attr-defined]
+        dated.append(ms)
+        found += len(rows)
+    report.add(
+        Row(
+            f"notes by date, {label} ({notes:,} notes, {n} reads, half a month's, half the "
+            "newest up to a day; 20 each): p50 / p95",
+            p50_p95(dated),
+            f"{found / n:.1f} notes a read",
+        ),
+        **{f"{key}_dated_p50_ms": pct(dated, 50), f"{key}_dated_p95_ms": pct(dated, 95)},
+    )
+
+
 def run(report: Report, args: argparse.Namespace, world: World | None = None) -> None:
     from pipeline.facts_import import read_fact_file
     from pipeline.kodb import KoDB, scratch_database
@@ -154,6 +183,7 @@ def run(report: Report, args: argparse.Namespace, world: World | None = None) ->
                 db.analyze()
                 terms = pick_terms(db.subject_norms(), n_terms, args.seed)
                 add_rows(report, f"{key}_full", label, measure(db, label, terms))
+                dated_reads(report, key, label, db, n_terms, args.seed)
 
 
 def main() -> int:

@@ -144,10 +144,11 @@ def rank_cosines(hits: Sequence[Hit], sigma: float | None) -> dict[str, float]:
     σ steps) of dense mode while the fused order decides which is more relevant. Without a
     σ (no calibration to judge by) cosines alone order subjects, and each place is then half
     a cosine below the one above: the fused order alone. path → that cosine (hits with a
-    cosine only)."""
+    cosine only; degraded mode's hits, none of which has one, by their places alone, the
+    newest first of a question asking only for the latest)."""
     scored = [h.path for h in hits if h.cosine is not None]
     if not scored:
-        return {}
+        return {h.path: -float(place) for place, h in enumerate(hits)}
     top = max(h.cosine for h in hits if h.cosine is not None)
     step = RANK_STEP_SIGMAS * (sigma if sigma else 1.0)
     return {path: top - place * step for place, path in enumerate(scored)}

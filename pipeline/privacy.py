@@ -105,6 +105,17 @@ class PublicKodb:
                 return public[:limit]
             want *= _OVERFETCH_FACTOR
 
+    def notes_dated(self, start: str | None, end: str, limit: int) -> list[Note]:
+        """The ``limit`` newest public notes dated from ``start`` to ``end`` (asked again
+        for more while private notes crowd the public ones out)."""
+        want = limit * _OVERFETCH_FACTOR
+        while True:
+            found = self._kodb.notes_dated(start, end, want)
+            public = [n for n in found if not self._private.is_private(n.path)]
+            if len(public) >= limit or len(found) < want:
+                return public[:limit]
+            want *= _OVERFETCH_FACTOR
+
     def note_texts(self) -> dict[str, tuple[str, str]]:
         return {p: t for p, t in self._kodb.note_texts().items() if not self._private.is_private(p)}
 

@@ -430,10 +430,86 @@ class Pipeline:
                 reason = degraded_reason(exc)
                 if opts.retrieval == "hybrid":  # the questions searched before it, fused
                     found = self._fuse_all(questions, vectors, found, k, depth, shared, opts)[0]
-                return found, reason
+                return self._dated_all(questions, vectors, found, shared, opts)[0], reason
+        lost = None
         if opts.retrieval == "hybrid":
-            return self._fuse_all(questions, vectors, found, k, depth, shared, opts)
-        return found, None
+            found, lost = self._fuse_all(questions, vectors, found, k, depth, shared, opts)
+        found, failed = self._dated_all(questions, vectors, found, shared, opts)
+        return found, lost or failed
+
+    def _dated_all(
+        self,
+        questions: Sequence[str],
+        vectors: Any,
+        found: list[list[Hit]],
+        shared: Timer,
+        opts: QueryOptions,
+    ) -> tuple[list[list[Hit]], str | None]:
+        """Each searched question's hits with the notes it asks for by their dates
+        (``_dated``), in order, until the graph fails: the questions done before it, and
+        why (the rest are answered degraded)."""
+        out: list[list[Hit]] = []
+        for q, v, hits in zip(questions, vectors, found, strict=False):
+            try:
+                out.append(self._dated(q, v, hits, shared, opts))
+            except (GraphUnavailable, GraphQueryError) as exc:
+                return out, degraded_reason(exc)
+        return out, None
+
+    def days_asked(self, text: str, opts: QueryOptions) -> tuple[str | None, str] | None:
+        """The days a question about its period alone ("what happened in March 2026?") or
+        the latest alone ("what happened at the last meeting?") asks for: its period's first
+        and last, or (None, today). None when it names a topic, or no time."""
+        window = self.window_of(text, opts)
+        latest = self.latest_of(text, opts)
+        if window is None and latest is None:
+            return None
+        phrases = () if window is None else (window.text,)
+        if not only_about(without_latest(text) if latest else text, *phrases):
+            return None
+        if window is None:
+            return None, self.today_of(opts).isoformat()
+        return window.start, window.end
+
+    def _dated(
+        self, text: str, vector: Any, hits: list[Hit], shared: Timer, opts: QueryOptions
+    ) -> list[Hit]:
+        """``hits`` and, for a question about its period or the latest alone, the newest
+        notes dated in what it asks for (``days_asked``) that the search did not reach, each
+        with its exact cosine, placed by it: a question without a topic is answered by
+        dates, and the notes nearest its words ("what happened") need not hold them."""
+        days = self.days_asked(text, opts)
+        if days is None:
+            return hits
+        with shared.stage("kodb_ms"):
+            dated = self.kodb.notes_dated(*days, opts.hits)
+        have = {h.path for h in hits}
+        missing = {n.path: n for n in dated if n.path not in have}
+        if not missing:
+            return hits
+        out = list(hits)
+        for extra in sorted(self._scored(vector, missing, shared), key=lambda h: -(h.cosine or 0)):
+            at = next(
+                (i for i, h in enumerate(out) if h.cosine is not None and h.cosine < extra.cosine),
+                len(out),
+            )
+            out.insert(at, extra)
+        return out
+
+    def _scored(self, vector: Any, notes: Mapping[str, Note], shared: Timer) -> list[Hit]:
+        """These notes as hits scored exactly against their stored vectors, as the vector
+        search scores them (their own, or a long note's best passage); a note without a
+        stored vector is left out."""
+        from pipeline.graph.scoring import note_score  # numpy: not on the degraded path
+
+        with shared.stage("graph_ms"):
+            stored = self.graph.note_vector_sets(list(notes))
+        out = []
+        for path, note in notes.items():
+            if path in stored:
+                own, *parts = (cosine_of(vector, v) for v in stored[path])
+                out.append(Hit(path, note.title, note.source_type, note_score(own, parts)))
+        return out
 
     def _fuse_all(
         self,
@@ -477,18 +553,9 @@ class Pipeline:
         bm25 = dict(words)
         missing = [p for p in order[:k] if p not in by_path]
         if missing:
-            from pipeline.graph.scoring import note_score  # numpy: not on the degraded path
-
-            with shared.stage("graph_ms"):
-                stored = self.graph.note_vector_sets(missing)
-            registry = self.kodb.notes_at(missing)
-            for path in missing:
-                note = registry.get(path)
-                if path in stored and note is not None:
-                    # Scored as the vector search scores it: its own vector, or a passage.
-                    own, *parts = (cosine_of(vector, v) for v in stored[path])
-                    cosine = note_score(own, parts)
-                    by_path[path] = Hit(path, note.title, note.source_type, cosine)
+            by_path |= {
+                h.path: h for h in self._scored(vector, self.kodb.notes_at(missing), shared)
+            }
         # A words-only note without a stored vector is left out; the next fused one fills in.
         return [
             replace(by_path[p], bm25=bm25.get(p), unread=p in unread and p in bm25)
@@ -673,7 +740,7 @@ class Pipeline:
         if not bridge.content_words(text):
             return self._no_content(text, reason)
         with timer.stage("fulltext_ms"):
-            hits, registry, window = self._word_hits(text, opts)
+            hits, registry, window, recency = self._word_hits(text, opts)
         with timer.stage("kodb_ms"):
             succession = self.kodb.succession()
         hits = self._excerpted(text, _marked_hits(hits, succession), registry, opts, timer)
@@ -681,7 +748,10 @@ class Pipeline:
             notice = self._no_session_notes(opts.hits)
         if opts.subjects and opts.top_k:
             with timer.stage("bridge_ms"):
-                candidates = bridge.semantic_candidates(hits, None, self.kodb, registry=registry)
+                # A question asking only for the latest: subjects follow the newest first.
+                candidates = bridge.semantic_candidates(
+                    hits, None, self.kodb, registry=registry, fused=recency is not None
+                )
             evidence = {h.path: h.bm25 or 0.0 for h in hits}
             best = max((h.bm25 for h in hits if h.bm25 is not None), default=None)
             subjects, candidates = self._subjects(
@@ -710,6 +780,7 @@ class Pipeline:
             subjects,
             notice=notice,
             time_window=window,
+            recency=recency,
         )
 
     def _excerpted(
@@ -740,26 +811,36 @@ class Pipeline:
 
     def _word_hits(
         self, text: str, opts: QueryOptions
-    ) -> tuple[list[Hit], Mapping[str, Note], TimeWindow | None]:
+    ) -> tuple[list[Hit], Mapping[str, Note], TimeWindow | None, Recency | None]:
         """Degraded mode's note hits: KO-DB's full-text search on the question's words,
         best first, with ``bm25`` (larger is better) and no cosine, in the question's
-        period when it names one; the registry rows of the notes found (the bridge reads
-        them); and the period."""
+        period when it names one; a question about its period or the latest alone also
+        gets the newest notes dated in what it asks for after them (``days_asked``), and
+        one about the latest alone has them all newest first. With the registry rows of the
+        notes found (the bridge reads them), the period and what was done for the latest."""
         window = self.window_of(text, opts)
         scan = opts.session_notes_only or window is not None
         k = max(opts.hits, EPISODIC_SCAN) if scan else opts.hits
         found = self.kodb.search_notes(self.terms_of(text, opts), k)
-        registry = self.kodb.notes_at(p for p, _ in found)
+        registry = dict(self.kodb.notes_at(p for p, _ in found))
         hits = [
             _with_note(Hit(p, n.title, n.source_type, None, bm25=score), n)
             for p, score in found
             if (n := registry.get(p)) is not None
         ]
+        recency = None
+        if (days := self.days_asked(text, opts)) is not None:
+            dated = [n for n in self.kodb.notes_dated(*days, opts.hits) if n.path not in registry]
+            registry |= {n.path: n for n in dated}
+            hits += [_with_note(Hit(n.path, n.title, n.source_type, None), n) for n in dated]
+            if (latest := self.latest_of(text, opts)) is not None and hits:
+                hits = newest_first(hits, None, days[1], topic=False)
+                recency = Recency(latest, None)
         if opts.session_notes_only:
             hits = [h for h in hits if h.source_type == "session"]
         if window is not None:
             hits, window = apply_window(hits, window, opts.hits)
-        return hits[: opts.hits], registry, window
+        return hits[: opts.hits], registry, window, recency
 
     def _no_content(self, text: str, reason: str | None) -> Answer:
         """The answer to a question without content words: no_match, nothing searched."""

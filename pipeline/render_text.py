@@ -153,7 +153,15 @@ def _note_lines(
     from rich.cells import cell_len
     from rich.text import Text
 
-    score = f"{hit.cosine:.3f}" if hit.cosine is not None else f"{hit.bm25 or 0:.2f}"
+    # A note found by its date alone (a question asking only for a period or the latest,
+    # answered degraded) has no score: "–", not a word score of 0.
+    score = (
+        f"{hit.cosine:.3f}"
+        if hit.cosine is not None
+        else "–"
+        if hit.bm25 is None
+        else f"{hit.bm25:.2f}"
+    )
     first = f"{number:>3}  {score:>5}"
     room = width - NOTE_GUTTER
     title = Text(hit.title, style="bold")

@@ -41,6 +41,7 @@ class CachedKodb:
         self._languages: dict[str, tuple[bool, str | None]] = {}  # path -> (indexed, language)
         self._counts: dict[str | None, int] = {}
         self._searches: dict[tuple[tuple[str, ...], int], tuple[tuple[str, float], ...]] = {}
+        self._dated: dict[tuple[str | None, str, int], tuple[Note, ...]] = {}
         self._succession: Succession | None = None
         # The stored summaries' rows and sample facts: a question's sample reads only its
         # own files' facts and what no earlier question read (a hub's lists, read by most).
@@ -122,6 +123,15 @@ class CachedKodb:
             self.statements += 1
             self._searches[key] = tuple(self._kodb.search_notes(terms, limit))
         return list(self._searches[key])
+
+    def notes_dated(self, start: str | None, end: str, limit: int) -> list[Note]:
+        """The newest notes dated from ``start`` to ``end``; the same days and limit again
+        are served from memory."""
+        key = (start, end, limit)
+        if key not in self._dated:
+            self.statements += 1
+            self._dated[key] = tuple(self._kodb.notes_dated(start, end, limit))
+        return list(self._dated[key])
 
     def count_notes(self, source_type: str | None = None) -> int:
         """Registered notes (of one source type), counted once per batch."""
@@ -232,6 +242,7 @@ class CachedKodb:
             + len(self._by_term)
             + len(self._rows)
             + len(self._searches)
+            + sum(map(len, self._dated.values()))
             + len(self._counted)
             + sum(map(len, self._facts.values()))
             + self._stored.entries()
@@ -244,6 +255,7 @@ class CachedKodb:
             self._by_term.clear()
             self._rows.clear()
             self._searches.clear()
+            self._dated.clear()
             self._facts.clear()
             self._counted.clear()
             self._stored.clear()

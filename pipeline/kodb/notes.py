@@ -89,6 +89,19 @@ def notes_at(conn: Connection, paths: Iterable[str]) -> dict[str, Note]:
     return found
 
 
+def notes_dated(conn: Connection, start: str | None, end: str, limit: int) -> list[Note]:
+    """The ``limit`` newest notes dated from ``start`` (None: any day) to ``end``, both ISO
+    days and inclusive: newest first, ties by path."""
+    t = schema.notes
+    stmt = sa.select(*(t.c[name] for name in _NOTE_FIELDS)).where(
+        t.c.date.is_not(None), t.c.date <= end
+    )
+    if start is not None:
+        stmt = stmt.where(t.c.date >= start)
+    stmt = stmt.order_by(t.c.date.desc(), t.c.path).limit(limit)
+    return [Note(*r) for r in conn.execute(stmt).all()]
+
+
 def upsert_notes(conn: Connection, dialect: Dialect, rows: Sequence[dict[str, Any]]) -> None:
     """Insert or replace these registry rows (by path)."""
     if not rows:

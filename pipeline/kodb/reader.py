@@ -40,6 +40,11 @@ class KodbReader(Protocol):
         """Registered notes (of one source type when given)."""
         ...
 
+    def notes_dated(self, start: str | None, end: str, limit: int) -> list[Note]:
+        """The ``limit`` newest notes dated from ``start`` (None: any day) to ``end``, ISO
+        days, both inclusive: newest first, ties by path."""
+        ...
+
     def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
         """The ``limit`` best notes of a full-text search: (path, score), best first."""
         ...

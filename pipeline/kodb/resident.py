@@ -436,6 +436,17 @@ class ResidentKodb:
         """Registered notes (of one source type when given)."""
         return self._note_counts.get(source_type, 0)
 
+    def notes_dated(self, start: str | None, end: str, limit: int) -> list[Note]:
+        """The ``limit`` newest notes dated from ``start`` (None: any day) to ``end``."""
+        dated = [
+            n
+            for n in self._data.notes.values()
+            if n.date is not None and n.date <= end and (start is None or n.date >= start)
+        ]
+        dated.sort(key=lambda n: n.path)
+        dated.sort(key=lambda n: n.date or "", reverse=True)
+        return dated[:limit]
+
     def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
         """The base's full-text search (the copy holds no text)."""
         return self._base.search_notes(terms, limit)  # type: ignore[no-any-return]

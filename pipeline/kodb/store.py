@@ -213,6 +213,12 @@ class KoDB:
         with self._tx() as conn:
             return notes.notes_at(conn, paths)
 
+    def notes_dated(self, start: str | None, end: str, limit: int) -> list[Note]:
+        """The ``limit`` newest notes dated from ``start`` (None: any day) to ``end``
+        (``notes.notes_dated``)."""
+        with self._tx() as conn:
+            return notes.notes_dated(conn, start, end, limit)
+
     def search_notes(
         self,
         terms: Sequence[str],

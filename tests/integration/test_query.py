@@ -528,6 +528,29 @@ def test_the_last_meeting_is_the_newest_note_and_the_answer_says_so(  # type: ig
     assert data["hits"][0]["path"] == "sessions/2026-06-11-secrets-access-audit.md"
 
 
+@pytest.mark.parametrize("semantic", [True, False], ids=["semantic", "degraded"])
+def test_a_question_about_the_latest_alone_is_answered_by_the_newest_dated_notes(
+    synced: Pipeline, semantic: bool
+) -> None:
+    """Whatever the words "what did we decide" are nearest to, the answer's notes are the
+    vault's newest dated ones up to today, in order: each scored by its stored vectors
+    when the graph answers, found by its date alone when it does not."""
+    today = "2026-06-15"
+    registry = synced.kodb.notes().values()
+    dated = [n for n in registry if n.date is not None and n.date <= today]
+    newest = sorted(dated, key=lambda n: (n.date or "", n.path), reverse=True)
+    opts = QueryOptions.from_settings(synced.settings, today=today, semantic=semantic)
+    a = synced.ask("what did we decide most recently?", opts)
+    assert a.mode == ("semantic" if semantic else "fallback")
+    assert a.recency is not None
+    assert [h.date for h in a.hits[:5]] == [n.date for n in newest[:5]]
+    if semantic:
+        assert all(h.cosine is not None for h in a.hits)
+    march = synced.ask("what happened in March 2026?", opts)
+    expected = {n.path for n in dated if n.date and n.date.startswith("2026-03")}
+    assert expected and {h.path for h in march.hits if h.date} == expected
+
+
 def test_sync_and_calibrate_cli_json(synced: Pipeline, graph_env) -> None:  # type: ignore[no-untyped-def]
     from pipeline.cli import cli
 

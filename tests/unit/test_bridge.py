@@ -138,7 +138,9 @@ def test_each_fused_place_stands_half_a_sigma_below_the_one_above() -> None:
         {"words.md": 0.60, "dense.md": 0.10, "mid.md": -0.40}
     )
     assert rank_cosines([], sigma=0.1) == {}
-    assert rank_cosines([Hit("x.md", "X", "wiki", None, bm25=1.0)], sigma=0.1) == {}
+    # Degraded hits (no cosine at all) stand by their places alone.
+    degraded = [Hit("x.md", "X", "wiki", None, bm25=1.0), Hit("y.md", "Y", "wiki", None)]
+    assert rank_cosines(degraded, sigma=0.1) == {"x.md": 0.0, "y.md": -1.0}
 
 
 def test_a_tenfold_corroborated_subject_climbs_one_fused_place_and_no_more() -> None:

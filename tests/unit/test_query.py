@@ -49,6 +49,21 @@ class FakeGraph:
         self.hits = hits
         self.down = down
         self.searches = 0
+        #: Notes with a stored vector that no vector search reaches (beyond its depth).
+        self.unreached: list[FakeHit] = []
+        self.scored: list[str] = []  # the paths note_vector_sets was asked for
+
+    def note_vector_sets(self, paths: Sequence[str]) -> dict[str, list[list[float]]]:
+        """Each known note's stored vector: one at its hit's cosine to FakeEmbedder's
+        question vector (the unit vector of four halves)."""
+        self.scored += paths
+        known = {h.path: h.cosine for h in [*self.hits, *self.unreached]}
+        out = {}
+        for path in paths:
+            if path in known:
+                c, s = known[path], (1 - known[path] ** 2) ** 0.5
+                out[path] = [[(c + s * sign) / 2 for sign in (1, -1, 1, -1)]]
+        return out
 
     def ping(self) -> None:
         if self.down:
@@ -93,6 +108,14 @@ class FakeKodb:
 
     def notes_at(self, paths: Iterable[str]) -> dict[str, Note]:
         return {p: self.registry[p] for p in paths if p in self.registry}
+
+    def notes_dated(self, start: str | None, end: str, limit: int) -> list[Note]:
+        dated = [
+            n
+            for n in sorted(self.registry.values(), key=lambda n: n.path)
+            if n.date is not None and (start or "") <= n.date <= end
+        ]
+        return sorted(dated, key=lambda n: n.date or "", reverse=True)[:limit]
 
     def note_stamps(self) -> dict[str, NoteStamp]:
         return {p: NoteStamp(n.mtime, n.bytes, n.content_hash) for p, n in self.registry.items()}
@@ -784,6 +807,70 @@ def test_a_note_dated_after_today_is_not_the_last_meeting_whatever_form_today_ta
             "sessions/agenda.md",
         ]
         assert "2026-09-01 Planning agenda" not in names(a)
+
+
+def _minutes(tmp_path: Path):
+    """A vault of meeting minutes whose newest two, and March's, are beyond the search's
+    reach (the notes nearest "what happened" are older), with their stored vectors."""
+    from dataclasses import replace
+
+    days = ["2026-05-06", "2026-04-01", "2026-03-25", "2026-03-04", "2025-07-23", "2016-02-04"]
+    notes = [replace(note(f"sessions/{d}.md", f"{d} TSC meeting"), date=d) for d in days]
+    near = [FakeHit(n.path, n.title, "session", 0.50) for n in notes[4:]]
+    p, graph, _emb = make(tmp_path, near, notes=notes, facts=[])
+    graph.unreached = [FakeHit(n.path, n.title, "session", 0.30) for n in notes[:4]]
+    return p, graph
+
+
+def test_a_question_about_the_latest_alone_reads_the_newest_notes_by_date(
+    tmp_path: Path,
+) -> None:
+    """The last meeting is the newest dated note, found by its date though the search did
+    not reach it, scored exactly; the notes follow it newest first, subjects too."""
+    p, graph = _minutes(tmp_path)
+    opts = QueryOptions.from_settings(p.settings, today="2026-06-15")
+    a = p.ask("what happened at the last meeting?", opts)
+    assert [h.date for h in a.hits][:5] == [
+        "2026-05-06", "2026-04-01", "2026-03-25", "2026-03-04", "2025-07-23",
+    ]  # fmt: skip
+    assert a.hits[0].cosine == pytest.approx(0.30)  # its stored vector's cosine
+    assert names(a)[0] == "2026-05-06 TSC meeting"
+    assert a.recency is not None and a.recency.within_sigma is None
+    # A question with a topic reads nothing by date: its topic's notes answer it.
+    graph.scored.clear()
+    topic = p.ask("what was the latest on the kafka consumer lag?", opts)
+    assert graph.scored == [] and "2026-05-06" not in {h.date for h in topic.hits}
+
+
+def test_a_question_about_its_period_alone_reads_the_periods_notes_by_date(
+    tmp_path: Path,
+) -> None:
+    p, _graph = _minutes(tmp_path)
+    opts = QueryOptions.from_settings(p.settings, today="2026-06-15")
+    a = p.ask("what happened in March 2026?", opts)
+    assert a.time_window is not None and a.time_window.applied
+    assert sorted(h.date for h in a.hits) == ["2026-03-04", "2026-03-25"]
+
+
+def test_degraded_the_latest_alone_is_the_newest_notes_first_subjects_too(
+    tmp_path: Path,
+) -> None:
+    """Without the graph the words "what happened" say nothing: the newest dated notes
+    answer, with no score, and the answer says they are newest first."""
+    p, _graph = _minutes(tmp_path)
+    opts = QueryOptions.from_settings(p.settings, today="2026-06-15", semantic=False)
+    a = p.ask("what happened at the last meeting?", opts)
+    assert a.mode == "fallback"
+    assert [h.date for h in a.hits][:2] == ["2026-05-06", "2026-04-01"]
+    assert a.recency is not None
+    assert names(a)[:2] == ["2026-05-06 TSC meeting", "2026-04-01 TSC meeting"]
+    # No note holds "decide": the notes found by date alone, unscored.
+    decided = p.ask("what did we decide most recently?", opts)
+    assert [h.date for h in decided.hits][:2] == ["2026-05-06", "2026-04-01"]
+    assert decided.hits[0].cosine is None and decided.hits[0].bm25 is None
+    march = p.ask("what happened in March 2026?", opts)
+    assert sorted(h.date for h in march.hits) == ["2026-03-04", "2026-03-25"]
+    assert march.recency is None
 
 
 def test_asking_for_the_latest_among_undated_notes_changes_nothing_and_says_nothing(

@@ -90,3 +90,16 @@ def test_without_a_limit_every_subject_is_shown_and_none_is_counted() -> None:
     text = text_at(answer, 100, subjects=None)
     assert "more: --top-k" not in text
     assert all(s.subject.split()[0] in text for s in answer.subjects)
+
+
+def test_a_note_found_by_its_date_alone_shows_no_score_not_a_zero() -> None:
+    """Degraded, a question asking only for the latest gets notes its words did not find."""
+    from dataclasses import replace
+
+    answer = redis_answer()
+    first = replace(answer.hits[0], cosine=None, bm25=None)
+    second = replace(answer.hits[1], cosine=None, bm25=2.5)
+    text = text_at(replace(answer, mode="fallback", hits=(first, second)), 100)
+    rows = [line for line in text.splitlines() if re.match(r"\s+[12]\s", line)]
+    assert rows[0].split()[:2] == ["1", "–"]
+    assert rows[1].split()[:2] == ["2", "2.50"]

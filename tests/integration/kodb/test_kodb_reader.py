@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ CALLS: dict[str, Callable[[KodbReader], Any]] = {
     "notes": lambda r: r.notes(),
     "notes_at": lambda r: r.notes_at(["wiki/pub.md", SECRET_FILE]),
     "count_notes": lambda r: r.count_notes(),
+    "notes_dated": lambda r: r.notes_dated(None, "2999-12-31", 1),
     "search_notes": lambda r: r.search_notes([SECRET_WORD, "redis"], 10),
     "note_texts": lambda r: r.note_texts(),
     "index_languages": lambda r: r.index_languages(),
@@ -82,9 +84,13 @@ def store(kodb_url: str) -> Iterator[KoDB]:
     with KoDB.open(kodb_url) as db:
         db.apply_ingest(
             [
-                (note("wiki/pub.md"), [fact("Redis", "wiki/pub.md"), fact("Cache", "wiki/pub.md")]),
                 (
-                    note(SECRET_FILE),
+                    # Dated, the private note the newer: a read by date must not show it.
+                    replace(note("wiki/pub.md"), date="2026-01-02"),
+                    [fact("Redis", "wiki/pub.md"), fact("Cache", "wiki/pub.md")],
+                ),
+                (
+                    replace(note(SECRET_FILE), date="2026-03-04"),
                     [
                         fact("Redis", SECRET_FILE, object="the admin is hunter2"),
                         fact("Vault password", SECRET_FILE, object=SECRET_WORD + "2"),
@@ -142,7 +148,7 @@ def test_the_store_itself_shows_the_secrets_the_probes_look_for(store: KoDB) -> 
     shown = [m for m, call in CALLS.items() if _shows_a_secret(call(store))]
     assert {"notes", "note_texts", "subject_norms", "facts_for_subjects"} <= set(shown)
     assert {"search_subjects", "search_subjects_many", "subject_source_files"} <= set(shown)
-    assert {"succession", "decision_facts"} <= set(shown)
+    assert {"succession", "decision_facts", "notes_dated"} <= set(shown)
     assert store.succession().of("redis").status == "superseded"  # type: ignore[union-attr]
 
 
@@ -160,6 +166,8 @@ def test_the_private_view_filters_every_method(store: KoDB, view: str) -> None:
     leaks = {m: call(reader) for m, call in CALLS.items() if _shows_a_secret(call(reader))}
     assert leaks == {}
     assert reader.count_notes() == 1
+    # The newest public note, though the private one is newer and the limit is one.
+    assert [n.path for n in reader.notes_dated(None, "2999-12-31", 1)] == ["wiki/pub.md"]
     assert reader.search_subjects_many(["redis"])["redis"] == ["redis"]
     summary = reader.subject_summaries(["redis"], sample_size=5)["redis"]
     assert summary.source_count == 1, "the private note's fact is not counted"

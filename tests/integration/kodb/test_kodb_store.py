@@ -301,6 +301,21 @@ def test_notes_keep_their_subject_and_none_stays_none(db: KoDB) -> None:
     assert db.notes()["adr/0007-use-redis.md"].subject == "Warm cache ADR"
 
 
+def test_notes_dated_are_the_newest_in_the_days_asked_for_ties_by_path(db: KoDB) -> None:
+    days = {"a.md": "2026-03-04", "b.md": "2026-03-25", "c.md": "2026-03-25", "d.md": "2026-04-01"}
+    db.apply_ingest([(replace(note(p), date=d), []) for p, d in days.items()], [])
+    db.apply_ingest([(note("undated.md"), [])], [])
+
+    def dated(start: str | None, end: str, limit: int) -> list[str]:
+        return [n.path for n in db.notes_dated(start, end, limit)]
+
+    assert dated("2026-03-01", "2026-03-31", 10) == ["b.md", "c.md", "a.md"]  # both ends in
+    assert dated(None, "2026-03-31", 2) == ["b.md", "c.md"]
+    assert dated(None, "2026-12-06", 10) == ["d.md", "b.md", "c.md", "a.md"]  # never undated
+    assert dated("2026-03-05", "2026-03-24", 10) == []
+    assert db.notes_dated(None, "2026-04-01", 1)[0] == db.notes()["d.md"]  # the whole row
+
+
 def test_note_stamps_are_each_notes_mtime_size_and_hash_as_the_registry_holds_them(
     db: KoDB,
 ) -> None:
