@@ -105,12 +105,16 @@ class PublicKodb:
                 return public[:limit]
             want *= _OVERFETCH_FACTOR
 
-    def notes_dated(self, start: str | None, end: str, limit: int) -> list[Note]:
+    def notes_dated(
+        self, start: str | None, end: str, limit: int, source_type: str | None = None
+    ) -> list[Note]:
         """The ``limit`` newest public notes dated from ``start`` to ``end`` (asked again
         for more while private notes crowd the public ones out)."""
+        if not self._private:
+            return self._kodb.notes_dated(start, end, limit, source_type)  # type: ignore[no-any-return]
         want = limit * _OVERFETCH_FACTOR
         while True:
-            found = self._kodb.notes_dated(start, end, want)
+            found = self._kodb.notes_dated(start, end, want, source_type)
             public = [n for n in found if not self._private.is_private(n.path)]
             if len(public) >= limit or len(found) < want:
                 return public[:limit]
@@ -124,6 +128,11 @@ class PublicKodb:
 
     def index_languages(self) -> tuple[str | None, ...]:
         return self._kodb.index_languages()  # type: ignore[no-any-return]
+
+    def word_shares(self, terms: Sequence[str]) -> dict[str, float]:
+        """Over every indexed note, as the BM25 of ``search_notes`` counts: a share says
+        whether a word is common in the vault, never which note holds it."""
+        return self._kodb.word_shares(terms)  # type: ignore[no-any-return]
 
     # --- subjects -----------------------------------------------------------------------
 

@@ -56,10 +56,9 @@ from pipeline.timewindow import (
     apply_window,
     asks_latest,
     newest_first,
-    only_about,
     parse_window,
-    period_only,
     recent_first,
+    topic_words,
     without_latest,
 )
 
@@ -144,6 +143,10 @@ PRESETS: Final[dict[str, dict[str, Any]]] = {
 
 #: How many notes episodic recall looks through to find three session notes.
 EPISODIC_SCAN: Final = 100
+#: A word held by at least this share of the vault's notes picks none of them out ("TSC" in
+#: the TSC's minutes, 0.90; the most held topic word of the judged examples-vault questions,
+#: "cache", 0.52): beside a period or the latest it names no topic (``Pipeline.names_topic``).
+VAULT_WIDE_SHARE: Final = 0.8
 #: Hybrid retrieval fuses at least this many notes of each ranking, then keeps the hits asked
 #: for: fused over the first few only, a note one ranking places just past the cut loses
 #: that ranking's vote (docs/degraded-mode.md, "Hybrid retrieval").
@@ -207,18 +210,18 @@ class Timer:
 
 
 def _about(
-    text: str,
     shown: Sequence[Hit],
     window: TimeWindow | None,
     recency: Recency | None,
     floor: float | None,
     today: str,
+    topic: bool,
 ) -> tuple[Sequence[Hit], float | None]:
     """The hits subjects are found through, and the floor they must clear. A question
     about its period alone ("what did we decide last month?") or about the latest alone
     ("what happened at the last meeting?") has no topic for the floor to judge: the notes
     dated in the period, or the notes found dated up to ``today``, are what it asks for."""
-    if window is not None and window.applied and period_only(text, window):
+    if window is not None and window.applied and not topic:
         return [h for h in shown if h.date is not None and window.holds(h.date)], None
     dated = [h for h in shown if h.date is not None and h.date <= today]
     if recency is not None and recency.within_sigma is None and dated:
@@ -418,6 +421,7 @@ class Pipeline:
         k = max(opts.hits, EPISODIC_SCAN) if scan else opts.hits
         depth = max(k, FUSE_DEPTH) if opts.retrieval == "hybrid" else k
         found: list[list[Hit]] = []
+        lost = None
         with shared.stage("graph_ms"):
             try:
                 if search is not None:
@@ -427,15 +431,13 @@ class Pipeline:
                 for hits in rows:  # lazily: what was found before a failure is kept
                     found.append(list(hits))
             except (GraphUnavailable, GraphQueryError) as exc:
-                reason = degraded_reason(exc)
-                if opts.retrieval == "hybrid":  # the questions searched before it, fused
-                    found = self._fuse_all(questions, vectors, found, k, depth, shared, opts)[0]
-                return self._dated_all(questions, vectors, found, shared, opts)[0], reason
-        lost = None
-        if opts.retrieval == "hybrid":
-            found, lost = self._fuse_all(questions, vectors, found, k, depth, shared, opts)
-        found, failed = self._dated_all(questions, vectors, found, shared, opts)
-        return found, lost or failed
+                lost = degraded_reason(exc)
+        if opts.retrieval == "hybrid":  # the questions searched (before a failure), fused
+            found, failed = self._fuse_all(questions, vectors, found, k, depth, shared, opts)
+            lost = lost or failed
+        if lost is None:  # the graph that just failed would not score them either
+            found = self._dated_all(questions, vectors, found, shared, opts)
+        return found, lost
 
     def _dated_all(
         self,
@@ -444,17 +446,33 @@ class Pipeline:
         found: list[list[Hit]],
         shared: Timer,
         opts: QueryOptions,
-    ) -> tuple[list[list[Hit]], str | None]:
+    ) -> list[list[Hit]]:
         """Each searched question's hits with the notes it asks for by their dates
-        (``_dated``), in order, until the graph fails: the questions done before it, and
-        why (the rest are answered degraded)."""
+        (``_dated``). Once the graph fails to score them, the rest keep their search's
+        hits (still a semantic answer; the failure is logged, and the graph's next call
+        judges it)."""
         out: list[list[Hit]] = []
         for q, v, hits in zip(questions, vectors, found, strict=False):
             try:
                 out.append(self._dated(q, v, hits, shared, opts))
             except (GraphUnavailable, GraphQueryError) as exc:
-                return out, degraded_reason(exc)
-        return out, None
+                log.warning("the notes asked for by their dates were not scored: %s", exc)
+                return out + found[len(out) :]
+        return out
+
+    def names_topic(self, text: str, opts: QueryOptions) -> bool:
+        """Whether a question names a topic besides its period's phrase and the words asking
+        for the latest: a word other than stop words and ``PERIOD_ONLY_WORDS`` that fewer
+        than ``VAULT_WIDE_SHARE`` of the vault's notes hold (one nearly every note holds
+        picks none out: "the most recent TSC meeting" in the TSC's minutes is the last
+        meeting)."""
+        window = self.window_of(text, opts)
+        rest = without_latest(text) if self.latest_of(text, opts) is not None else text
+        words = topic_words(rest, *(() if window is None else (window.text,)))
+        if not words:
+            return False
+        shares = self.kodb.word_shares(words)
+        return any(shares.get(w, 0.0) < VAULT_WIDE_SHARE for w in words)
 
     def days_asked(self, text: str, opts: QueryOptions) -> tuple[str | None, str] | None:
         """The days a question about its period alone ("what happened in March 2026?") or
@@ -464,12 +482,15 @@ class Pipeline:
         latest = self.latest_of(text, opts)
         if window is None and latest is None:
             return None
-        phrases = () if window is None else (window.text,)
-        if not only_about(without_latest(text) if latest else text, *phrases):
+        if self.names_topic(text, opts):
             return None
+        today = self.today_of(opts).isoformat()
         if window is None:
-            return None, self.today_of(opts).isoformat()
-        return window.start, window.end
+            return None, today
+        # A note dated after today is no last meeting, nor what a period so far holds (a
+        # period wholly ahead, "next week", keeps its end: its notes are plans).
+        end = min(window.end, today) if window.start <= today else window.end
+        return window.start, end
 
     def _dated(
         self, text: str, vector: Any, hits: list[Hit], shared: Timer, opts: QueryOptions
@@ -481,17 +502,24 @@ class Pipeline:
         days = self.days_asked(text, opts)
         if days is None:
             return hits
+        kind = "session" if opts.session_notes_only else None
         with shared.stage("kodb_ms"):
-            dated = self.kodb.notes_dated(*days, opts.hits)
+            dated = self.kodb.notes_dated(*days, opts.hits, kind)
         have = {h.path for h in hits}
         missing = {n.path: n for n in dated if n.path not in have}
         if not missing:
             return hits
         out = list(hits)
+        # Each after the last hit at least as close: in dense order that is its place by
+        # cosine, and in hybrid's fused order no note fused above it is passed.
         for extra in sorted(self._scored(vector, missing, shared), key=lambda h: -(h.cosine or 0)):
-            at = next(
-                (i for i, h in enumerate(out) if h.cosine is not None and h.cosine < extra.cosine),
-                len(out),
+            at = max(
+                (
+                    i + 1
+                    for i, h in enumerate(out)
+                    if h.cosine is not None and h.cosine >= extra.cosine
+                ),
+                default=0,
             )
             out.insert(at, extra)
         return out
@@ -595,7 +623,12 @@ class Pipeline:
             shown = [h for h in shown if h.source_type == "session"]
             if not shown:
                 notice = self._no_session_notes(len(hits))
-        shown, window, recency, dated = self._in_window(text, shown, opts, timer, relevance.sigma)
+        timed = self.window_of(text, opts) or self.latest_of(text, opts)
+        with timer.stage("kodb_ms"):
+            topic = self.names_topic(text, opts) if timed else True
+        shown, window, recency, dated = self._in_window(
+            text, shown, opts, timer, relevance.sigma, topic
+        )
         shown = shown[: opts.hits]
         with timer.stage("kodb_ms"):
             registry = dated if dated is not None else self.kodb.notes_at(h.path for h in shown)
@@ -615,7 +648,7 @@ class Pipeline:
                 recency=recency,
             )
         today = self.today_of(opts).isoformat()
-        about, floor = _about(text, shown, window, recency, relevance.floor_cosine, today)
+        about, floor = _about(shown, window, recency, relevance.floor_cosine, today, topic)
         with timer.stage("bridge_ms"):
             candidates = bridge.semantic_candidates(
                 about,
@@ -681,13 +714,14 @@ class Pipeline:
         opts: QueryOptions,
         timer: Timer,
         sigma: float | None,
+        topic: bool,
     ) -> tuple[list[Hit], TimeWindow | None, Recency | None, Mapping[str, Note] | None]:
         """The hits of the question's period (``timewindow.apply_window``: undated notes
         kept and counted; no note dated in it: all kept, and the window says it was not
         applied); a question asking for the latest gets the newest first
-        (``timewindow.newest_first``); without either, episodic recall prefers recent
-        sessions among equally relevant ones. Also the registry rows it read for their
-        dates (None: none read)."""
+        (``timewindow.newest_first``; all of them when it names no ``topic``); without
+        either, episodic recall prefers recent sessions among equally relevant ones. Also
+        the registry rows it read for their dates (None: none read)."""
         window = self.window_of(text, opts)
         latest = self.latest_of(text, opts)
         if window is None and latest is None and not opts.session_notes_only:
@@ -697,7 +731,7 @@ class Pipeline:
         hits = [_with_note(h, dated.get(h.path)) for h in hits]
         recency = None
         if latest is not None:
-            hits, recency = self._newest(text, latest, hits, window, sigma, opts)
+            hits, recency = self._newest(latest, hits, topic, sigma, opts)
         if window is None:
             if opts.session_notes_only and recency is None:
                 hits = recent_first(hits, sigma)
@@ -707,10 +741,9 @@ class Pipeline:
 
     def _newest(
         self,
-        text: str,
         latest: str,
         hits: list[Hit],
-        window: TimeWindow | None,
+        topic: bool,
         sigma: float | None,
         opts: QueryOptions,
     ) -> tuple[list[Hit], Recency | None]:
@@ -721,8 +754,6 @@ class Pipeline:
         today = self.today_of(opts).isoformat()
         if not any(h.date is not None and h.date <= today for h in hits):
             return hits, None
-        phrases = () if window is None else (window.text,)
-        topic = not only_about(without_latest(text), *phrases)
         if topic and not sigma:
             return hits, None
         if topic and opts.session_notes_only:
@@ -740,7 +771,7 @@ class Pipeline:
         if not bridge.content_words(text):
             return self._no_content(text, reason)
         with timer.stage("fulltext_ms"):
-            hits, registry, window, recency = self._word_hits(text, opts)
+            hits, registry, window, recency, days = self._word_hits(text, opts)
         with timer.stage("kodb_ms"):
             succession = self.kodb.succession()
         hits = self._excerpted(text, _marked_hits(hits, succession), registry, opts, timer)
@@ -748,9 +779,12 @@ class Pipeline:
             notice = self._no_session_notes(opts.hits)
         if opts.subjects and opts.top_k:
             with timer.stage("bridge_ms"):
-                # A question asking only for the latest: subjects follow the newest first.
+                # A question about its period or the latest alone: the subjects of the notes
+                # dated in it, in the notes' order, as a semantic answer has them.
+                today = self.today_of(opts).isoformat()
+                about, _ = _about(hits, window, recency, None, today, days is None)
                 candidates = bridge.semantic_candidates(
-                    hits, None, self.kodb, registry=registry, fused=recency is not None
+                    about, None, self.kodb, registry=registry, fused=days is not None
                 )
             evidence = {h.path: h.bm25 or 0.0 for h in hits}
             best = max((h.bm25 for h in hits if h.bm25 is not None), default=None)
@@ -811,13 +845,20 @@ class Pipeline:
 
     def _word_hits(
         self, text: str, opts: QueryOptions
-    ) -> tuple[list[Hit], Mapping[str, Note], TimeWindow | None, Recency | None]:
+    ) -> tuple[
+        list[Hit],
+        Mapping[str, Note],
+        TimeWindow | None,
+        Recency | None,
+        tuple[str | None, str] | None,
+    ]:
         """Degraded mode's note hits: KO-DB's full-text search on the question's words,
         best first, with ``bm25`` (larger is better) and no cosine, in the question's
         period when it names one; a question about its period or the latest alone also
         gets the newest notes dated in what it asks for after them (``days_asked``), and
         one about the latest alone has them all newest first. With the registry rows of the
-        notes found (the bridge reads them), the period and what was done for the latest."""
+        notes found (the bridge reads them), the period, what was done for the latest and
+        the days asked for (None: the question names a topic)."""
         window = self.window_of(text, opts)
         scan = opts.session_notes_only or window is not None
         k = max(opts.hits, EPISODIC_SCAN) if scan else opts.hits
@@ -830,17 +871,21 @@ class Pipeline:
         ]
         recency = None
         if (days := self.days_asked(text, opts)) is not None:
-            dated = [n for n in self.kodb.notes_dated(*days, opts.hits) if n.path not in registry]
+            kind = "session" if opts.session_notes_only else None
+            dated = self.kodb.notes_dated(*days, opts.hits, kind)
+            dated = [n for n in dated if n.path not in registry]
             registry |= {n.path: n for n in dated}
             hits += [_with_note(Hit(n.path, n.title, n.source_type, None), n) for n in dated]
-            if (latest := self.latest_of(text, opts)) is not None and hits:
-                hits = newest_first(hits, None, days[1], topic=False)
+            today = self.today_of(opts).isoformat()
+            latest = self.latest_of(text, opts)
+            if latest is not None and any(h.date is not None and h.date <= today for h in hits):
+                hits = newest_first(hits, None, today, topic=False)
                 recency = Recency(latest, None)
         if opts.session_notes_only:
             hits = [h for h in hits if h.source_type == "session"]
         if window is not None:
             hits, window = apply_window(hits, window, opts.hits)
-        return hits[: opts.hits], registry, window, recency
+        return hits[: opts.hits], registry, window, recency, days
 
     def _no_content(self, text: str, reason: str | None) -> Answer:
         """The answer to a question without content words: no_match, nothing searched."""

@@ -442,9 +442,10 @@ def legend(answer: Answer) -> str:
         + (" (a tight vault: weak may be the best correct match)." if r.tight_vault else "."),
         "  notes      #, then cos: the note's cosine to the question (bm25: its word score when "
         "the graph was",
-        "             not used); its title · where it is in the vault; the paragraph of its text "
-        "that meets",
-        "             the question, under its heading (its first paragraph when none does better).",
+        "             not used; –: found by its date alone); its title · where it is in the vault;",
+        "             the paragraph of its text that meets the question, under its heading (its "
+        "first",
+        "             paragraph when none does better).",
         "  subjects   #: the order, relevance first (subjects whose notes are comparably "
         "relevant),",
         "             then score;",

@@ -262,13 +262,19 @@ def period_only(question: str, window: TimeWindow) -> bool:
 def only_about(question: str, *phrases: str) -> bool:
     """Whether every word of ``question`` besides ``phrases`` (a period's) and stop words
     is one of ``PERIOD_ONLY_WORDS``: the question names no topic."""
+    return not topic_words(question, *phrases)
+
+
+def topic_words(question: str, *phrases: str) -> list[str]:
+    """The words of ``question`` besides ``phrases`` (a period's), stop words and
+    ``PERIOD_ONLY_WORDS``: what it names as its topic, if anything."""
     from pipeline.bridge import content_words
 
     rest = question
     for phrase in phrases:
         rest = rest.replace(phrase, " ", 1)
     known = _period_only_stems()
-    return all(_stems(word) & known for word in content_words(rest))
+    return [word for word in content_words(rest) if not _stems(word) & known]
 
 
 #: What may follow "last" when it means the most recent one: events and records, not units
@@ -295,6 +301,13 @@ _WHO = (
     r"(?:(?!(?:the|a|an|our|my|your|their|its|his|her|this|that|at)\s+last\b)[\w.'’-]+\s+)"
     r"{1,4}?"
 )
+#: After "did X last": a word that is no preposition, conjunction or "place" (a verb: "did
+#: the TSC last discuss …"; "how long did it last?", "did our team finish last in the race"
+#: are no latest), and a participle that then says no more than "last" does.
+_THEN_A_VERB = (
+    r"(?=\s+(?!(?:in|on|at|for|of|to|and|or|but|place|all|with|by|from|among|than)\b)\w)"
+    r"(?:\s+(?:updated|changed|discussed|touched|reviewed|edited|mentioned)\b)?"
+)
 #: A participle after "last" that makes it "most recently", unless it names a field or a
 #: header ("the last modified header", "last updated at").
 _PARTICIPLE = (
@@ -312,7 +325,8 @@ _LATEST = re.compile(
     r"|(?<!least\s)(?<!most\s)recently(?!\s+used))(?![-:@/=(\w]|\.\w)"
     rf"|\b(?:(?:the|our|my)\s+)?"
     rf"(?:last(?P<event>\s+{_EVENTS})|previous(?P<meeting>\s+{_MEETINGS}))(?![-\w])"
-    rf"|\b(?:did|does|do|has|have|had|was|were)\s+(?P<who>{_WHO})last\b(?!\s+time\b){_NOT_A_PERIOD}"
+    rf"|\b(?:did|has|have|had|was|were)\s+(?P<who>{_WHO})last(?![-\w])(?!\s+time\b)"
+    rf"{_NOT_A_PERIOD}{_THEN_A_VERB}"
     rf"|{_PARTICIPLE}"
     r"|(?<!\w)(?:legut[óo]bb|legutols[óo]|leg[úu]jabb|legfrissebb|nemr[ée]g)\w*"
     r"|(?<!\w)(?:mostan[áa]ban|az\s+ut[óo]bbi\s+id[őo]ben)(?!\w)",

@@ -41,7 +41,8 @@ class CachedKodb:
         self._languages: dict[str, tuple[bool, str | None]] = {}  # path -> (indexed, language)
         self._counts: dict[str | None, int] = {}
         self._searches: dict[tuple[tuple[str, ...], int], tuple[tuple[str, float], ...]] = {}
-        self._dated: dict[tuple[str | None, str, int], tuple[Note, ...]] = {}
+        self._dated: dict[tuple[str | None, str, int, str | None], tuple[Note, ...]] = {}
+        self._shares: dict[str, float] = {}
         self._succession: Succession | None = None
         # The stored summaries' rows and sample facts: a question's sample reads only its
         # own files' facts and what no earlier question read (a hub's lists, read by most).
@@ -56,6 +57,14 @@ class CachedKodb:
 
     def index_languages(self) -> tuple[str | None, ...]:
         return self._kodb.index_languages()  # type: ignore[no-any-return]
+
+    def word_shares(self, terms: Sequence[str]) -> dict[str, float]:
+        """The share of notes holding each word; the words not yet asked for, in one call."""
+        missing = [t for t in dict.fromkeys(terms) if t not in self._shares]
+        if missing:
+            self.statements += 1
+            self._shares.update(self._kodb.word_shares(missing))
+        return {t: self._shares.get(t, 0.0) for t in terms}
 
     def subject_norms(self) -> list[str]:
         return self._kodb.subject_norms()  # type: ignore[no-any-return]
@@ -124,13 +133,15 @@ class CachedKodb:
             self._searches[key] = tuple(self._kodb.search_notes(terms, limit))
         return list(self._searches[key])
 
-    def notes_dated(self, start: str | None, end: str, limit: int) -> list[Note]:
-        """The newest notes dated from ``start`` to ``end``; the same days and limit again
-        are served from memory."""
-        key = (start, end, limit)
+    def notes_dated(
+        self, start: str | None, end: str, limit: int, source_type: str | None = None
+    ) -> list[Note]:
+        """The newest notes dated from ``start`` to ``end``; the same days, limit and type
+        again are served from memory."""
+        key = (start, end, limit, source_type)
         if key not in self._dated:
             self.statements += 1
-            self._dated[key] = tuple(self._kodb.notes_dated(start, end, limit))
+            self._dated[key] = tuple(self._kodb.notes_dated(start, end, limit, source_type))
         return list(self._dated[key])
 
     def count_notes(self, source_type: str | None = None) -> int:
@@ -242,6 +253,7 @@ class CachedKodb:
             + len(self._by_term)
             + len(self._rows)
             + len(self._searches)
+            + len(self._shares)
             + sum(map(len, self._dated.values()))
             + len(self._counted)
             + sum(map(len, self._facts.values()))
@@ -256,6 +268,7 @@ class CachedKodb:
             self._rows.clear()
             self._searches.clear()
             self._dated.clear()
+            self._shares.clear()
             self._facts.clear()
             self._counted.clear()
             self._stored.clear()

@@ -89,16 +89,25 @@ def notes_at(conn: Connection, paths: Iterable[str]) -> dict[str, Note]:
     return found
 
 
-def notes_dated(conn: Connection, start: str | None, end: str, limit: int) -> list[Note]:
-    """The ``limit`` newest notes dated from ``start`` (None: any day) to ``end``, both ISO
-    days and inclusive: newest first, ties by path."""
+def notes_dated(
+    conn: Connection,
+    dialect: Dialect,
+    start: str | None,
+    end: str,
+    limit: int,
+    source_type: str | None = None,
+) -> list[Note]:
+    """The ``limit`` newest notes (of ``source_type`` when given) dated from ``start``
+    (None: any day) to ``end``, both ISO days and inclusive: newest first, ties by path."""
     t = schema.notes
     stmt = sa.select(*(t.c[name] for name in _NOTE_FIELDS)).where(
         t.c.date.is_not(None), t.c.date <= end
     )
     if start is not None:
         stmt = stmt.where(t.c.date >= start)
-    stmt = stmt.order_by(t.c.date.desc(), t.c.path).limit(limit)
+    if source_type is not None:
+        stmt = stmt.where(t.c.source_type == source_type)
+    stmt = stmt.order_by(t.c.date.desc(), dialect.code_point(t.c.path)).limit(limit)
     return [Note(*r) for r in conn.execute(stmt).all()]
 
 
@@ -223,6 +232,25 @@ def note_texts(conn: Connection) -> dict[str, tuple[str, str]]:
     t = schema.note_texts
     rows = conn.execute(sa.select(t.c.path, t.c.title, t.c.body)).all()
     return {path: (title, body) for path, title, body in rows}
+
+
+def word_shares(conn: Connection, dialect: Dialect, terms: Sequence[str]) -> dict[str, float]:
+    """term -> the share of the indexed notes holding it (its most held spelling, as the
+    question is stemmed under each of the index's languages; a term of several words, its
+    least held word); 0.0 when none holds it. Counted over every indexed note, as the BM25
+    of ``search_notes`` counts them."""
+    count = note_text_count(conn)
+    languages = index_languages(conn)
+    out: dict[str, float] = {}
+    for term in dict.fromkeys(terms):
+        # A compound ("node_modules") is as rare as its rarest word; a word as common as
+        # its most held spelling.
+        held = [
+            max(dialect.notes_holding(conn, list(group)).values(), default=0)
+            for group in text.query_groups([term], languages)
+        ]
+        out[term] = min(held) / count if held and count else 0.0
+    return out
 
 
 def note_text_count(conn: Connection) -> int:

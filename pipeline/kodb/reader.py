@@ -40,9 +40,11 @@ class KodbReader(Protocol):
         """Registered notes (of one source type when given)."""
         ...
 
-    def notes_dated(self, start: str | None, end: str, limit: int) -> list[Note]:
-        """The ``limit`` newest notes dated from ``start`` (None: any day) to ``end``, ISO
-        days, both inclusive: newest first, ties by path."""
+    def notes_dated(
+        self, start: str | None, end: str, limit: int, source_type: str | None = None
+    ) -> list[Note]:
+        """The ``limit`` newest notes (of ``source_type`` when given) dated from ``start``
+        (None: any day) to ``end``, ISO days, both inclusive: newest first, ties by path."""
         ...
 
     def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
@@ -56,6 +58,11 @@ class KodbReader(Protocol):
     def note_languages(self, paths: Iterable[str]) -> dict[str, str | None]:
         """The stemmer each of these notes' words went through (None: whole words); notes
         not in the full-text index are left out."""
+        ...
+
+    def word_shares(self, terms: Sequence[str]) -> dict[str, float]:
+        """term -> the share of the indexed notes holding it (0.0: none), counted over
+        every indexed note as the full-text search's BM25 counts them: a number, no note."""
         ...
 
     def index_languages(self) -> tuple[str | None, ...]:

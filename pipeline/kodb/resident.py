@@ -30,6 +30,7 @@ caller's transaction (store.py).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
@@ -436,16 +437,25 @@ class ResidentKodb:
         """Registered notes (of one source type when given)."""
         return self._note_counts.get(source_type, 0)
 
-    def notes_dated(self, start: str | None, end: str, limit: int) -> list[Note]:
-        """The ``limit`` newest notes dated from ``start`` (None: any day) to ``end``."""
+    def notes_dated(
+        self, start: str | None, end: str, limit: int, source_type: str | None = None
+    ) -> list[Note]:
+        """The ``limit`` newest notes (of ``source_type``) dated from ``start`` (None: any
+        day) to ``end``: the newest found without sorting them all, then ties by path."""
         dated = [
             n
             for n in self._data.notes.values()
-            if n.date is not None and n.date <= end and (start is None or n.date >= start)
+            if n.date is not None
+            and n.date <= end
+            and (start is None or n.date >= start)
+            and source_type in (None, n.source_type)
         ]
-        dated.sort(key=lambda n: n.path)
-        dated.sort(key=lambda n: n.date or "", reverse=True)
-        return dated[:limit]
+        if not dated or limit <= 0:
+            return []
+        cut = heapq.nlargest(limit, (n.date or "" for n in dated))[-1]
+        chosen = sorted((n for n in dated if (n.date or "") >= cut), key=lambda n: n.path)
+        chosen.sort(key=lambda n: n.date or "", reverse=True)
+        return chosen[:limit]
 
     def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
         """The base's full-text search (the copy holds no text)."""
@@ -458,6 +468,10 @@ class ResidentKodb:
     def note_languages(self, paths: Iterable[str]) -> dict[str, str | None]:
         """The base's (the copy holds no text)."""
         return self._base.note_languages(paths)  # type: ignore[no-any-return]
+
+    def word_shares(self, terms: Sequence[str]) -> dict[str, float]:
+        """The base's (the copy holds no text)."""
+        return self._base.word_shares(terms)  # type: ignore[no-any-return]
 
     def index_languages(self) -> tuple[str | None, ...]:
         """The base's (the copy holds no text)."""

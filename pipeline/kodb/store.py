@@ -213,11 +213,13 @@ class KoDB:
         with self._tx() as conn:
             return notes.notes_at(conn, paths)
 
-    def notes_dated(self, start: str | None, end: str, limit: int) -> list[Note]:
-        """The ``limit`` newest notes dated from ``start`` (None: any day) to ``end``
-        (``notes.notes_dated``)."""
+    def notes_dated(
+        self, start: str | None, end: str, limit: int, source_type: str | None = None
+    ) -> list[Note]:
+        """The ``limit`` newest notes (of ``source_type``) dated from ``start`` (None: any
+        day) to ``end`` (``notes.notes_dated``)."""
         with self._tx() as conn:
-            return notes.notes_dated(conn, start, end, limit)
+            return notes.notes_dated(conn, self._sql, start, end, limit, source_type)
 
     def search_notes(
         self,
@@ -242,6 +244,11 @@ class KoDB:
         """Every indexed note: path -> (title words, body words), as the index holds them."""
         with self._tx() as conn:
             return notes.note_texts(conn)
+
+    def word_shares(self, terms: Sequence[str]) -> dict[str, float]:
+        """term -> the share of the indexed notes holding it (``notes.word_shares``)."""
+        with self._tx() as conn:
+            return notes.word_shares(conn, self._sql, terms)
 
     def index_languages(self) -> tuple[str | None, ...]:
         """The stemmers the indexed words went through (None: whole words); a question is

@@ -109,11 +109,22 @@ class FakeKodb:
     def notes_at(self, paths: Iterable[str]) -> dict[str, Note]:
         return {p: self.registry[p] for p in paths if p in self.registry}
 
-    def notes_dated(self, start: str | None, end: str, limit: int) -> list[Note]:
+    def word_shares(self, terms: Sequence[str]) -> dict[str, float]:
+        """The share of notes whose title or summary holds each word."""
+        held = [set(text.words(f"{n.title} {n.summary or ''}")) for n in self.registry.values()]
+        return {
+            t: sum(bool(set(text.words(t)) & h) for h in held) / max(len(held), 1) for t in terms
+        }
+
+    def notes_dated(
+        self, start: str | None, end: str, limit: int, source_type: str | None = None
+    ) -> list[Note]:
         dated = [
             n
             for n in sorted(self.registry.values(), key=lambda n: n.path)
-            if n.date is not None and (start or "") <= n.date <= end
+            if n.date is not None
+            and (start or "") <= n.date <= end
+            and source_type in (None, n.source_type)
         ]
         return sorted(dated, key=lambda n: n.date or "", reverse=True)[:limit]
 
@@ -842,6 +853,22 @@ def test_a_question_about_the_latest_alone_reads_the_newest_notes_by_date(
     assert graph.scored == [] and "2026-05-06" not in {h.date for h in topic.hits}
 
 
+def test_a_word_nearly_every_note_holds_names_no_topic_beside_the_latest(
+    tmp_path: Path,
+) -> None:
+    """Every minute is a "TSC meeting": "the most recent TSC meeting" is the last meeting.
+    A word fewer notes hold ("kafka", in none) is a topic, and only close notes trade places."""
+    p, _graph = _minutes(tmp_path)
+    opts = QueryOptions.from_settings(p.settings, today="2026-06-15")
+    assert not p.names_topic("what happened at the most recent TSC meeting?", opts)
+    a = p.ask("what happened at the most recent TSC meeting?", opts)
+    assert a.hits[0].date == "2026-05-06"
+    assert a.recency is not None and a.recency.within_sigma is None
+    assert p.names_topic("what was the latest on the kafka consumer lag?", opts)
+    march = p.ask("what did the TSC decide in March 2026?", opts)
+    assert sorted(h.date for h in march.hits) == ["2026-03-04", "2026-03-25"]
+
+
 def test_a_question_about_its_period_alone_reads_the_periods_notes_by_date(
     tmp_path: Path,
 ) -> None:
@@ -871,6 +898,82 @@ def test_degraded_the_latest_alone_is_the_newest_notes_first_subjects_too(
     march = p.ask("what happened in March 2026?", opts)
     assert sorted(h.date for h in march.hits) == ["2026-03-04", "2026-03-25"]
     assert march.recency is None
+
+
+Dated = list[tuple[str, str, float]]
+
+
+def _dated_vault(tmp_path: Path, near: Dated, far: Dated):
+    """Notes (path, date, cosine): ``near`` in the search's reach in that order, ``far``
+    only readable by date (their stored vectors at that cosine)."""
+    from dataclasses import replace
+
+    stype = lambda p_: note(p_, p_).source_type  # noqa: E731
+    notes = [replace(note(p_, p_), date=d) for p_, d, _c in [*near, *far]]
+    p, graph, _emb = make(
+        tmp_path, [FakeHit(p_, p_, stype(p_), c) for p_, _d, c in near], notes=notes, facts=[]
+    )
+    graph.unreached = [FakeHit(p_, p_, stype(p_), c) for p_, _d, c in far]
+    return p, graph
+
+
+def test_a_note_read_by_date_never_passes_a_hit_fused_above_it(tmp_path: Path) -> None:
+    """Hybrid's order is not by cosine: a note read by date goes after the last hit at
+    least as close, not before the first one less close."""
+    near = [("wiki/b.md", "2026-03-02", 0.50), ("wiki/a.md", "2026-03-03", 0.10)]
+    near.append(("wiki/c.md", "2026-03-04", 0.45))
+    p, _graph = _dated_vault(tmp_path, near, [("wiki/x.md", "2026-03-05", 0.30)])
+    opts = QueryOptions.from_settings(p.settings, today="2026-06-15")
+    a = p.ask("what happened in March 2026?", opts)
+    assert [h.path for h in a.hits] == ["wiki/b.md", "wiki/a.md", "wiki/c.md", "wiki/x.md"]
+
+
+@pytest.mark.parametrize("semantic", [True, False])
+def test_the_last_meeting_of_a_month_is_no_note_dated_after_today(
+    tmp_path: Path, semantic: bool
+) -> None:
+    """ "the last meeting in June" on 15 June: the agendas of 20 and 25 June are plans."""
+    far = [("sessions/a25.md", "2026-06-25", 0.3), ("sessions/a20.md", "2026-06-20", 0.3)]
+    far.append(("sessions/m03.md", "2026-06-03", 0.3))
+    p, _graph = _dated_vault(tmp_path, [("wiki/old.md", "2025-01-01", 0.5)], far)
+    opts = QueryOptions.from_settings(p.settings, today="2026-06-15", hits=2, semantic=semantic)
+    a = p.ask("what happened at the last meeting in June 2026?", opts)
+    assert a.hits[0].path == "sessions/m03.md"
+
+
+def test_episodic_recall_reads_session_notes_by_date_not_newer_wiki_notes(
+    tmp_path: Path,
+) -> None:
+    far = [(f"wiki/w{i}.md", f"2026-06-0{i}", 0.3) for i in range(1, 10)]
+    far.append(("sessions/s.md", "2026-05-06", 0.3))
+    p, _graph = _dated_vault(tmp_path, [("sessions/old.md", "2025-01-01", 0.5)], far)
+    opts = QueryOptions.from_settings(p.settings, today="2026-06-15", preset="episodic")
+    a = p.ask("what happened at the last meeting?", opts)
+    assert [h.path for h in a.hits][:2] == ["sessions/s.md", "sessions/old.md"]
+
+
+def test_degraded_says_nothing_of_the_latest_when_no_note_is_dated(tmp_path: Path) -> None:
+    p, _graph, _emb = make(tmp_path, HITS)
+    opts = QueryOptions.from_settings(p.settings, semantic=False)
+    a = p.ask("what did we decide about redis most recently?", opts)
+    assert a.mode == "fallback" and a.recency is None
+    alone = p.ask("what happened at the last meeting?", opts)
+    assert alone.recency is None
+
+
+def test_a_graph_failing_to_score_the_notes_read_by_date_keeps_the_answers_semantic(
+    tmp_path: Path,
+) -> None:
+    p, graph = _minutes(tmp_path)
+
+    def gone(paths: Sequence[str]) -> dict[str, list[list[float]]]:
+        raise GraphUnavailable("connection reset")
+
+    graph.note_vector_sets = gone  # type: ignore[method-assign]
+    opts = QueryOptions.from_settings(p.settings, today="2026-06-15")
+    answers = p.ask_many(["what happened at the last meeting?", "why redis?"], opts)
+    assert [a.mode for a in answers] == ["semantic", "semantic"]
+    assert answers[0].hits[0].date == "2025-07-23"  # the newest the search reached
 
 
 def test_asking_for_the_latest_among_undated_notes_changes_nothing_and_says_nothing(

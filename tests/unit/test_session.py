@@ -146,6 +146,17 @@ class FakeKodb:
         registry = self.notes()
         return {p: registry[p] for p in paths if p in registry}
 
+    def notes_dated(
+        self, start: str | None, end: str, limit: int, source_type: str | None = None
+    ) -> list[Note]:
+        self.calls += 1
+        return []  # no note of this vault is dated
+
+    def word_shares(self, terms: Sequence[str]) -> dict[str, float]:
+        self.calls += 1
+        held = [set(kodb_text.words(title)) for title, _ in NOTES.values()]
+        return {t: sum(bool(set(kodb_text.words(t)) & h) for h in held) / len(held) for t in terms}
+
     def count_notes(self, source_type: str | None = None) -> int:
         self.calls += 1
         return sum(1 for n in self.notes().values() if source_type in (None, n.source_type))
@@ -292,11 +303,12 @@ def test_a_chunk_reads_each_kind_of_kodb_row_in_one_statement(tmp_path: Path) ->
     # The registry, read once (the exact search's; the hits' rows come from it), the best
     # hits' files' subjects, title matches and the counts of every candidate: one statement
     # each for the chunk. Then each answer reads the facts it shows, of the top_k subjects
-    # it keeps (its own evidence files pick them).
+    # it keeps (its own evidence files pick them). And the shares of the notes holding a
+    # period question's words ("spike notes from february": is "spike" a topic here?).
     assert 0 < len(sampled) <= len(PROMPTS) * 3
     assert all(len(kept) <= p.settings.query_top_k for kept in sampled)
-    assert kodb.calls == 3 + len(sampled)
-    assert report.kodb_statements == 4 + len(sampled)
+    assert kodb.calls == 4 + len(sampled)
+    assert report.kodb_statements == 5 + len(sampled)
 
 
 def test_cached_kodb_returns_what_the_store_returns(tmp_path: Path) -> None:

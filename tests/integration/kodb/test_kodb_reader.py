@@ -37,6 +37,8 @@ CALLS: dict[str, Callable[[KodbReader], Any]] = {
     "search_notes": lambda r: r.search_notes([SECRET_WORD, "redis"], 10),
     "note_texts": lambda r: r.note_texts(),
     "index_languages": lambda r: r.index_languages(),
+    # A share over every indexed note, as BM25 counts (a number: no note, path or word).
+    "word_shares": lambda r: r.word_shares(["redis", "password"]),
     "note_languages": lambda r: r.note_languages(["wiki/pub.md", SECRET_FILE]),
     "subject_norms": lambda r: r.subject_norms(),
     "search_subjects": lambda r: r.search_subjects("vault"),

@@ -316,6 +316,28 @@ def test_notes_dated_are_the_newest_in_the_days_asked_for_ties_by_path(db: KoDB)
     assert db.notes_dated(None, "2026-04-01", 1)[0] == db.notes()["d.md"]  # the whole row
 
 
+def test_word_shares_count_the_notes_holding_each_word_as_the_index_stems_it(db: KoDB) -> None:
+    texts = {
+        "a.md": "Caching the TSC minutes",
+        "b.md": "the TSC cached node modules",
+        "c.md": "TSC meeting about node",
+        "d.md": "kafka",
+    }
+    db.apply_ingest(
+        [(note(p), []) for p in texts],
+        [],
+        texts=[NoteText(p, "", t, "english") for p, t in texts.items()],
+    )
+    shares = db.word_shares(["tsc", "cache", "node_modules", "kafka", "redis"])
+    assert shares == {
+        "tsc": 0.75,
+        "cache": 0.5,  # "caching", "cached": one stem
+        "node_modules": 0.25,  # a compound is as rare as its rarest word
+        "kafka": 0.25,
+        "redis": 0.0,
+    }
+
+
 def test_note_stamps_are_each_notes_mtime_size_and_hash_as_the_registry_holds_them(
     db: KoDB,
 ) -> None:
