@@ -130,9 +130,12 @@ class PublicKodb:
         return self._kodb.index_languages()  # type: ignore[no-any-return]
 
     def word_shares(self, terms: Sequence[str]) -> dict[str, float]:
-        """Over every indexed note, as the BM25 of ``search_notes`` counts: a share says
-        whether a word is common in the vault, never which note holds it."""
-        return self._kodb.word_shares(terms)  # type: ignore[no-any-return]
+        """Over the public notes alone: whether a word is common among them must not
+        depend on what the private ones hold."""
+        if not self._private:
+            return self._kodb.word_shares(terms)  # type: ignore[no-any-return]
+        hidden = [p for p in self._kodb.notes() if self._private.is_private(p)]
+        return self._kodb.word_shares(terms, hidden)  # type: ignore[no-any-return]
 
     # --- subjects -----------------------------------------------------------------------
 

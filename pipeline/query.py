@@ -223,10 +223,15 @@ def _about(
     dated in the period, or the notes found dated up to ``today``, are what it asks for."""
     if window is not None and window.applied and not topic:
         return [h for h in shown if h.date is not None and window.holds(h.date)], None
-    dated = [h for h in shown if h.date is not None and h.date <= today]
+    dated = [h for h in shown if _dated_by(h, today)]
     if recency is not None and recency.within_sigma is None and dated:
         return dated, None
     return shown, floor
+
+
+def _dated_by(hit: Hit, today: str) -> bool:
+    """Whether the hit's note is dated, and not after ``today``."""
+    return hit.date is not None and hit.date <= today
 
 
 def _with_note(hit: Hit, note: Note | None) -> Hit:
@@ -351,22 +356,23 @@ class Pipeline:
             if not bridge.content_words(q):
                 answers[i] = self._no_content(q, reason)
         todo = [i for i, a in enumerate(answers) if a is None]
+        topics: dict[str, bool] = {}  # names_topic of each question, read once
         if reason is None and todo:
-            found, lost = self._search([questions[i] for i in todo], opts, shared, search)
+            found, lost = self._search([questions[i] for i in todo], opts, shared, search, topics)
             if lost is not None:  # the graph went away: what was found is still answered
                 reason = lost
             if prefetch is not None and found:
                 with shared.stage("kodb_ms"):
                     prefetch.semantic(found, self.basis())
             for i, hits in zip(todo, found, strict=False):
-                answers[i] = self.answer_from_hits(questions[i], hits, opts, timers[i])
+                answers[i] = self.answer_from_hits(questions[i], hits, opts, timers[i], topics)
             todo = todo[len(found) :]
         if reason is not None and todo:
             if prefetch is not None:
                 with shared.stage("kodb_ms"):
                     prefetch.words([questions[i] for i in todo])
             for i in todo:
-                answers[i] = self.fallback_answer(questions[i], opts, timers[i], reason)
+                answers[i] = self.fallback_answer(questions[i], opts, timers[i], reason, topics)
         unsynced = None
         if check_edits:
             # In a thread beside the graph's connect it cost more: both are Python work.
@@ -401,6 +407,7 @@ class Pipeline:
         opts: QueryOptions,
         shared: Timer,
         search: BatchSearch | None,
+        topics: dict[str, bool] | None = None,
     ) -> tuple[list[list[Hit]], str | None]:
         """Embed and search the questions: the hits of the first ones, and why the search
         stopped (then the rest were not searched and are answered degraded)."""
@@ -436,7 +443,7 @@ class Pipeline:
             found, failed = self._fuse_all(questions, vectors, found, k, depth, shared, opts)
             lost = lost or failed
         if lost is None:  # the graph that just failed would not score them either
-            found = self._dated_all(questions, vectors, found, shared, opts)
+            found = self._dated_all(questions, vectors, found, shared, opts, topics)
         return found, lost
 
     def _dated_all(
@@ -446,6 +453,7 @@ class Pipeline:
         found: list[list[Hit]],
         shared: Timer,
         opts: QueryOptions,
+        topics: dict[str, bool] | None = None,
     ) -> list[list[Hit]]:
         """Each searched question's hits with the notes it asks for by their dates
         (``_dated``). Once the graph fails to score them, the rest keep their search's
@@ -454,11 +462,19 @@ class Pipeline:
         out: list[list[Hit]] = []
         for q, v, hits in zip(questions, vectors, found, strict=False):
             try:
-                out.append(self._dated(q, v, hits, shared, opts))
+                out.append(self._dated(q, v, hits, shared, opts, topics))
             except (GraphUnavailable, GraphQueryError) as exc:
                 log.warning("the notes asked for by their dates were not scored: %s", exc)
                 return out + found[len(out) :]
         return out
+
+    def _names_topic(self, text: str, opts: QueryOptions, topics: dict[str, bool] | None) -> bool:
+        """``names_topic``, remembered in ``topics`` (one batch's questions) when given."""
+        if topics is None:
+            return self.names_topic(text, opts)
+        if text not in topics:
+            topics[text] = self.names_topic(text, opts)
+        return topics[text]
 
     def names_topic(self, text: str, opts: QueryOptions) -> bool:
         """Whether a question names a topic besides its period's phrase and the words asking
@@ -474,7 +490,9 @@ class Pipeline:
         shares = self.kodb.word_shares(words)
         return any(shares.get(w, 0.0) < VAULT_WIDE_SHARE for w in words)
 
-    def days_asked(self, text: str, opts: QueryOptions) -> tuple[str | None, str] | None:
+    def days_asked(
+        self, text: str, opts: QueryOptions, topics: dict[str, bool] | None = None
+    ) -> tuple[str | None, str] | None:
         """The days a question about its period alone ("what happened in March 2026?") or
         the latest alone ("what happened at the last meeting?") asks for: its period's first
         and last, or (None, today). None when it names a topic, or no time."""
@@ -482,7 +500,7 @@ class Pipeline:
         latest = self.latest_of(text, opts)
         if window is None and latest is None:
             return None
-        if self.names_topic(text, opts):
+        if self._names_topic(text, opts, topics):
             return None
         today = self.today_of(opts).isoformat()
         if window is None:
@@ -493,13 +511,20 @@ class Pipeline:
         return window.start, end
 
     def _dated(
-        self, text: str, vector: Any, hits: list[Hit], shared: Timer, opts: QueryOptions
+        self,
+        text: str,
+        vector: Any,
+        hits: list[Hit],
+        shared: Timer,
+        opts: QueryOptions,
+        topics: dict[str, bool] | None = None,
     ) -> list[Hit]:
         """``hits`` and, for a question about its period or the latest alone, the newest
         notes dated in what it asks for (``days_asked``) that the search did not reach, each
         with its exact cosine, placed by it: a question without a topic is answered by
         dates, and the notes nearest its words ("what happened") need not hold them."""
-        days = self.days_asked(text, opts)
+        with shared.stage("kodb_ms"):
+            days = self.days_asked(text, opts, topics)
         if days is None:
             return hits
         kind = "session" if opts.session_notes_only else None
@@ -610,9 +635,15 @@ class Pipeline:
         ]
 
     def answer_from_hits(
-        self, text: str, hits: Sequence[Hit], opts: QueryOptions, timer: Timer
+        self,
+        text: str,
+        hits: Sequence[Hit],
+        opts: QueryOptions,
+        timer: Timer,
+        topics: dict[str, bool] | None = None,
     ) -> Answer:
-        """The stages after the search: relevance, bridge, KO-DB facts, rank."""
+        """The stages after the search: relevance, bridge, KO-DB facts, rank (``topics``:
+        ``names_topic`` of the questions already judged)."""
         with timer.stage("label_ms"):
             # The best cosine (hybrid hits are in fused order; the label stays a cosine one).
             cosines = [h.cosine for h in hits if h.cosine is not None]
@@ -625,7 +656,7 @@ class Pipeline:
                 notice = self._no_session_notes(len(hits))
         timed = self.window_of(text, opts) or self.latest_of(text, opts)
         with timer.stage("kodb_ms"):
-            topic = self.names_topic(text, opts) if timed else True
+            topic = self._names_topic(text, opts, topics) if timed else True
         shown, window, recency, dated = self._in_window(
             text, shown, opts, timer, relevance.sigma, topic
         )
@@ -752,7 +783,7 @@ class Pipeline:
         what was done; unchanged when no note found is dated up to today, or the question
         has a topic and no σ says which notes are as relevant."""
         today = self.today_of(opts).isoformat()
-        if not any(h.date is not None and h.date <= today for h in hits):
+        if not any(_dated_by(h, today) for h in hits):
             return hits, None
         if topic and not sigma:
             return hits, None
@@ -762,7 +793,14 @@ class Pipeline:
             hits = newest_first(hits, sigma, today, topic=topic)
         return hits, Recency(latest, RECENT_TIER_SIGMAS if topic else None)
 
-    def fallback_answer(self, text: str, opts: QueryOptions, timer: Timer, reason: str) -> Answer:
+    def fallback_answer(
+        self,
+        text: str,
+        opts: QueryOptions,
+        timer: Timer,
+        reason: str,
+        topics: dict[str, bool] | None = None,
+    ) -> Answer:
         """Degraded mode: word search on KO-DB, ranked the same way; never loads the model.
 
         Public so that batch callers (load-context, eval) answer exactly like ``ask``."""
@@ -771,7 +809,7 @@ class Pipeline:
         if not bridge.content_words(text):
             return self._no_content(text, reason)
         with timer.stage("fulltext_ms"):
-            hits, registry, window, recency, days = self._word_hits(text, opts)
+            hits, registry, window, recency, days = self._word_hits(text, opts, topics)
         with timer.stage("kodb_ms"):
             succession = self.kodb.succession()
         hits = self._excerpted(text, _marked_hits(hits, succession), registry, opts, timer)
@@ -844,7 +882,7 @@ class Pipeline:
             )
 
     def _word_hits(
-        self, text: str, opts: QueryOptions
+        self, text: str, opts: QueryOptions, topics: dict[str, bool] | None = None
     ) -> tuple[
         list[Hit],
         Mapping[str, Note],
@@ -870,19 +908,19 @@ class Pipeline:
             if (n := registry.get(p)) is not None
         ]
         recency = None
-        if (days := self.days_asked(text, opts)) is not None:
+        if (days := self.days_asked(text, opts, topics)) is not None:
             kind = "session" if opts.session_notes_only else None
             dated = self.kodb.notes_dated(*days, opts.hits, kind)
             dated = [n for n in dated if n.path not in registry]
             registry |= {n.path: n for n in dated}
             hits += [_with_note(Hit(n.path, n.title, n.source_type, None), n) for n in dated]
-            today = self.today_of(opts).isoformat()
-            latest = self.latest_of(text, opts)
-            if latest is not None and any(h.date is not None and h.date <= today for h in hits):
-                hits = newest_first(hits, None, today, topic=False)
-                recency = Recency(latest, None)
         if opts.session_notes_only:
             hits = [h for h in hits if h.source_type == "session"]
+        today = self.today_of(opts).isoformat()
+        latest = self.latest_of(text, opts)
+        if days is not None and latest is not None and any(_dated_by(h, today) for h in hits):
+            hits = newest_first(hits, None, today, topic=False)
+            recency = Recency(latest, None)
         if window is not None:
             hits, window = apply_window(hits, window, opts.hits)
         return hits[: opts.hits], registry, window, recency, days

@@ -250,7 +250,7 @@ def _stems(word: str) -> set[str]:
 
 @functools.cache
 def _period_only_stems() -> frozenset[str]:
-    return frozenset(stem for word in PERIOD_ONLY_WORDS.split() for stem in _stems(word))
+    return frozenset(stem for word in PERIOD_ONLY_WORDS.split() for stem in _long_stems(word))
 
 
 def period_only(question: str, window: TimeWindow) -> bool:
@@ -274,7 +274,12 @@ def topic_words(question: str, *phrases: str) -> list[str]:
     for phrase in phrases:
         rest = rest.replace(phrase, " ", 1)
     known = _period_only_stems()
-    return [word for word in content_words(rest) if not _stems(word) & known]
+    # A one-letter stem ("s" of "what's") says nothing: "Kafka's" is a topic.
+    return [word for word in content_words(rest) if not _long_stems(word) & known]
+
+
+def _long_stems(word: str) -> set[str]:
+    return {stem for stem in _stems(word) if len(stem) > 1}
 
 
 #: What may follow "last" when it means the most recent one: events and records, not units
@@ -301,13 +306,18 @@ _WHO = (
     r"(?:(?!(?:the|a|an|our|my|your|their|its|his|her|this|that|at)\s+last\b)[\w.'’-]+\s+)"
     r"{1,4}?"
 )
-#: After "did X last": a word that is no preposition, conjunction or "place" (a verb: "did
-#: the TSC last discuss …"; "how long did it last?", "did our team finish last in the race"
-#: are no latest), and a participle that then says no more than "last" does.
+#: After "did X last": the question's end ("when did we meet last?") or a word that is no
+#: preposition, conjunction, "place" or length (a verb: "did the TSC last discuss …"; "did
+#: our team finish last in the race", "did the outage last long" are no latest), and a
+#: participle that then says no more than "last" does.
 _THEN_A_VERB = (
-    r"(?=\s+(?!(?:in|on|at|for|of|to|and|or|but|place|all|with|by|from|among|than)\b)\w)"
+    r"(?=\s*(?:[?.!]|$)|\s+(?!(?:in|on|at|for|of|to|and|or|but|place|all|with|by|from|among"
+    r"|than|long|longer|until|till|through|beyond|more|over)\b)\w)"
     r"(?:\s+(?:updated|changed|discussed|touched|reviewed|edited|mentioned)\b)?"
 )
+#: Up to two words between "last" and its event, none a period ("the last TSC meeting", "our
+#: last two releases"; "last week's meeting" is a period).
+_BETWEEN = r"(?:\s+(?!(?:" + "|".join(_PERIOD_WORDS) + r")\b)[\w.'’-]+){0,2}?"
 #: A participle after "last" that makes it "most recently", unless it names a field or a
 #: header ("the last modified header", "last updated at").
 _PARTICIPLE = (
@@ -324,8 +334,8 @@ _LATEST = re.compile(
     r"(?<![:@/=.\w-])(?:most\s+recent(?:ly)?(?!\s+used)|latest|newest|lately"
     r"|(?<!least\s)(?<!most\s)recently(?!\s+used))(?![-:@/=(\w]|\.\w)"
     rf"|\b(?:(?:the|our|my)\s+)?"
-    rf"(?:last(?P<event>\s+{_EVENTS})|previous(?P<meeting>\s+{_MEETINGS}))(?![-\w])"
-    rf"|\b(?:did|has|have|had|was|were)\s+(?P<who>{_WHO})last(?![-\w])(?!\s+time\b)"
+    rf"(?:last(?P<event>{_BETWEEN}\s+{_EVENTS})|previous(?P<meeting>\s+{_MEETINGS}))(?![-\w])"
+    rf"|(?<!long\s)\b(?:did|has|have|had|was|were)\s+(?P<who>{_WHO})last(?![-\w])(?!\s+time\b)"
     rf"{_NOT_A_PERIOD}{_THEN_A_VERB}"
     rf"|{_PARTICIPLE}"
     r"|(?<!\w)(?:legut[óo]bb|legutols[óo]|leg[úu]jabb|legfrissebb|nemr[ée]g)\w*"

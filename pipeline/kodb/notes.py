@@ -234,22 +234,30 @@ def note_texts(conn: Connection) -> dict[str, tuple[str, str]]:
     return {path: (title, body) for path, title, body in rows}
 
 
-def word_shares(conn: Connection, dialect: Dialect, terms: Sequence[str]) -> dict[str, float]:
-    """term -> the share of the indexed notes holding it (its most held spelling, as the
-    question is stemmed under each of the index's languages; a term of several words, its
-    least held word); 0.0 when none holds it. Counted over every indexed note, as the BM25
-    of ``search_notes`` counts them."""
-    count = note_text_count(conn)
+def word_shares(
+    conn: Connection, dialect: Dialect, terms: Sequence[str], excluding: Sequence[str] = ()
+) -> dict[str, float]:
+    """term -> the share of the indexed notes, but those at ``excluding`` paths, holding it
+    (its most held spelling, as the question is stemmed under each of the index's
+    languages; a term of several words, its least held word); 0.0 when none holds it."""
+    t = schema.note_texts
+    hidden: list[set[str]] = []
+    for chunk in chunks(sorted(set(excluding))):
+        stmt = sa.select(t.c.title, t.c.body).where(t.c.path.in_(chunk))
+        hidden += [set(f"{title} {body}".split()) for title, body in conn.execute(stmt)]
+    count = note_text_count(conn) - len(hidden)
     languages = index_languages(conn)
     out: dict[str, float] = {}
     for term in dict.fromkeys(terms):
         # A compound ("node_modules") is as rare as its rarest word; a word as common as
         # its most held spelling.
-        held = [
-            max(dialect.notes_holding(conn, list(group)).values(), default=0)
-            for group in text.query_groups([term], languages)
-        ]
-        out[term] = min(held) / count if held and count else 0.0
+        held = []
+        for group in text.query_groups([term], languages):
+            holding = dialect.notes_holding(conn, list(group))
+            held.append(
+                max((n - sum(w in h for h in hidden) for w, n in holding.items()), default=0)
+            )
+        out[term] = min(held) / count if held and count > 0 else 0.0
     return out
 
 

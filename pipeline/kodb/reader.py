@@ -61,8 +61,8 @@ class KodbReader(Protocol):
         ...
 
     def word_shares(self, terms: Sequence[str]) -> dict[str, float]:
-        """term -> the share of the indexed notes holding it (0.0: none), counted over
-        every indexed note as the full-text search's BM25 counts them: a number, no note."""
+        """term -> the share of the indexed notes holding it (0.0: none); a private view
+        counts its public notes only."""
         ...
 
     def index_languages(self) -> tuple[str | None, ...]:

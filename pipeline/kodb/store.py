@@ -245,10 +245,11 @@ class KoDB:
         with self._tx() as conn:
             return notes.note_texts(conn)
 
-    def word_shares(self, terms: Sequence[str]) -> dict[str, float]:
-        """term -> the share of the indexed notes holding it (``notes.word_shares``)."""
+    def word_shares(self, terms: Sequence[str], excluding: Sequence[str] = ()) -> dict[str, float]:
+        """term -> the share of the indexed notes (but ``excluding``) holding it
+        (``notes.word_shares``)."""
         with self._tx() as conn:
-            return notes.word_shares(conn, self._sql, terms)
+            return notes.word_shares(conn, self._sql, terms, excluding)
 
     def index_languages(self) -> tuple[str | None, ...]:
         """The stemmers the indexed words went through (None: whole words); a question is

@@ -900,7 +900,7 @@ def test_degraded_the_latest_alone_is_the_newest_notes_first_subjects_too(
     assert march.recency is None
 
 
-Dated = list[tuple[str, str, float]]
+Dated = list[tuple[str, str | None, float]]
 
 
 def _dated_vault(tmp_path: Path, near: Dated, far: Dated):
@@ -952,13 +952,39 @@ def test_episodic_recall_reads_session_notes_by_date_not_newer_wiki_notes(
     assert [h.path for h in a.hits][:2] == ["sessions/s.md", "sessions/old.md"]
 
 
-def test_degraded_says_nothing_of_the_latest_when_no_note_is_dated(tmp_path: Path) -> None:
-    p, _graph, _emb = make(tmp_path, HITS)
-    opts = QueryOptions.from_settings(p.settings, semantic=False)
-    a = p.ask("what did we decide about redis most recently?", opts)
+def test_degraded_says_nothing_of_the_latest_when_no_note_it_keeps_is_dated(
+    tmp_path: Path,
+) -> None:
+    """The meeting notes found by their words are undated (or, for episodic recall, the
+    dated one is no session note): nothing is put newest first, so nothing says so."""
+    from dataclasses import replace
+
+    near = [("wiki/meeting-notes.md", None, 0.5), ("wiki/meeting-rules.md", "2026-05-01", 0.5)]
+    p, _graph = _dated_vault(tmp_path, near[:1], [])
+    opts = QueryOptions.from_settings(p.settings, semantic=False, today="2026-06-15")
+    a = p.ask("what happened at the last meeting?", opts)
+    assert a.mode == "fallback" and a.hits and a.recency is None
+    p, _graph = _dated_vault(tmp_path, near, [])
+    episodic = replace(opts, session_notes_only=True)
+    a = p.ask("what happened at the last meeting?", episodic)
     assert a.mode == "fallback" and a.recency is None
-    alone = p.ask("what happened at the last meeting?", opts)
-    assert alone.recency is None
+
+
+def test_whether_a_question_names_a_topic_is_read_once_an_answer(tmp_path: Path) -> None:
+    p, _graph = _minutes(tmp_path)
+    asked: list[list[str]] = []
+    shares = p.app.kodb.word_shares
+
+    def spy(terms: Sequence[str]) -> dict[str, float]:
+        asked.append(list(terms))
+        return shares(terms)
+
+    p.app.kodb.word_shares = spy  # type: ignore[method-assign]
+    for semantic in (True, False):
+        asked.clear()
+        opts = QueryOptions.from_settings(p.settings, today="2026-06-15", semantic=semantic)
+        p.ask("what happened at the most recent TSC meeting?", opts)
+        assert asked == [["tsc"]]
 
 
 def test_a_graph_failing_to_score_the_notes_read_by_date_keeps_the_answers_semantic(

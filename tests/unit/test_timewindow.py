@@ -148,6 +148,8 @@ def test_a_question_about_its_period_alone_is_told_from_one_with_a_topic(
         ("when did we last look at kafka?", "did we last"),
         ("when did the TSC last discuss Corepack?", "did the TSC last"),
         ("when was corepack last discussed?", "was corepack last discussed"),
+        ("when did we meet last?", "did we meet last"),
+        ("what happened at the last TSC meeting?", "the last TSC meeting"),
         ("what happened at the last meeting?", "the last meeting"),
         ("what happened in our last retro", "our last retro"),
         ("last time we discussed secrets", "last time"),
@@ -195,7 +197,10 @@ def test_a_question_asking_for_the_latest_is_recognised(question: str, phrase: s
         "did the build pass last night?",
         "how long did the migration last?",  # the verb
         "how long did it last?",
-        "did the release come out last?",  # an order
+        "did the outage last long?",
+        "how long did the outage last yesterday?",
+        "did the migration last until friday?",
+        "what happened at last week's meeting?",  # a period
         "did our team finish last in the race?",
         "did we make last-minute changes?",  # a compound
         "did the team add last-resort retries?",
@@ -226,6 +231,12 @@ def test_the_words_asking_for_the_latest_are_dropped_but_what_it_is_the_latest_o
     assert only_about(without_latest("what did we do last time?"))  # "time" is no topic
     assert only_about(without_latest("mi történt a legutóbbi megbeszélésen?"))
     assert only_about(without_latest("what's the latest?"))
+    # A possessive is its word ("Kafka's" is no "what's").
+    assert not only_about(without_latest("what's Kafka's latest?"))
+    assert not only_about(without_latest("what was Bob's last decision?"))
+    assert without_latest("what happened at the last TSC meeting?").split() == [
+        "what", "happened", "at", "TSC", "meeting?",
+    ]  # fmt: skip
     assert asks_latest("the most\n   recent decision") == "most recent"
     both = without_latest("the latest on the most recent release")
     assert "latest" not in both and "recent" not in both and "release" in both

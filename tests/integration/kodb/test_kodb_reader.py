@@ -37,7 +37,6 @@ CALLS: dict[str, Callable[[KodbReader], Any]] = {
     "search_notes": lambda r: r.search_notes([SECRET_WORD, "redis"], 10),
     "note_texts": lambda r: r.note_texts(),
     "index_languages": lambda r: r.index_languages(),
-    # A share over every indexed note, as BM25 counts (a number: no note, path or word).
     "word_shares": lambda r: r.word_shares(["redis", "password"]),
     "note_languages": lambda r: r.note_languages(["wiki/pub.md", SECRET_FILE]),
     "subject_norms": lambda r: r.subject_norms(),
@@ -168,6 +167,9 @@ def test_the_private_view_filters_every_method(store: KoDB, view: str) -> None:
     leaks = {m: call(reader) for m, call in CALLS.items() if _shows_a_secret(call(reader))}
     assert leaks == {}
     assert reader.count_notes() == 1
+    # Shares among the public notes: what the private note holds moves none.
+    assert reader.word_shares(["redis", "password"]) == {"redis": 1.0, "password": 0.0}
+    assert store.word_shares(["redis", "password"]) == {"redis": 1.0, "password": 0.5}
     # The newest public note, though the private one is newer and the limit is one.
     assert [n.path for n in reader.notes_dated(None, "2999-12-31", 1)] == ["wiki/pub.md"]
     assert reader.search_subjects_many(["redis"])["redis"] == ["redis"]
