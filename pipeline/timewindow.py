@@ -228,7 +228,7 @@ def parse_window(question: str, today: date) -> TimeWindow | None:
 #: The words, besides its period, of a question about the period alone: what was decided,
 #: discussed or done then ("what did we decide last month?", "mi történt márciusban?"),
 #: matched by their English and Hungarian stems. Such a question has no topic for the noise
-#: floor to judge, so the notes of its period answer it (``period_only``).
+#: floor to judge, so the notes of its period answer it (``topic_words``).
 PERIOD_ONLY_WORDS: Final = (
     "decide decided decision decisions make made happen happened happening discuss discussed "
     "discussion talk talked meet met meeting meetings session sessions change changed changes "
@@ -251,12 +251,6 @@ def _stems(word: str) -> set[str]:
 @functools.cache
 def _period_only_stems() -> frozenset[str]:
     return frozenset(stem for word in PERIOD_ONLY_WORDS.split() for stem in _long_stems(word))
-
-
-def period_only(question: str, window: TimeWindow) -> bool:
-    """Whether ``question`` asks about its period alone: every word it holds besides the
-    period's phrase and stop words is one of ``PERIOD_ONLY_WORDS``."""
-    return only_about(question, window.text)
 
 
 def only_about(question: str, *phrases: str) -> bool:
@@ -327,7 +321,9 @@ _PARTICIPLE = (
 #: A question asking for the newest notes: English "most recent(ly)", "latest", "newest",
 #: "recently", "lately", "the last meeting (or another event)", "the previous meeting",
 #: "did we last …", "last updated"; Hungarian "legutóbb(i)", "legutolsó", "legújabb",
-#: "legfrissebb", "nemrég(iben)", "mostanában", "az utóbbi időben" (inflected too). Not a
+#: "legfrissebb", "nemrég(iben)", "mostanában", "az utóbbi időben" (inflected too),
+#: "(leg)utoljára", "utolsó" before a meeting ("az utolsó megbeszélés"; "az utolsó lépés" is
+#: an order). Not a
 #: tag, a path or a compound (":latest", "pkg@latest", "/latest", "newest-first"), nor
 #: "least/most recently used".
 _LATEST = re.compile(
@@ -339,7 +335,8 @@ _LATEST = re.compile(
     rf"{_NOT_A_PERIOD}{_THEN_A_VERB}"
     rf"|{_PARTICIPLE}"
     r"|(?<!\w)(?:legut[óo]bb|legutols[óo]|leg[úu]jabb|legfrissebb|nemr[ée]g)\w*"
-    r"|(?<!\w)(?:mostan[áa]ban|az\s+ut[óo]bbi\s+id[őo]ben)(?!\w)",
+    r"|(?<!\w)(?:mostan[áa]ban|az\s+ut[óo]bbi\s+id[őo]ben|(?:leg)?utolj[áa]ra)(?!\w)"
+    r"|(?<!\w)utols[óo](?=\s+(?:megbesz|[üu]l[ée]s|[ée]rtekezlet|retro|egyeztet|tal[áa]lkoz))",
     re.IGNORECASE,
 )
 
