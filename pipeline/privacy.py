@@ -135,7 +135,10 @@ class PublicKodb:
         if not self._private:
             return self._kodb.word_shares(terms)  # type: ignore[no-any-return]
         hidden = [p for p in self._kodb.notes() if self._private.is_private(p)]
-        return self._kodb.word_shares(terms, hidden)  # type: ignore[no-any-return]
+        if not hidden:  # none (left) to leave out: a view over a view already left them out
+            return self._kodb.word_shares(terms)  # type: ignore[no-any-return]
+        # The innermost private view stands on the store, the one reader that counts around.
+        return self._kodb.word_shares(terms, hidden)  # type: ignore[call-arg, no-any-return]
 
     # --- subjects -----------------------------------------------------------------------
 

@@ -468,27 +468,28 @@ class Pipeline:
                 return out + found[len(out) :]
         return out
 
-    def _names_topic(self, text: str, opts: QueryOptions, topics: dict[str, bool] | None) -> bool:
-        """``names_topic``, remembered in ``topics`` (one batch's questions) when given."""
-        if topics is None:
-            return self.names_topic(text, opts)
-        if text not in topics:
-            topics[text] = self.names_topic(text, opts)
-        return topics[text]
-
-    def names_topic(self, text: str, opts: QueryOptions) -> bool:
+    def names_topic(
+        self, text: str, opts: QueryOptions, topics: dict[str, bool] | None = None
+    ) -> bool:
         """Whether a question names a topic besides its period's phrase and the words asking
         for the latest: a word other than stop words and ``PERIOD_ONLY_WORDS`` that fewer
         than ``VAULT_WIDE_SHARE`` of the vault's notes hold (one nearly every note holds
         picks none out: "the most recent TSC meeting" in the TSC's minutes is the last
-        meeting)."""
+        meeting). A question naming neither is all topic. Remembered in ``topics`` (one
+        batch's questions) when given."""
+        if topics is not None and text in topics:
+            return topics[text]
         window = self.window_of(text, opts)
-        rest = without_latest(text) if self.latest_of(text, opts) is not None else text
-        words = topic_words(rest, *(() if window is None else (window.text,)))
-        if not words:
-            return False
-        shares = self.kodb.word_shares(words)
-        return any(shares.get(w, 0.0) < VAULT_WIDE_SHARE for w in words)
+        latest = self.latest_of(text, opts)
+        topic = True
+        if window is not None or latest is not None:
+            rest = without_latest(text) if latest is not None else text
+            words = topic_words(rest, *(() if window is None else (window.text,)))
+            shares = self.kodb.word_shares(words) if words else {}
+            topic = any(shares.get(w, 0.0) < VAULT_WIDE_SHARE for w in words)
+        if topics is not None:
+            topics[text] = topic
+        return topic
 
     def days_asked(
         self, text: str, opts: QueryOptions, topics: dict[str, bool] | None = None
@@ -500,7 +501,7 @@ class Pipeline:
         latest = self.latest_of(text, opts)
         if window is None and latest is None:
             return None
-        if self._names_topic(text, opts, topics):
+        if self.names_topic(text, opts, topics):
             return None
         today = self.today_of(opts).isoformat()
         if window is None:
@@ -525,11 +526,7 @@ class Pipeline:
         dates, and the notes nearest its words ("what happened") need not hold them."""
         with shared.stage("kodb_ms"):
             days = self.days_asked(text, opts, topics)
-        if days is None:
-            return hits
-        kind = "session" if opts.session_notes_only else None
-        with shared.stage("kodb_ms"):
-            dated = self.kodb.notes_dated(*days, opts.hits, kind)
+            dated = self._notes_in(days, opts)
         have = {h.path for h in hits}
         missing = {n.path: n for n in dated if n.path not in have}
         if not missing:
@@ -548,6 +545,14 @@ class Pipeline:
             )
             out.insert(at, extra)
         return out
+
+    def _notes_in(self, days: tuple[str | None, str] | None, opts: QueryOptions) -> list[Note]:
+        """The newest notes dated in ``days`` (``days_asked``; None: none), as many as the
+        hits shown, session notes only for episodic recall."""
+        if days is None:
+            return []
+        kind = "session" if opts.session_notes_only else None
+        return self.kodb.notes_dated(*days, opts.hits, kind)
 
     def _scored(self, vector: Any, notes: Mapping[str, Note], shared: Timer) -> list[Hit]:
         """These notes as hits scored exactly against their stored vectors, as the vector
@@ -654,9 +659,8 @@ class Pipeline:
             shown = [h for h in shown if h.source_type == "session"]
             if not shown:
                 notice = self._no_session_notes(len(hits))
-        timed = self.window_of(text, opts) or self.latest_of(text, opts)
         with timer.stage("kodb_ms"):
-            topic = self._names_topic(text, opts, topics) if timed else True
+            topic = self.names_topic(text, opts, topics)
         shown, window, recency, dated = self._in_window(
             text, shown, opts, timer, relevance.sigma, topic
         )
@@ -908,12 +912,10 @@ class Pipeline:
             if (n := registry.get(p)) is not None
         ]
         recency = None
-        if (days := self.days_asked(text, opts, topics)) is not None:
-            kind = "session" if opts.session_notes_only else None
-            dated = self.kodb.notes_dated(*days, opts.hits, kind)
-            dated = [n for n in dated if n.path not in registry]
-            registry |= {n.path: n for n in dated}
-            hits += [_with_note(Hit(n.path, n.title, n.source_type, None), n) for n in dated]
+        days = self.days_asked(text, opts, topics)
+        dated = [n for n in self._notes_in(days, opts) if n.path not in registry]
+        registry |= {n.path: n for n in dated}
+        hits += [_with_note(Hit(n.path, n.title, n.source_type, None), n) for n in dated]
         if opts.session_notes_only:
             hits = [h for h in hits if h.source_type == "session"]
         today = self.today_of(opts).isoformat()

@@ -320,12 +320,11 @@ _PARTICIPLE = (
 )
 #: A question asking for the newest notes: English "most recent(ly)", "latest", "newest",
 #: "recently", "lately", "the last meeting (or another event)", "the previous meeting",
-#: "did we last …", "last updated"; Hungarian "legutóbb(i)", "legutolsó", "legújabb",
-#: "legfrissebb", "nemrég(iben)", "mostanában", "az utóbbi időben" (inflected too),
-#: "(leg)utoljára", "utolsó" before a meeting ("az utolsó megbeszélés"; "az utolsó lépés" is
-#: an order). Not a
-#: tag, a path or a compound (":latest", "pkg@latest", "/latest", "newest-first"), nor
-#: "least/most recently used".
+#: "did we (or the TSC) last …", "last updated"; Hungarian "legutóbb(i)", "legutolsó",
+#: "legújabb", "legfrissebb", "nemrég(iben)", "mostanában", "az utóbbi időben" (inflected
+#: too), "(leg)utoljára", "utolsó" before a meeting ("az utolsó megbeszélés"; "az utolsó
+#: lépés" is an order). Not a tag, a path or a compound (":latest", "pkg@latest", "/latest",
+#: "newest-first"), nor "least/most recently used".
 _LATEST = re.compile(
     r"(?<![:@/=.\w-])(?:most\s+recent(?:ly)?(?!\s+used)|latest|newest|lately"
     r"|(?<!least\s)(?<!most\s)recently(?!\s+used))(?![-:@/=(\w]|\.\w)"

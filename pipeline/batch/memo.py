@@ -58,12 +58,8 @@ class CachedKodb:
     def index_languages(self) -> tuple[str | None, ...]:
         return self._kodb.index_languages()  # type: ignore[no-any-return]
 
-    def word_shares(self, terms: Sequence[str], excluding: Sequence[str] = ()) -> dict[str, float]:
-        """The share of notes holding each word; the words not yet asked for, in one call
-        (a count leaving some notes out is asked each time)."""
-        if excluding:
-            self.statements += 1
-            return self._kodb.word_shares(terms, excluding)  # type: ignore[no-any-return]
+    def word_shares(self, terms: Sequence[str]) -> dict[str, float]:
+        """The share of notes holding each word; the words not yet asked for, in one call."""
         missing = [t for t in dict.fromkeys(terms) if t not in self._shares]
         if missing:
             self.statements += 1

@@ -469,10 +469,8 @@ class ResidentKodb:
         """The base's (the copy holds no text)."""
         return self._base.note_languages(paths)  # type: ignore[no-any-return]
 
-    def word_shares(self, terms: Sequence[str], excluding: Sequence[str] = ()) -> dict[str, float]:
+    def word_shares(self, terms: Sequence[str]) -> dict[str, float]:
         """The base's (the copy holds no text)."""
-        if excluding:
-            return self._base.word_shares(terms, excluding)  # type: ignore[no-any-return]
         return self._base.word_shares(terms)  # type: ignore[no-any-return]
 
     def index_languages(self) -> tuple[str | None, ...]:
