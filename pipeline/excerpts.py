@@ -7,7 +7,10 @@ excerpt is the paragraph of its note that holds most of the question's words, ea
 weighted by how few of the note's paragraphs hold it (a word in every paragraph, such as the
 project's name, tells them apart least), as a search engine shows a snippet biased by the
 query. A paragraph under a heading counts the heading's words too and shows the heading
-before it.
+before it. A paragraph that other notes of the answer hold word for word (a template's
+line: "Extracted from tsc-agenda labeled issues…" in every meeting's minutes, an agenda item
+carried over from the last meeting) says less of the note it is in: its score is weighted
+by how few of the answer's notes hold it, as a word's is by how few paragraphs hold it.
 
 The note's summary stays when no paragraph holds more of the question than the summary
 does, when the question has no content words, or when the file cannot be read as the scan
@@ -41,6 +44,8 @@ from pipeline.vault.scan import read_note_bytes
 
 #: An excerpt's length, the same as a summary's (``parse.SUMMARY_MAX_CHARS``).
 EXCERPT_CHARS: Final = 300
+#: The most of the list item a nested one sits in that its excerpt shows before it.
+PARENT_CHARS: Final = 120
 #: A note with more paragraphs than this is searched in its first ones only.
 MAX_PARAGRAPHS: Final = 2_000
 #: Notes kept searchable between questions (the hits of a few recent answers), each at
@@ -86,19 +91,67 @@ class Paragraphs:
     """A note's paragraphs as written (list marks and quote marks gone) and its headings
     below the title; ``under[i]`` is the heading paragraph ``i`` sits under (None: none, or
     a level-1 heading: the note's title, shown beside the excerpt already and as much about
-    every paragraph as about any)."""
+    every paragraph as about any); ``parent[i]`` the list item paragraph ``i`` is nested
+    in (None: none)."""
 
     texts: tuple[str, ...]
     headings: tuple[str, ...]
     under: tuple[int | None, ...]
+    parent: tuple[int | None, ...]
+
+    def enclosing(self, i: int) -> list[int]:
+        """The list items paragraph ``i`` is nested in, the nearest first."""
+        out: list[int] = []
+        p = self.parent[i]
+        while p is not None and p < (out[-1] if out else i):  # an item nests in an earlier one
+            out.append(p)
+            p = self.parent[p]
+        return out
 
     def shown(self, i: int) -> str:
-        """Paragraph ``i`` as an excerpt shows it: its heading first, the text as the model
-        reads prose (links by their text, no emphasis marks), no HTML tags."""
-        body = _prose(self.texts[i])
-        h = self.under[i]
-        heading = _prose(self.headings[h]) if h is not None else ""
-        return f"{heading} — {body}" if heading else body
+        """Paragraph ``i`` as an excerpt shows it: its heading first, then the item it is
+        nested in (clipped: minutes' "Proposal: drop mandatory attendance #1338" above the
+        discussion), the text as the model reads prose (links by their text, no emphasis
+        marks), no HTML tags."""
+        parts = [_prose(self.texts[i])]
+        if (p := self.parent[i]) is not None:
+            parts.insert(0, clip_text(_prose(self.texts[p]), PARENT_CHARS))
+        if (h := self.under[i]) is not None:
+            parts.insert(0, _prose(self.headings[h]))
+        return " — ".join(parts)
+
+
+class _Lists:
+    """The list items open around the line being read, for ``paragraphs``: which item the
+    paragraph being read is nested in."""
+
+    def __init__(self) -> None:
+        self.open: list[tuple[int, int]] = []  # (indentation of the mark, item's paragraph)
+        self.nested: int | None = None
+
+    def item(self, indent: int, index: int) -> None:
+        """A list item opens at ``indent``; its paragraph will be ``index``."""
+        while self.open and self.open[-1][0] >= indent:
+            self.open.pop()
+        self.nested = self.open[-1][1] if self.open else None
+        self.open.append((indent, index))
+
+    def paragraph(self, indented: bool, index: int) -> None:
+        """A paragraph that is no list item opens (``index``: the paragraphs so far)."""
+        if not indented:
+            self.end()  # at the margin it ends the lists above it
+        elif self.open and self.open[-1][1] < index:
+            self.nested = self.open[-1][1]  # indented, it continues the item above it
+
+    def lost(self, index: int) -> None:
+        """A block closed with no paragraph (``index``: the paragraphs so far): an empty
+        item, or one past the limit, has no paragraph to nest in."""
+        if self.open and self.open[-1][1] == index:
+            self.open.pop()
+
+    def end(self) -> None:
+        self.open.clear()
+        self.nested = None
 
 
 def _prose(raw: str) -> str:
@@ -113,9 +166,11 @@ def paragraphs(markdown: str) -> Paragraphs:
     texts: list[str] = []
     headings: list[str] = []
     under: list[int | None] = []
+    parent: list[int | None] = []
     current: int | None = None
     block: list[str] = []
     fence: str | None = None
+    lists = _Lists()
 
     html = False
 
@@ -125,6 +180,9 @@ def paragraphs(markdown: str) -> Paragraphs:
         if block and len(texts) < MAX_PARAGRAPHS:
             texts.append(" ".join(block))
             under.append(current)
+            parent.append(lists.nested)
+        else:
+            lists.lost(len(texts))
         block.clear()
 
     for line in _body_lines(markdown):
@@ -147,6 +205,7 @@ def paragraphs(markdown: str) -> Paragraphs:
             continue
         if first == "#" and (m := _HEADING.match(line)):
             close()
+            lists.end()
             if len(m.group(1)) == 1:
                 current = None
             else:
@@ -163,9 +222,12 @@ def paragraphs(markdown: str) -> Paragraphs:
             html = True  # an HTML block, left out as the index leaves it out
         if html:
             continue
+        if first in _MARK_STARTS and _LIST_MARK.match(line):  # each item its own paragraph
+            close()
+            lists.item(len(line) - len(line.lstrip()), len(texts))
+        elif not block:
+            lists.paragraph(line[:1] in (" ", "\t"), len(texts))
         if first in _MARK_STARTS:
-            if _LIST_MARK.match(line):  # each list item its own paragraph
-                close()
             line = _LIST_MARK.sub("", _QUOTE_MARK.sub("", line))
         stripped = line.strip()
         if stripped.startswith("|"):  # a table row: its cells
@@ -173,7 +235,7 @@ def paragraphs(markdown: str) -> Paragraphs:
         if stripped:
             block.append(stripped)
     close()
-    return Paragraphs(tuple(texts), tuple(headings), tuple(under))
+    return Paragraphs(tuple(texts), tuple(headings), tuple(under), tuple(parent))
 
 
 def _body_lines(markdown: str) -> list[str]:
@@ -202,6 +264,14 @@ class Searchable:
     joined: str
     starts: tuple[int, ...]
 
+    def folded_texts(self) -> tuple[str, ...]:
+        """Each paragraph's folded text (headings left out)."""
+        sep = len(_SEPARATOR)
+        return tuple(
+            self.joined[self.starts[i] : self.starts[i + 1] - sep]
+            for i in range(len(self.paras.texts))
+        )
+
 
 def searchable(markdown: str) -> Searchable:
     paras = paragraphs(markdown)
@@ -215,12 +285,17 @@ def searchable(markdown: str) -> Searchable:
 
 
 def best_paragraph(
-    note: Searchable, stems: Sequence[tuple[str, ...]], summary: str | None
+    note: Searchable,
+    stems: Sequence[tuple[str, ...]],
+    summary: str | None,
+    rarity: Sequence[float] = (),
 ) -> str | None:
     """The paragraph holding most of the question's words (weighted by how few paragraphs
-    hold each, a heading's words counting for the paragraphs under it), clipped around its
-    first match; None when none holds more than the summary (``stems``: each question
-    word's stems, as ``text.query_groups`` gives them)."""
+    hold each, the words of a heading and of the list items a paragraph is nested in
+    counting for it too), its score weighted
+    by ``rarity[i]`` (how few of the answer's notes hold paragraph ``i``; all alike when
+    empty), clipped around its first match; None when none holds more than the summary
+    (``stems``: each question word's stems, as ``text.query_groups`` gives them)."""
     paras = note.paras
     n = len(paras.texts)
     if not n or not stems:
@@ -228,17 +303,25 @@ def best_paragraph(
     # Each word searched once over the note's joint folded text; a match's offset says
     # which paragraph (or heading) holds it.
     entries = [_holding(note.joined, note.starts, g) for g in stems]
-    heading_of = [None if h is None else n + h for h in paras.under]
+    # A paragraph holds its heading's words and those of the list items it is nested in.
+    around = [
+        ([] if h is None else [n + h]) + paras.enclosing(i) for i, h in enumerate(paras.under)
+    ]
     held = [
-        [i in found or (h is not None and h in found) for found in entries]
-        for i, h in enumerate(heading_of)
+        [i in found or any(a in found for a in around[i]) for found in entries] for i in range(n)
     ]
     weights = [
         math.log(1.0 + n / k) if (k := sum(row[g] for row in held)) else 0.0
         for g in range(len(stems))
     ]
     scores = [sum(w for w, h in zip(weights, row, strict=True) if h) for row in held]
-    best = max(range(n), key=lambda i: (scores[i], -i))
+    weighted = [x * r for x, r in zip(scores, rarity, strict=True)] if rarity else scores
+    best = max(range(n), key=lambda i: (weighted[i], -i))
+    # An item's first nested paragraph weighing as much shows the item and what was said
+    # under it ("Proposal: drop attendance #1338 — no objections").
+    for i in range(best + 1, n):
+        if paras.parent[i] == best and weighted[i] >= weighted[best]:
+            best = i
     if scores[best] <= 0.0:
         return None
     if summary:
@@ -304,24 +387,41 @@ def with_excerpts(
         root = vault.resolve()
     except (OSError, RuntimeError):
         return list(hits)
+    found = [_note(root, hit, max_bytes, allowed) for hit in hits]
+    notes = [None if f is None else f[1] for f in found]
+    rarities = _rarities(found)
     groups: dict[str | None, list[tuple[str, ...]]] = {}
     out: list[Hit] = []
-    for hit in hits:
+    for hit, note, rarity in zip(hits, notes, rarities, strict=True):
         language = languages.get(hit.path) or default_language
         if language not in groups:
             # The whole word too: the stemmer's "queri" is no prefix of a note's "query".
             groups[language] = text.query_groups(question_terms, (language, None))
-        excerpt = _note_excerpt(root, hit, max_bytes, groups[language], allowed)
+        excerpt = (
+            None if note is None else best_paragraph(note, groups[language], hit.excerpt, rarity)
+        )
         out.append(hit if excerpt is None else replace(hit, excerpt=excerpt))
     return out
 
 
-def _note_excerpt(
-    root: Path, hit: Hit, max_bytes: int, stems: Sequence[tuple[str, ...]], allowed: Allowed
-) -> str | None:
-    """The excerpt of the hit's note as the scan would read it: a regular file inside the
-    vault (``root``, resolved; a symlink only where it leads inside, and not to a note the
-    answer may not show), at most ``max_bytes``; None otherwise (the summary stays)."""
+def _rarities(notes: Sequence[tuple[str, Searchable] | None]) -> list[tuple[float, ...]]:
+    """For each note (its file and text), how few of ``notes`` hold each of its
+    paragraphs, compared folded: log(1 + files / files holding it), so a paragraph no other
+    note holds weighs alike in every note (a file found twice, through a symlink, is one)."""
+    folded = [() if n is None else n[1].folded_texts() for n in notes]
+    holders: dict[str, set[str]] = {}
+    for note, texts in zip(notes, folded, strict=True):
+        for t in texts:
+            holders.setdefault(t, set()).add(note[0] if note is not None else "")
+    files = len({n[0] for n in notes if n is not None})
+    return [tuple(math.log(1.0 + files / len(holders[t])) for t in texts) for texts in folded]
+
+
+def _note(root: Path, hit: Hit, max_bytes: int, allowed: Allowed) -> tuple[str, Searchable] | None:
+    """The hit's note made searchable as the scan would read it, with its file's path: a
+    regular file inside the vault (``root``, resolved; a symlink only where it leads
+    inside, and not to a note the answer may not show), at most ``max_bytes``; None
+    otherwise (the summary stays)."""
     try:
         real = (root / hit.path).resolve(strict=True)
         rel = real.relative_to(root).as_posix()
@@ -332,7 +432,7 @@ def _note_excerpt(
         return None
     key = (str(real), st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size, max_bytes)
     note = _kept(*key) if st.st_size <= KEPT_NOTE_BYTES else _searchable_file(*key)
-    return best_paragraph(note, stems, hit.excerpt) if note is not None else None
+    return None if note is None else (str(real), note)
 
 
 def _searchable_file(

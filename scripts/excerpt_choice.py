@@ -4,13 +4,15 @@
 
 VAULT is a synced vault (``vault-ko sync``; the graph up), FACTS its hand-judged answering
 facts (``tests/data/judged/*.facts.jsonl``: per question, sentences of notes a reader learns
-the answer from, with their source file). Every question is answered twice in this process,
-as ``vault-ko query`` answers it (hybrid, the default), with each hit's excerpt chosen for
-the question (``excerpts.py``) and with the note's first paragraph. Over the first five hits
-of each answer that are the source file of an answering sentence, a hit "shows the answer"
-when its excerpt holds at least half of that sentence's first 25 content words. Ends with
-``RESULT`` lines; exit 2 when an answer is degraded (fallback hits are no measure of the
-semantic path's).
+the answer from, with their source file; or, for a vault whose text may not be copied into
+the repository, ``tests/data/judged/tsc-meetings.answers.jsonl``: the ``lines`` of the
+source file that hold each answering passage, first and last, read from VAULT). Every
+question is answered twice in this process, as ``vault-ko query`` answers it (hybrid, the
+default), with each hit's excerpt chosen for the question (``excerpts.py``) and with the
+note's first paragraph. Over the first five hits of each answer that are the source file of
+an answering passage, a hit "shows the answer" when its excerpt holds at least half of that
+passage's first 25 content words. Ends with ``RESULT`` lines; exit 2 when an answer is
+degraded (fallback hits are no measure of the semantic path's).
 """
 
 from __future__ import annotations
@@ -49,6 +51,20 @@ def shows(excerpt: str | None, sentence: str) -> bool:
     return sum(w in held for w in wanted) >= len(wanted) / 2
 
 
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_URL = re.compile(r"<?https?://[^\s>]*>?")
+
+
+def answering_text(vault: Path, fact: dict[str, Any]) -> str:
+    """A judged answering passage: its sentence, or the lines of its note that hold it
+    (links by their text, web addresses left out, as an excerpt shows them)."""
+    if "object" in fact:
+        return str(fact["object"])
+    first, last = fact["lines"]
+    lines = (vault / fact["source_file"]).read_text(encoding="utf-8").splitlines()
+    return _URL.sub(" ", _LINK.sub(r"\1", " ".join(lines[first - 1 : last])))
+
+
 def measure(vault: Path, facts: Path) -> dict[str, Any]:
     rows = [json.loads(line) for line in facts.read_text(encoding="utf-8").splitlines() if line]
     settings = load_settings(vault)
@@ -60,7 +76,7 @@ def measure(vault: Path, facts: Path) -> dict[str, Any]:
         for row in rows:
             by_file: dict[str, list[str]] = {}
             for f in row["answering"]:
-                by_file.setdefault(f["source_file"], []).append(f["object"])
+                by_file.setdefault(f["source_file"], []).append(answering_text(vault, f))
             answers = {
                 key: pipeline.ask(row["question"], replace(base, excerpts=on))
                 for key, on in (("biased", True), ("summary", False))

@@ -129,6 +129,137 @@ def test_every_hit_gets_its_note_s_excerpt_and_unreadable_notes_keep_their_summa
     assert with_excerpts(hits, [], tmp_path, 1_000, {}, "english") == hits
 
 
+def _minutes(day: str, news: str) -> str:
+    return (
+        f"# TSC meeting {day}\n\n## Present\n\n- Anna\n- Rod\n\n## Board Updates\n\n"
+        "Extracted from the agenda's issues before the meeting.\n\n"
+        f"## Announcements\n\n- {news}\n\n## Calendar\n\nSee the project calendar.\n"
+    )
+
+
+def test_a_paragraph_other_notes_of_the_answer_hold_gives_way_to_the_note_s_own(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a.md").write_text(_minutes("A", "The meeting moved to Wednesdays."), "utf-8")
+    (tmp_path / "b.md").write_text(_minutes("B", "Security releases are out."), "utf-8")
+    (tmp_path / "c.md").write_text(_minutes("C", "Rod chairs the next meeting."), "utf-8")
+    hits = [Hit(p, p, "wiki", 0.5, excerpt="Anna") for p in ("a.md", "b.md", "c.md")]
+    got = with_excerpts(hits, ["happened", "meeting"], tmp_path, 10_000, {}, "english")
+    # Each note's own line about the meeting, not the template's line every note holds,
+    # though the template's comes first and holds as much of the question.
+    assert got[0].excerpt == "Announcements — The meeting moved to Wednesdays."
+    assert got[2].excerpt == "Announcements — Rod chairs the next meeting."
+    # A note with no line of its own on the question shows the template's.
+    template = "Board Updates — Extracted from the agenda's issues before the meeting."
+    assert got[1].excerpt == template
+    # Alone in its answer, a note's best paragraph is chosen as it always was: the first.
+    (alone,) = with_excerpts(hits[:1], ["happened", "meeting"], tmp_path, 10_000, {}, "english")
+    assert alone.excerpt == template
+
+
+def test_a_paragraph_s_score_is_weighted_by_how_few_notes_hold_it() -> None:
+    note = searchable("# N\n\nThe quokka census.\n\nA quokka census on Rottnest.\n")
+    question = stems("quokka census rottnest")
+    assert best_paragraph(note, question, None) == "A quokka census on Rottnest."
+    assert best_paragraph(note, question, None, (3.0, 1.0)) == "The quokka census."
+    assert best_paragraph(note, question, None, (1.0, 1.0)) == "A quokka census on Rottnest."
+    # A paragraph holding no question word is never chosen for being rare.
+    assert best_paragraph(note, stems("rottnest"), None, (9.0, 0.5)) == (
+        "A quokka census on Rottnest."
+    )
+    # The summary stays when it holds as much of the question as the paragraph chosen,
+    # whatever the weights.
+    assert best_paragraph(note, stems("census"), "The quokka census.", (0.1, 5.0)) is None
+
+
+def test_a_file_found_twice_weighs_its_paragraphs_as_once() -> None:
+    from pipeline.excerpts import _rarities
+
+    n, m = searchable("# N\n\nShared line.\n\nOwn line.\n"), searchable("# M\n\nShared line.\n")
+    alone = _rarities([("n.md", n), ("m.md", m)])
+    assert _rarities([("n.md", n), ("n.md", n), ("m.md", m), None]) == [*alone[:1], *alone, ()]
+    assert alone[0][0] < alone[0][1]  # shared with m weighs less than its own line
+
+
+NESTED = """# TSC meeting
+
+## nodejs/TSC
+
+* Proposal: drop mandatory meeting attendance requirement #1338
+  * Does not seem to be any objections
+  * Colin will submit the charter PR
+    1. The email goes to the CPC for approval
+* Mascot #828
+  * Waiting on OpenJS staff
+
+    An indented paragraph continues the item above it.
+
+Back at the margin: no list around.
+
+-\x20
+  text of an item whose mark stands alone
+  - nested in it
+
+* \n* an item after an empty one
+  * nested in it
+"""
+
+
+def test_a_nested_list_item_knows_the_items_it_sits_in() -> None:
+    paras = paragraphs(NESTED)
+    assert paras.texts[:6] == (
+        "Proposal: drop mandatory meeting attendance requirement #1338",
+        "Does not seem to be any objections",
+        "Colin will submit the charter PR",
+        "The email goes to the CPC for approval",
+        "Mascot #828",
+        "Waiting on OpenJS staff",
+    )
+    assert paras.parent[:9] == (None, 0, 0, 2, None, 4, 5, None, None)
+    assert paras.enclosing(3) == [2, 0]
+    assert paras.texts[6] == "An indented paragraph continues the item above it."
+    assert paras.texts[7] == "Back at the margin: no list around."
+    # An item whose mark stands alone takes the text below it; what is nested in it
+    # nests in that item (and no item ever nests in itself or a later one).
+    assert paras.texts[8:] == (
+        "text of an item whose mark stands alone",
+        "nested in it",
+        "an item after an empty one",
+        "nested in it",
+    )
+    assert paras.parent[8:] == (None, 8, None, 10)
+    assert all(q is None or q < i for i, q in enumerate(paras.parent))
+    assert paras.shown(3) == (
+        "nodejs/TSC — Colin will submit the charter PR — The email goes to the CPC for approval"
+    )
+
+
+def test_a_nested_item_holds_the_words_of_the_items_it_sits_in() -> None:
+    note = searchable(NESTED)
+    got = best_paragraph(note, stems("what became of the attendance requirement?"), None)
+    # The discussion under the item, shown after the item: the item alone says what was
+    # proposed, not what became of it; every nested item holds its words, the first wins.
+    assert got == (
+        "nodejs/TSC — Proposal: drop mandatory meeting attendance requirement #1338 — "
+        "Does not seem to be any objections"
+    )
+    # The words of the item a paragraph is nested in count once, the nearest shown.
+    got = best_paragraph(note, stems("attendance approval email"), None)
+    assert got == (
+        "nodejs/TSC — Colin will submit the charter PR — The email goes to the CPC for approval"
+    )
+
+
+def test_a_long_enclosing_item_is_clipped_before_the_nested_one() -> None:
+    from pipeline.excerpts import PARENT_CHARS
+
+    long_item = "Proposal " + "word " * 80
+    note = searchable(f"# N\n\n* {long_item}\n  * the quokka reply\n")
+    got = best_paragraph(note, stems("quokka"), None)
+    assert got is not None and got.endswith("— the quokka reply")
+    assert len(got.split(" — ")[0]) <= PARENT_CHARS
+
+
 def test_a_note_edited_since_it_was_last_searched_is_read_again(tmp_path: Path) -> None:
     import os
 
