@@ -46,6 +46,8 @@ from pipeline.vault.scan import read_note_bytes
 EXCERPT_CHARS: Final = 300
 #: The most of the list item a nested one sits in that its excerpt shows before it.
 PARENT_CHARS: Final = 120
+#: The items a nested one counts the words of, the nearest first.
+MAX_NESTING: Final = 8
 #: A note with more paragraphs than this is searched in its first ones only.
 MAX_PARAGRAPHS: Final = 2_000
 #: Notes kept searchable between questions (the hits of a few recent answers), each at
@@ -100,22 +102,26 @@ class Paragraphs:
     parent: tuple[int | None, ...]
 
     def enclosing(self, i: int) -> list[int]:
-        """The list items paragraph ``i`` is nested in, the nearest first."""
+        """The list items paragraph ``i`` is nested in, the nearest first (at most
+        ``MAX_NESTING``: a note nested deeper says no more, and would cost an answer the
+        square of its depth)."""
         out: list[int] = []
         p = self.parent[i]
-        while p is not None and p < (out[-1] if out else i):  # an item nests in an earlier one
-            out.append(p)
+        while p is not None and p < (out[-1] if out else i) and len(out) < MAX_NESTING:
+            out.append(p)  # an item nests in an earlier one
             p = self.parent[p]
         return out
 
-    def shown(self, i: int) -> str:
-        """Paragraph ``i`` as an excerpt shows it: its heading first, then the item it is
-        nested in (clipped: minutes' "Proposal: drop mandatory attendance #1338" above the
-        discussion), the text as the model reads prose (links by their text, no emphasis
-        marks), no HTML tags."""
+    def shown(self, i: int, item: int | None = None, stems: Sequence[tuple[str, ...]] = ()) -> str:
+        """Paragraph ``i`` as an excerpt shows it: its heading first, then ``item`` (one
+        it is nested in; by default the nearest), clipped around the first of the
+        question's words (``stems``) it holds (minutes' "Proposal: drop mandatory
+        attendance #1338" above the discussion), the text as the model reads prose (links
+        by their text, no emphasis marks), no HTML tags."""
         parts = [_prose(self.texts[i])]
-        if (p := self.parent[i]) is not None:
-            parts.insert(0, clip_text(_prose(self.texts[p]), PARENT_CHARS))
+        if (above := self.parent[i] if item is None else item) is not None:
+            text = _prose(self.texts[above])
+            parts.insert(0, clip_text(text, PARENT_CHARS, _first_match(text, stems)))
         if (h := self.under[i]) is not None:
             parts.insert(0, _prose(self.headings[h]))
         return " — ".join(parts)
@@ -136,12 +142,16 @@ class _Lists:
         self.nested = self.open[-1][1] if self.open else None
         self.open.append((indent, index))
 
-    def paragraph(self, indented: bool, index: int) -> None:
-        """A paragraph that is no list item opens (``index``: the paragraphs so far)."""
-        if not indented:
-            self.end()  # at the margin it ends the lists above it
-        elif self.open and self.open[-1][1] < index:
-            self.nested = self.open[-1][1]  # indented, it continues the item above it
+    def paragraph(self, indent: int, index: int) -> None:
+        """A paragraph that is no list item opens at ``indent`` (``index``: the paragraphs
+        so far): it continues the item whose mark is left of it (at the margin, it ends
+        the lists above it); the first lines of an item whose mark stands alone are its."""
+        while self.open and self.open[-1][0] >= indent:
+            self.open.pop()
+        if not self.open:
+            self.end()
+        elif self.open[-1][1] < index:
+            self.nested = self.open[-1][1]
 
     def lost(self, index: int) -> None:
         """A block closed with no paragraph (``index``: the paragraphs so far): an empty
@@ -149,7 +159,14 @@ class _Lists:
         if self.open and self.open[-1][1] == index:
             self.open.pop()
 
+    def leave(self, line: str) -> None:
+        """A block that is no paragraph starts on ``line``: at the margin, it ends the
+        lists above it."""
+        if not _indent(line):
+            self.end()
+
     def end(self) -> None:
+        """No list is open (a heading, or a block at the margin)."""
         self.open.clear()
         self.nested = None
 
@@ -188,12 +205,7 @@ def paragraphs(markdown: str) -> Paragraphs:
     for line in _body_lines(markdown):
         first = line.lstrip()[:1]
         if fence is not None:
-            closing = line.strip()
-            if (
-                closing[:1] == fence[0]
-                and len(closing) >= len(fence)
-                and set(closing) == {fence[0]}
-            ):
+            if _closes(line, fence):
                 fence = None
             continue
         if not first:
@@ -201,7 +213,8 @@ def paragraphs(markdown: str) -> Paragraphs:
             continue
         if first in "`~" and (m := _FENCE.match(line)):
             close()
-            fence = m.group(1)  # closed by a run of the same mark at least as long
+            lists.leave(line)
+            fence = m.group(1)
             continue
         if first == "#" and (m := _HEADING.match(line)):
             close()
@@ -217,16 +230,18 @@ def paragraphs(markdown: str) -> Paragraphs:
             continue
         if first in "|:-" and "---" in line and set(line) <= _TABLE_RULE_CHARS:
             close()
+            lists.leave(line)  # a thematic break, or a table's rule
             continue
         if not block and first == "<" and _HTML_BLOCK.match(line):
             html = True  # an HTML block, left out as the index leaves it out
+            lists.leave(line)
         if html:
             continue
         if first in _MARK_STARTS and _LIST_MARK.match(line):  # each item its own paragraph
             close()
-            lists.item(len(line) - len(line.lstrip()), len(texts))
+            lists.item(_indent(line), len(texts))
         elif not block:
-            lists.paragraph(line[:1] in (" ", "\t"), len(texts))
+            lists.paragraph(_indent(line), len(texts))
         if first in _MARK_STARTS:
             line = _LIST_MARK.sub("", _QUOTE_MARK.sub("", line))
         stripped = line.strip()
@@ -236,6 +251,23 @@ def paragraphs(markdown: str) -> Paragraphs:
             block.append(stripped)
     close()
     return Paragraphs(tuple(texts), tuple(headings), tuple(under), tuple(parent))
+
+
+def _closes(line: str, fence: str) -> bool:
+    """Whether ``line`` closes a code block opened by ``fence``: a run of the same mark at
+    least as long, alone on its line."""
+    closing = line.strip()
+    return closing[:1] == fence[0] and len(closing) >= len(fence) and set(closing) == {fence[0]}
+
+
+def _indent(line: str) -> int:
+    """Where a line's text starts, in columns (a tab to the next multiple of four)."""
+    return len(line) - len(line.lstrip()) if "\t" not in line else _tab_indent(line)
+
+
+def _tab_indent(line: str) -> int:
+    wide = line.expandtabs(4)
+    return len(wide) - len(wide.lstrip())
 
 
 def _body_lines(markdown: str) -> list[str]:
@@ -316,12 +348,7 @@ def best_paragraph(
     ]
     scores = [sum(w for w, h in zip(weights, row, strict=True) if h) for row in held]
     weighted = [x * r for x, r in zip(scores, rarity, strict=True)] if rarity else scores
-    best = max(range(n), key=lambda i: (weighted[i], -i))
-    # An item's first nested paragraph weighing as much shows the item and what was said
-    # under it ("Proposal: drop attendance #1338 — no objections").
-    for i in range(best + 1, n):
-        if paras.parent[i] == best and weighted[i] >= weighted[best]:
-            best = i
+    best = _followed(paras, max(range(n), key=lambda i: (weighted[i], -i)), weighted)
     if scores[best] <= 0.0:
         return None
     if summary:
@@ -332,8 +359,20 @@ def best_paragraph(
         )
         if in_summary >= scores[best]:
             return None
-    shown = paras.shown(best)
+    # The item shown above a nested paragraph: the nearest holding a question word.
+    item = next((a for a in around[best] if a < n and any(a in f for f in entries)), None)
+    shown = paras.shown(best, item, stems)
     return clip_text(shown, EXCERPT_CHARS, _first_match(shown, stems))
+
+
+def _followed(paras: Paragraphs, best: int, weighted: Sequence[float]) -> int:
+    """``best``, or the first paragraph nested in it that weighs as much: it shows the
+    item and what was said under it ("Proposal: drop attendance #1338 — no
+    objections")."""
+    for i in range(best + 1, len(paras.texts)):
+        if paras.parent[i] == best and weighted[i] >= weighted[best]:
+            return i
+    return best
 
 
 def _holding(joined: str, starts: Sequence[int], spellings: Iterable[str]) -> set[int]:

@@ -243,21 +243,59 @@ def test_a_nested_item_holds_the_words_of_the_items_it_sits_in() -> None:
         "nodejs/TSC — Proposal: drop mandatory meeting attendance requirement #1338 — "
         "Does not seem to be any objections"
     )
-    # The words of the item a paragraph is nested in count once, the nearest shown.
+    # The words of every item a paragraph is nested in count; the item shown above it is
+    # the nearest holding one of the question's words.
     got = best_paragraph(note, stems("attendance approval email"), None)
+    assert got == (
+        "nodejs/TSC — Proposal: drop mandatory meeting attendance requirement #1338 — "
+        "The email goes to the CPC for approval"
+    )
+    got = best_paragraph(note, stems("charter approval email"), None)
     assert got == (
         "nodejs/TSC — Colin will submit the charter PR — The email goes to the CPC for approval"
     )
 
 
-def test_a_long_enclosing_item_is_clipped_before_the_nested_one() -> None:
+def test_a_long_enclosing_item_is_clipped_around_its_match_before_the_nested_one() -> None:
     from pipeline.excerpts import PARENT_CHARS
 
-    long_item = "Proposal " + "word " * 80
-    note = searchable(f"# N\n\n* {long_item}\n  * the quokka reply\n")
-    got = best_paragraph(note, stems("quokka"), None)
-    assert got is not None and got.endswith("— the quokka reply")
-    assert len(got.split(" — ")[0]) <= PARENT_CHARS
+    item = "Proposal " + "lorem ipsum dolor " * 12 + "drop the attendance requirement #1338"
+    note = searchable(f"# N\n\n* {item} " + "sit amet " * 30 + "\n  * no objections\n")
+    got = best_paragraph(note, stems("attendance"), None)
+    assert got is not None and got.endswith(" — no objections")
+    shown_item = got.removesuffix(" — no objections")
+    assert len(shown_item) <= PARENT_CHARS and "attendance requirement" in shown_item
+
+
+def test_only_the_first_nested_paragraph_is_followed_one_level_down() -> None:
+    note = searchable(
+        "# N\n\n## TSC\n\n* Proposal: drop attendance #1338\n  * Discussion\n"
+        "    * Anna agrees with Rod\n"
+    )
+    assert best_paragraph(note, stems("attendance"), None) == (
+        "TSC — Proposal: drop attendance #1338 — Discussion"
+    )
+
+
+def test_what_a_paragraph_is_nested_in_follows_the_marks_indentation() -> None:
+    paras = paragraphs(
+        "# N\n\n* Proposal\n  * Mascot\n\n  Resolved: optional from May.\n\n"
+        "\t* tabbed\n\t\t* nested by tabs\n\n- a\n\n---\n\n  - after a break\n\n"
+        "- b\n\n```\ncode\n```\n\n  - after a fence\n"
+    )
+    assert paras.texts == (
+        "Proposal",
+        "Mascot",
+        "Resolved: optional from May.",
+        "tabbed",
+        "nested by tabs",
+        "a",
+        "after a break",
+        "b",
+        "after a fence",
+    )
+    # A tab is four columns: the tabbed list sits in "Proposal" (its text at column 2).
+    assert paras.parent == (None, 0, 0, 0, 3, None, None, None, None)
 
 
 def test_a_note_edited_since_it_was_last_searched_is_read_again(tmp_path: Path) -> None:
