@@ -77,6 +77,9 @@ _HTML_BLOCK = re.compile(
 )
 _TABLE_RULE_CHARS = frozenset("|-: \t")
 _URL = re.compile(r"(?:https?|ftp)://[^\s<>()\[\]]+")
+#: A line holding an embed alone (``![[On-call#What pages]]``, ``![[diagram.png]]``): another
+#: note's text or a picture, which would show as its name alone.
+_EMBED_ALONE = re.compile(r"!\[\[[^\[\]\n]*\]\]")
 _AUTOLINK = re.compile(r"<((?:https?|mailto):[^<>\s]+)>")
 _WORD = re.compile(r"[^\W_]+")
 #: A markdown backslash escape: the punctuation it keeps literal ("\\[Converge\\]").
@@ -179,7 +182,8 @@ def _prose(raw: str) -> str:
 
 def paragraphs(markdown: str) -> Paragraphs:
     """The paragraphs of a note's markdown: runs of lines between blank lines, headings,
-    code fences and list items; frontmatter and code blocks left out."""
+    code fences and list items; frontmatter, code blocks and embeds on a line of their own
+    left out."""
     texts: list[str] = []
     headings: list[str] = []
     under: list[int | None] = []
@@ -247,7 +251,7 @@ def paragraphs(markdown: str) -> Paragraphs:
         stripped = line.strip()
         if stripped.startswith("|"):  # a table row: its cells
             stripped = stripped.strip("|").replace("|", " · ")
-        if stripped:
+        if stripped and not _EMBED_ALONE.fullmatch(stripped):
             block.append(stripped)
     close()
     return Paragraphs(tuple(texts), tuple(headings), tuple(under), tuple(parent))

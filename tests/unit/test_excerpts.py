@@ -298,6 +298,16 @@ def test_what_a_paragraph_is_nested_in_follows_the_marks_indentation() -> None:
     assert paras.parent == (None, 0, 0, 0, 3, None, None, None, None)
 
 
+def test_an_embed_on_a_line_of_its_own_is_no_paragraph() -> None:
+    note = searchable(
+        "# Handover\n\nQuiet week, three pages.\n\n## Flags flipped\n\n"
+        "- indexer-bulk-mode on for the reindex\n\n![[On-call#What pages]]\n\n- ![[map.png]]\n"
+    )
+    assert note.paras.texts == ("Quiet week, three pages.", "indexer-bulk-mode on for the reindex")
+    # The on-call question meets no text of this note: its summary stays.
+    assert best_paragraph(note, stems("what are our on-call rules?"), "Quiet week.") is None
+
+
 def test_a_note_edited_since_it_was_last_searched_is_read_again(tmp_path: Path) -> None:
     import os
 
