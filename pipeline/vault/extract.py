@@ -43,20 +43,23 @@ says no more about its subject than one of a hundred). ``EXTRACTOR_VERSION`` nam
 rules: ingest re-extracts every note whose registry row was written under another version.
 
 Details: frontmatter ``title``, ``subject``, ``aliases``, ``tags`` and ``cssclasses`` are
-not properties; lists give one fact per item; nested mappings are flattened to ``a.b``;
-a lone ``"[[X]]"`` value becomes ``X`` (other links in text become their display text);
+not properties; lists give one fact per item; nested mappings are flattened to ``a.b``; a
+lone ``"[[X]]"`` value becomes ``X`` (other links in text become their display text);
 dates, numbers and booleans are written as ISO dates, plain numbers and ``true``/``false``.
 ``mentioned_in`` has the note's title as object; ``context`` is the plain sentence or list
-item of the first mention (≤ 240 characters). Each distinct target counts once per note;
-links to the note itself are ignored. ADR rules apply to notes of source type ``adr``:
-the status is the first known word of frontmatter ``status`` or of the first line of the
-``## Status`` section, normalised to proposed / accepted / rejected / deprecated /
-superseded (``approved`` counts as accepted, ``draft`` and ``in review`` as proposed;
-Hungarian words count too: elfogadva, elutasítva, elavult, felváltva, javasolt; an unknown
-word gives no ``adr_status``). The succession phrases other than "Superseded by" count in
-the Status section or at the start of a paragraph or callout (elsewhere they are more
-likely about something the ADR discusses); the decision is frontmatter ``decision`` or the
-first paragraph of the ``## Decision`` section, as plain text cut to 300 characters.
+item of the first mention (≤ 240 characters) that holds two words or more besides the link
+and a field's name ("See [[X]].", an embed on a line of its own, ``owner:: [[X]]`` give
+none: the note only mentions X, and a field is already a property of its subject). Each
+distinct target counts once per note; links to the note itself are ignored. ADR rules apply
+to notes of source type ``adr``: the status is the first known word of frontmatter
+``status`` or of the first line of the ``## Status`` section, normalised to proposed /
+accepted / rejected / deprecated / superseded (``approved`` counts as accepted, ``draft``
+and ``in review`` as proposed; Hungarian words count too: elfogadva, elutasítva, elavult,
+felváltva, javasolt; an unknown word gives no ``adr_status``). The succession phrases other
+than "Superseded by" count in the Status section or at the start of a paragraph or callout
+(elsewhere they are more likely about something the ADR discusses); the decision is
+frontmatter ``decision`` or the first paragraph of the ``## Decision`` section, as plain
+text cut to 300 characters.
 
 Link resolution: ``extract_facts(note, resolve)`` takes a resolver (ingest builds one over
 the whole vault) that maps a link target as written (``[[0007-use-redis]]``,
@@ -114,7 +117,9 @@ EXTRACTOR = INGEST_EXTRACTOR
 #:    (KO-DB migration 12, issue 37).
 #: 8: frontmatter ``lang`` names the note's language (its full text's stemmer), not a fact
 #:    about its subject (issue 39).
-EXTRACTOR_VERSION = 8
+#: 9: a link's sentence is its ``context`` only when it says more than the link and a
+#:    field's name ("See [[X]].", an embed alone, "owner:: [[X]]" give none).
+EXTRACTOR_VERSION = 9
 
 #: resolve(link target as written) -> the subject of the note it names, or None.
 Resolver = Callable[[str], str | None]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as _dt
+import itertools
 import posixpath
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -772,7 +773,8 @@ class _BodyWalker:
         texts: list[str] = []
         line_kinds: list[bool] = []  # True: the line stands alone (a field, a callout title)
         spans: list[Span] = []
-        mentions: list[tuple[str, str, bool, int, int]] = []  # target, subject, embed, pos, line
+        # target, subject, embed, where the mention starts and ends in the text, its line
+        mentions: list[tuple[str, str, bool, int, int, int]] = []
         offset = 0
         for i, ln in enumerate(lines):
             file_line = line + i
@@ -788,7 +790,7 @@ class _BodyWalker:
                 offset += 1  # the joining space
             for target, subject, embed, start, end in line_spans:
                 spans.append(Span(subject, offset + start, offset + end))
-                mentions.append((target, subject, embed, offset + start, file_line))
+                mentions.append((target, subject, embed, offset + start, offset + end, file_line))
             texts.append(plain)
             offset += len(plain)
             is_field = kind != "heading" and self._fields(ln, file_line)
@@ -813,7 +815,7 @@ class _BodyWalker:
         ranges = _sentence_ranges(texts, line_kinds, whole=kind in ("heading", "item"))
         starts = [a for a, _ in ranges]
         collapsed = Collapsed(text) if mentions else None
-        for target, subject, embed, pos, file_line in mentions:
+        for target, subject, embed, pos, end, file_line in mentions:
             key = target.casefold()
             if key in self._with_context:
                 continue  # _merge_links keeps a target's first mention that has a context
@@ -821,7 +823,8 @@ class _BodyWalker:
             context = None
             if collapsed is not None and k >= 0 and pos < ranges[k][1]:
                 a, b = ranges[k]
-                context = collapsed.clip(a, b, pos, CONTEXT_MAX_CHARS) or None
+                if _says_more(text, a, b, pos, end):
+                    context = collapsed.clip(a, b, pos, CONTEXT_MAX_CHARS) or None
             if context is not None:
                 self._with_context.add(key)
             self.links.append(Link(target, subject, embed, context, file_line))
@@ -1028,6 +1031,27 @@ def _tags(scan: str) -> list[str]:
         if tag and _TAG_HAS_NON_DIGIT.search(tag):
             found.append(tag)
     return found
+
+
+#: The fewest words a link's sentence must hold besides the link (and a field's name) to
+#: say something about what it names: "See [[Observability]].", a line holding an embed
+#: alone, "owner:: [[Platform team]]" (already a property of the note's subject) say no
+#: more than that the note mentions it (``mentioned_in``); "Owned by [[Platform team]]" does.
+CONTEXT_MIN_WORDS = 2
+_CONTEXT_WORD = re.compile(r"[^\W_]+")
+
+
+def _says_more(text: str, start: int, end: int, link: int, link_end: int) -> bool:
+    """Whether ``text[start:end]``, a sentence holding a link at ``link:link_end``, says
+    more than the link and a field's name (``CONTEXT_MIN_WORDS``)."""
+    field = _FIELD_LINE_START.match(text, start)
+    if field is not None and field.end() <= link:
+        start = field.end()
+    # Counted up to the bound only: a paragraph of thousands of links is one sentence.
+    words = itertools.chain(
+        _CONTEXT_WORD.finditer(text, start, link), _CONTEXT_WORD.finditer(text, link_end, end)
+    )
+    return sum(1 for _ in itertools.islice(words, CONTEXT_MIN_WORDS)) >= CONTEXT_MIN_WORDS
 
 
 def _sentence_ranges(

@@ -194,8 +194,26 @@ def test_inline_fields_own_line_bracketed_and_parenthesised() -> None:
 
 
 def test_inline_field_line_is_its_own_context() -> None:
-    note = parse("Some prose here\nowner:: [[Alice]]\nmore prose.")
-    assert note.links[0].context == "owner:: Alice"
+    note = parse("Some prose here\nreviewed:: by [[Alice]] on Monday\nmore prose.")
+    assert note.links[0].context == "reviewed:: by Alice on Monday"
+
+
+def test_a_sentence_saying_no_more_than_its_link_is_no_context() -> None:
+    text = (
+        "owner:: [[Platform team]]\n\nSee [[Observability]].\n\n![[On-call#What pages]]\n\n"
+        "- [[Runbook - Redis failover]]\n\nOwned by [[Search team]].\n\n"
+        "Later: the [[Platform team]] runs the [[Observability]] stack.\n"
+    )
+    contexts = {link.target: link.context for link in parse(text).links}
+    assert contexts == {
+        # A field's value is already a property of the note's subject; a later sentence
+        # saying more about it is its context.
+        "Platform team": "Later: the Platform team runs the Observability stack.",
+        "Observability": "Later: the Platform team runs the Observability stack.",
+        "On-call": None,
+        "Runbook - Redis failover": None,
+        "Search team": "Owned by Search team.",
+    }
 
 
 # --- callouts -------------------------------------------------------------------------
