@@ -77,9 +77,9 @@ _HTML_BLOCK = re.compile(
 )
 _TABLE_RULE_CHARS = frozenset("|-: \t")
 _URL = re.compile(r"(?:https?|ftp)://[^\s<>()\[\]]+")
-#: A line holding an embed alone (``![[On-call#What pages]]``, ``![[diagram.png]]``): another
-#: note's text or a picture, which would show as its name alone.
-_EMBED_ALONE = re.compile(r"!\[\[[^\[\]\n]*\]\]")
+#: A line holding embeds or images alone (``![[On-call#What pages]]``, ``![[map.png|200]]``,
+#: ``![rota](rota.png)``): another note's text or a picture, which would show as its name.
+_EMBED_ALONE = re.compile(r"(?:!\[\[[^\[\]\n]*\]\]|!\[[^\[\]\n]*\]\([^()\n]*\)|\s)+")
 _AUTOLINK = re.compile(r"<((?:https?|mailto):[^<>\s]+)>")
 _WORD = re.compile(r"[^\W_]+")
 #: A markdown backslash escape: the punctuation it keeps literal ("\\[Converge\\]").

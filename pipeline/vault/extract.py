@@ -47,9 +47,10 @@ not properties; lists give one fact per item; nested mappings are flattened to `
 lone ``"[[X]]"`` value becomes ``X`` (other links in text become their display text);
 dates, numbers and booleans are written as ISO dates, plain numbers and ``true``/``false``.
 ``mentioned_in`` has the note's title as object; ``context`` is the plain sentence or list
-item of the first mention (≤ 240 characters) that holds two words or more besides the link
-and a field's name ("See [[X]].", an embed on a line of its own, ``owner:: [[X]]`` give
-none: the note only mentions X, and a field is already a property of its subject). Each
+item of the first mention (≤ 240 characters) that holds two words or more outside its links
+and a field's name ("See [[X]].", an embed on a line of its own, "Related: [[X]], [[Y]]",
+``owner:: [[X]]`` give none: the note only mentions X, and a field is already a property of
+its subject). Each
 distinct target counts once per note; links to the note itself are ignored. ADR rules apply
 to notes of source type ``adr``: the status is the first known word of frontmatter
 ``status`` or of the first line of the ``## Status`` section, normalised to proposed /
@@ -117,8 +118,8 @@ EXTRACTOR = INGEST_EXTRACTOR
 #:    (KO-DB migration 12, issue 37).
 #: 8: frontmatter ``lang`` names the note's language (its full text's stemmer), not a fact
 #:    about its subject (issue 39).
-#: 9: a link's sentence is its ``context`` only when it says more than the link and a
-#:    field's name ("See [[X]].", an embed alone, "owner:: [[X]]" give none).
+#: 9: a link's sentence is its ``context`` only when it holds two words outside its links
+#:    and a field's name ("See [[X]].", an embed alone, "owner:: [[X]]" give none).
 EXTRACTOR_VERSION = 9
 
 #: resolve(link target as written) -> the subject of the note it names, or None.

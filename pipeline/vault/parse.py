@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import bisect
 import datetime as _dt
-import itertools
 import posixpath
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -815,7 +814,8 @@ class _BodyWalker:
         ranges = _sentence_ranges(texts, line_kinds, whole=kind in ("heading", "item"))
         starts = [a for a, _ in ranges]
         collapsed = Collapsed(text) if mentions else None
-        for target, subject, embed, pos, end, file_line in mentions:
+        words = _free_words(text, [(m[3], m[4]) for m in mentions]) if mentions else []
+        for target, subject, embed, pos, _end, file_line in mentions:
             key = target.casefold()
             if key in self._with_context:
                 continue  # _merge_links keeps a target's first mention that has a context
@@ -823,7 +823,7 @@ class _BodyWalker:
             context = None
             if collapsed is not None and k >= 0 and pos < ranges[k][1]:
                 a, b = ranges[k]
-                if _says_more(text, a, b, pos, end):
+                if _says_more(text, words, a, b, pos):
                     context = collapsed.clip(a, b, pos, CONTEXT_MAX_CHARS) or None
             if context is not None:
                 self._with_context.add(key)
@@ -1033,25 +1033,40 @@ def _tags(scan: str) -> list[str]:
     return found
 
 
-#: The fewest words a link's sentence must hold besides the link (and a field's name) to
+#: The fewest words a link's sentence must hold besides its links (and a field's name) to
 #: say something about what it names: "See [[Observability]].", a line holding an embed
-#: alone, "owner:: [[Platform team]]" (already a property of the note's subject) say no
-#: more than that the note mentions it (``mentioned_in``); "Owned by [[Platform team]]" does.
+#: alone, "Related: [[A]], [[B]]" or "owner:: [[Platform team]]" (already a property of the
+#: note's subject) say no more than that the note mentions it (``mentioned_in``); "Owned by
+#: [[Platform team]]" does.
 CONTEXT_MIN_WORDS = 2
-_CONTEXT_WORD = re.compile(r"[^\W_]+")
+#: A word, for that count: a run of letters and digits, or one Han or kana character (those
+#: scripts write no spaces between words).
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CONTEXT_WORD = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
 
 
-def _says_more(text: str, start: int, end: int, link: int, link_end: int) -> bool:
-    """Whether ``text[start:end]``, a sentence holding a link at ``link:link_end``, says
-    more than the link and a field's name (``CONTEXT_MIN_WORDS``)."""
+def _free_words(text: str, links: Sequence[tuple[int, int]]) -> list[int]:
+    """Where the words of ``text`` outside its ``links`` (start, end; in order) start, in
+    one pass: a paragraph of thousands of links is one sentence, asked about each."""
+    out: list[int] = []
+    k = 0
+    for m in _CONTEXT_WORD.finditer(text):
+        at = m.start()
+        while k < len(links) and links[k][1] <= at:
+            k += 1
+        if k == len(links) or at < links[k][0]:
+            out.append(at)
+    return out
+
+
+def _says_more(text: str, words: Sequence[int], start: int, end: int, link: int) -> bool:
+    """Whether ``text[start:end]``, a sentence holding a link at ``link``, holds
+    ``CONTEXT_MIN_WORDS`` of the ``words`` outside links besides a field's name."""
     field = _FIELD_LINE_START.match(text, start)
     if field is not None and field.end() <= link:
         start = field.end()
-    # Counted up to the bound only: a paragraph of thousands of links is one sentence.
-    words = itertools.chain(
-        _CONTEXT_WORD.finditer(text, start, link), _CONTEXT_WORD.finditer(text, link_end, end)
-    )
-    return sum(1 for _ in itertools.islice(words, CONTEXT_MIN_WORDS)) >= CONTEXT_MIN_WORDS
+    held = bisect.bisect_left(words, end) - bisect.bisect_left(words, start)
+    return held >= CONTEXT_MIN_WORDS
 
 
 def _sentence_ranges(

@@ -301,11 +301,17 @@ def test_what_a_paragraph_is_nested_in_follows_the_marks_indentation() -> None:
 def test_an_embed_on_a_line_of_its_own_is_no_paragraph() -> None:
     note = searchable(
         "# Handover\n\nQuiet week, three pages.\n\n## Flags flipped\n\n"
-        "- indexer-bulk-mode on for the reindex\n\n![[On-call#What pages]]\n\n- ![[map.png]]\n"
+        "- indexer-bulk-mode on for the reindex\n\n![[On-call#What pages]]\n\n- ![[map.png]]\n\n"
+        "![[a.png|200]] ![rota](rota.png)\n\n![[b.png]] shows the on-call rota\n"
     )
-    assert note.paras.texts == ("Quiet week, three pages.", "indexer-bulk-mode on for the reindex")
-    # The on-call question meets no text of this note: its summary stays.
-    assert best_paragraph(note, stems("what are our on-call rules?"), "Quiet week.") is None
+    assert note.paras.texts == (
+        "Quiet week, three pages.",
+        "indexer-bulk-mode on for the reindex",
+        "![[b.png]] shows the on-call rota",  # text beside an embed is the note's own
+    )
+    # The embeds alone are no paragraph to show for the question.
+    got = best_paragraph(note, stems("what are our on-call rules?"), "Quiet week.")
+    assert got == "Flags flipped — b.png shows the on-call rota"
 
 
 def test_a_note_edited_since_it_was_last_searched_is_read_again(tmp_path: Path) -> None:

@@ -202,6 +202,8 @@ def test_a_sentence_saying_no_more_than_its_link_is_no_context() -> None:
     text = (
         "owner:: [[Platform team]]\n\nSee [[Observability]].\n\n![[On-call#What pages]]\n\n"
         "- [[Runbook - Redis failover]]\n\nOwned by [[Search team]].\n\n"
+        "Related: [[Kafka]], [[Redis|the cache]].\n\n"
+        "[[监控]]负责所有告警。\n\n"
         "Later: the [[Platform team]] runs the [[Observability]] stack.\n"
     )
     contexts = {link.target: link.context for link in parse(text).links}
@@ -213,6 +215,11 @@ def test_a_sentence_saying_no_more_than_its_link_is_no_context() -> None:
         "On-call": None,
         "Runbook - Redis failover": None,
         "Search team": "Owned by Search team.",
+        # Other links' words are no words about this one.
+        "Kafka": None,
+        "Redis": None,
+        # A Han or kana character is a word: those scripts write no spaces.
+        "监控": "监控负责所有告警。",
     }
 
 
