@@ -266,11 +266,7 @@ def _closes(line: str, fence: str) -> bool:
 
 def _indent(line: str) -> int:
     """Where a line's text starts, in columns (a tab to the next multiple of four)."""
-    return len(line) - len(line.lstrip()) if "\t" not in line else _tab_indent(line)
-
-
-def _tab_indent(line: str) -> int:
-    wide = line.expandtabs(4)
+    wide = line.expandtabs(4) if "\t" in line else line
     return len(wide) - len(wide.lstrip())
 
 
@@ -328,10 +324,10 @@ def best_paragraph(
 ) -> str | None:
     """The paragraph holding most of the question's words (weighted by how few paragraphs
     hold each, the words of a heading and of the list items a paragraph is nested in
-    counting for it too), its score weighted
-    by ``rarity[i]`` (how few of the answer's notes hold paragraph ``i``; all alike when
-    empty), clipped around its first match; None when none holds more than the summary
-    (``stems``: each question word's stems, as ``text.query_groups`` gives them)."""
+    counting for it too), its score weighted by ``rarity[i]`` (how few of the answer's notes
+    hold paragraph ``i``; all alike when empty), clipped around its first match; None when
+    none holds more than the summary (``stems``: each question word's stems, as
+    ``text.query_groups`` gives them)."""
     paras = note.paras
     n = len(paras.texts)
     if not n or not stems:
@@ -454,8 +450,9 @@ def _rarities(notes: Sequence[tuple[str, Searchable] | None]) -> list[tuple[floa
     folded = [() if n is None else n[1].folded_texts() for n in notes]
     holders: dict[str, set[str]] = {}
     for note, texts in zip(notes, folded, strict=True):
-        for t in texts:
-            holders.setdefault(t, set()).add(note[0] if note is not None else "")
+        if note is not None:
+            for t in texts:
+                holders.setdefault(t, set()).add(note[0])
     files = len({n[0] for n in notes if n is not None})
     return [tuple(math.log(1.0 + files / len(holders[t])) for t in texts) for texts in folded]
 

@@ -50,17 +50,16 @@ dates, numbers and booleans are written as ISO dates, plain numbers and ``true``
 item of the first mention (≤ 240 characters) that holds two words or more outside its links
 and a field's name ("See [[X]].", an embed on a line of its own, "Related: [[X]], [[Y]]",
 ``owner:: [[X]]`` give none: the note only mentions X, and a field is already a property of
-its subject). Each
-distinct target counts once per note; links to the note itself are ignored. ADR rules apply
-to notes of source type ``adr``: the status is the first known word of frontmatter
-``status`` or of the first line of the ``## Status`` section, normalised to proposed /
-accepted / rejected / deprecated / superseded (``approved`` counts as accepted, ``draft``
-and ``in review`` as proposed; Hungarian words count too: elfogadva, elutasítva, elavult,
-felváltva, javasolt; an unknown word gives no ``adr_status``). The succession phrases other
-than "Superseded by" count in the Status section or at the start of a paragraph or callout
-(elsewhere they are more likely about something the ADR discusses); the decision is
-frontmatter ``decision`` or the first paragraph of the ``## Decision`` section, as plain
-text cut to 300 characters.
+its subject). Each distinct target counts once per note; links to the note itself are
+ignored. ADR rules apply to notes of source type ``adr``: the status is the first known
+word of frontmatter ``status`` or of the first line of the ``## Status`` section,
+normalised to proposed / accepted / rejected / deprecated / superseded (``approved`` counts
+as accepted, ``draft`` and ``in review`` as proposed; Hungarian words count too: elfogadva,
+elutasítva, elavult, felváltva, javasolt; an unknown word gives no ``adr_status``). The
+succession phrases other than "Superseded by" count in the Status section or at the start
+of a paragraph or callout (elsewhere they are more likely about something the ADR
+discusses); the decision is frontmatter ``decision`` or the first paragraph of the
+``## Decision`` section, as plain text cut to 300 characters.
 
 Link resolution: ``extract_facts(note, resolve)`` takes a resolver (ingest builds one over
 the whole vault) that maps a link target as written (``[[0007-use-redis]]``,

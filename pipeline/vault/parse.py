@@ -772,8 +772,7 @@ class _BodyWalker:
         texts: list[str] = []
         line_kinds: list[bool] = []  # True: the line stands alone (a field, a callout title)
         spans: list[Span] = []
-        # target, subject, embed, where the mention starts and ends in the text, its line
-        mentions: list[tuple[str, str, bool, int, int, int]] = []
+        mentions: list[tuple[str, str, bool, int, int]] = []  # target, subject, embed, pos, line
         offset = 0
         for i, ln in enumerate(lines):
             file_line = line + i
@@ -789,7 +788,7 @@ class _BodyWalker:
                 offset += 1  # the joining space
             for target, subject, embed, start, end in line_spans:
                 spans.append(Span(subject, offset + start, offset + end))
-                mentions.append((target, subject, embed, offset + start, offset + end, file_line))
+                mentions.append((target, subject, embed, offset + start, file_line))
             texts.append(plain)
             offset += len(plain)
             is_field = kind != "heading" and self._fields(ln, file_line)
@@ -814,8 +813,8 @@ class _BodyWalker:
         ranges = _sentence_ranges(texts, line_kinds, whole=kind in ("heading", "item"))
         starts = [a for a, _ in ranges]
         collapsed = Collapsed(text) if mentions else None
-        words = _free_words(text, [(m[3], m[4]) for m in mentions]) if mentions else []
-        for target, subject, embed, pos, _end, file_line in mentions:
+        words = _free_words(text, spans) if mentions else []
+        for target, subject, embed, pos, file_line in mentions:
             key = target.casefold()
             if key in self._with_context:
                 continue  # _merge_links keeps a target's first mention that has a context
@@ -1045,16 +1044,16 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CONTEXT_WORD = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
 
 
-def _free_words(text: str, links: Sequence[tuple[int, int]]) -> list[int]:
-    """Where the words of ``text`` outside its ``links`` (start, end; in order) start, in
-    one pass: a paragraph of thousands of links is one sentence, asked about each."""
+def _free_words(text: str, links: Sequence[Span]) -> list[int]:
+    """Where the words of ``text`` outside its ``links`` (in order) start, in one pass: a
+    paragraph of thousands of links is one sentence, asked about each."""
     out: list[int] = []
     k = 0
     for m in _CONTEXT_WORD.finditer(text):
         at = m.start()
-        while k < len(links) and links[k][1] <= at:
+        while k < len(links) and links[k].end <= at:
             k += 1
-        if k == len(links) or at < links[k][0]:
+        if k == len(links) or at < links[k].start:
             out.append(at)
     return out
 
