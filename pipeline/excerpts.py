@@ -8,7 +8,7 @@ weighted by how few of the note's paragraphs hold it (a word in every paragraph,
 project's name, tells them apart least), as a search engine shows a snippet biased by the
 query. A paragraph under a heading counts the heading's words too and shows the heading
 before it. A paragraph that other notes of the answer hold word for word (a template's
-line: "Extracted from tsc-agenda labeled issues…" in every meeting's minutes, an agenda item
+line such as "Items labelled for this agenda, collected before the meeting", an agenda item
 carried over from the last meeting) says less of the note it is in: its score is weighted
 by how few of the answer's notes hold it, as a word's is by how few paragraphs hold it.
 

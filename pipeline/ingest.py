@@ -68,6 +68,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: A paragraph that opens this many public notes or more (among each note's
+#: ``parse.OPENINGS_KEPT`` first paragraphs) is a template line: an attendee, "Last week's
+#: notes are linked here: <url>", a template's instructions. It is never a note's summary
+#: (docs/ingestion.md). Private notes do not count: nothing of theirs reaches an answer.
+TEMPLATE_NOTES = 3
+
 #: progress(done, total): called after each scanned note is handled.
 Progress = Callable[[int, int], None]
 
@@ -97,8 +103,12 @@ class IngestReport:
     unchanged: int
     seconds: float
     scanned: int = 0
-    facts_written: int = 0  # facts extracted from the added, updated and relinked notes
+    facts_written: int = 0  # facts extracted from the notes added, updated, relinked, resummarised
     relinked: int = 0  # unchanged notes re-extracted because their links resolve differently
+    # unchanged notes re-read because a paragraph they open with became a template line, or
+    # stopped being one (TEMPLATE_NOTES), and re-extracted as their summary (or, edited since
+    # the scan, their bytes) changed
+    resummarised: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``vault-ko ingest --json``."""
@@ -114,6 +124,7 @@ class IngestReport:
                 "unchanged": self.unchanged,
                 "skipped": len(self.skipped),
                 "relinked": self.relinked,
+                "resummarised": self.resummarised,
                 "facts_written": self.facts_written,
             },
             "seconds": round(self.seconds, 3),
@@ -269,18 +280,18 @@ def ingest_vault(
     unleaked, unleak_bad = _unleak(settings, kodb, on_disk, after, resolver, private, settled)
     relinked |= unleaked
     turned_bad += unleak_bad
+    settled |= unleaked.keys() | {s.path for s in unleak_bad}
+    written, resummarised, summary_bad = _shared_openings(
+        settings, kodb, on_disk, {**parsed, **relinked}, removed, registry, settled, private
+    )
+    turned_bad += summary_bad
     skipped += turned_bad  # they turned bad since the scan: old facts kept
     counts["unchanged"] -= len(turned_bad)
 
     facts_written = _write(
-        kodb,
-        [*parsed.values(), *relinked.values()],
-        removed,
-        resolver,
-        private,
-        settings.vault_language,
+        kodb, list(written.values()), removed, resolver, private, settings.vault_language
     )
-    rewritten = relinked.keys() | {s.path for s in turned_bad}
+    rewritten = relinked.keys() | resummarised | {s.path for s in turned_bad}
     kodb.restamp([s for s in restamped if s[0] not in rewritten])
     changes = _Changes(
         scanned=len(files),
@@ -289,6 +300,7 @@ def ingest_vault(
         removed=len(removed),
         facts_written=facts_written,
         relinked=len(relinked),
+        resummarised=len(resummarised),
     )
     return _report(kodb, changes, started)
 
@@ -426,6 +438,78 @@ def _unleak(
     return unleaked, turned_bad
 
 
+def _shared_openings(
+    settings: Settings,
+    kodb: KoDB,
+    on_disk: Mapping[str, ScannedFile],
+    written: Mapping[str, ParsedNote],
+    removed: Sequence[str],
+    registry: Mapping[str, Note],
+    settled: Iterable[str],
+    private: PrivateNotes,
+) -> tuple[dict[str, ParsedNote], set[str], list[SkippedNote]]:
+    """The notes to write with their template openings set (``ParsedNote.with_templates``),
+    as the vault's notes will open once this run is written: (those notes, the unchanged
+    ones among them re-read for a new summary, the unchanged ones that could not be read).
+
+    A paragraph opening ``TEMPLATE_NOTES`` public notes or more is a template line. When
+    this run makes one a template or no longer one, the unchanged notes opening with it are
+    re-read too, and written when their summary (or, edited since the scan, their bytes)
+    changed, so an incremental run ends where a full one would (as ``_relink`` does for
+    links).
+    """
+    notes = dict(written)
+    done = set(settled) | set(removed) | set(notes)
+    extra: set[str] = set()
+    turned_bad: list[SkippedNote] = []
+    while True:
+        old = kodb.openings_of([*notes, *removed])
+        new = {p: set(_public_openings(n, private)) for p, n in notes.items()}
+        before = kodb.opening_counts(set().union(*old.values(), *new.values()))
+        after = Counter(before)
+        for keys in old.values():
+            after.subtract(keys)
+        for keys in new.values():
+            after.update(keys)
+        flipped = {k for k in after if (before.get(k, 0) >= TEMPLATE_NOTES) != _template(after, k)}
+        more = sorted(p for p in kodb.notes_opening_with(flipped) if p in on_disk and p not in done)
+        if not more:
+            break
+        for path in more:
+            done.add(path)
+            outcome = _read(settings, on_disk[path])
+            if isinstance(outcome, SkippedNote):
+                turned_bad.append(outcome)
+            else:
+                notes[path] = outcome
+                extra.add(path)
+    templates = frozenset(k for k in after if _template(after, k))
+    # A private note's summary never reaches an answer; it stays its first opening, as the
+    # counts of its own lines are not kept.
+    notes = {
+        p: n if private.is_private(p) else n.with_templates(templates) for p, n in notes.items()
+    }
+    resummarised = {
+        p
+        for p in extra
+        if (known := registry.get(p)) is None
+        or (known.summary, known.content_hash) != (notes[p].summary, notes[p].content_hash)
+    }
+    for path in extra - resummarised:
+        del notes[path]
+    return notes, resummarised, turned_bad
+
+
+def _public_openings(note: ParsedNote, private: PrivateNotes) -> list[int]:
+    """The opening keys KO-DB keeps of this note: none of a private note's."""
+    return [] if private.is_private(note.path) else [k for k, _ in note.openings]
+
+
+def _template(counts: Mapping[int, int], key: int) -> bool:
+    """Whether this opening key opens enough notes to be a template line."""
+    return counts.get(key, 0) >= TEMPLATE_NOTES
+
+
 def _write(
     kodb: KoDB,
     notes: Sequence[ParsedNote],
@@ -445,8 +529,9 @@ def _write(
         for note in notes
     ]
     texts = [note_text(note, language) for note in notes]
+    openings = {note.path: _public_openings(note, private) for note in notes}
     if upserts or removed:
-        kodb.apply_ingest(upserts, removed, extractor=EXTRACTOR, texts=texts)
+        kodb.apply_ingest(upserts, removed, extractor=EXTRACTOR, texts=texts, openings=openings)
     else:  # nothing changed; a KO-DB just upgraded still gets its subjects' summaries
         kodb.refresh_subject_stats()
     return sum(len(fs) for _, fs in upserts)
@@ -462,6 +547,7 @@ class _Changes:
     removed: int
     facts_written: int
     relinked: int
+    resummarised: int
 
 
 def _report(kodb: KoDB, changes: _Changes, started: float) -> IngestReport:
@@ -483,6 +569,7 @@ def _report(kodb: KoDB, changes: _Changes, started: float) -> IngestReport:
         scanned=changes.scanned,
         facts_written=changes.facts_written,
         relinked=changes.relinked,
+        resummarised=changes.resummarised,
     )
 
 

@@ -168,7 +168,8 @@ class Note:
     mtime: float
     bytes: int
     subject: str | None = None  # the note's own subject; None: the same as its title
-    summary: str | None = None  # its first paragraph, clipped (the excerpt answers show)
+    # its first paragraph that is no template line, clipped (the excerpt answers fall back to)
+    summary: str | None = None
     extractor_version: int | None = None  # the extraction rules its facts came from
     date: str | None = None  # ISO day: frontmatter date/created, the file name, an ADR Date:
     text_language: str | None = None  # the vault language its full text was indexed under

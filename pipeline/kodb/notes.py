@@ -3,7 +3,7 @@ hybrid retrieval search. Functions of one open connection; ``store.py`` owns tra
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -265,3 +265,58 @@ def note_text_count(conn: Connection) -> int:
     """Notes in the full-text index."""
     stmt = sa.select(sa.func.count()).select_from(schema.note_texts)
     return int(conn.execute(stmt).scalar_one())
+
+
+def replace_openings(
+    conn: Connection,
+    dialect: Dialect,
+    openings: Mapping[str, Iterable[int]],
+    removed: Sequence[str],
+) -> None:
+    """Replace the opening keys of these notes (``schema.note_openings``); a removed note's
+    go with it."""
+    t = schema.note_openings
+    gone = list(dict.fromkeys([*openings, *removed]))
+    for chunk in chunks(gone):
+        conn.execute(t.delete().where(dialect.one_of(t.c.path, chunk)))
+    rows = [{"path": p, "opening": k} for p, keys in openings.items() for k in sorted(set(keys))]
+    dialect.insert_rows(conn, t, rows, None)
+
+
+def openings_of(conn: Connection, dialect: Dialect, paths: Iterable[str]) -> dict[str, set[int]]:
+    """The stored opening keys of these notes (a note without any is left out)."""
+    t = schema.note_openings
+    found: dict[str, set[int]] = {}
+    for chunk in chunks(sorted(set(paths))):
+        for path, key in conn.execute(
+            sa.select(t.c.path, t.c.opening).where(dialect.one_of(t.c.path, chunk))
+        ):
+            found.setdefault(path, set()).add(key)
+    return found
+
+
+def opening_counts(conn: Connection, dialect: Dialect, keys: Iterable[int]) -> dict[int, int]:
+    """How many notes open with each of these keys (a key no note holds is left out)."""
+    t = schema.note_openings
+    counts: dict[int, int] = {}
+    for chunk in chunks(sorted(set(keys))):
+        stmt = (
+            sa.select(t.c.opening, sa.func.count())
+            .where(dialect.one_of(t.c.opening, chunk))
+            .group_by(t.c.opening)
+        )
+        counts.update((key, n) for key, n in conn.execute(stmt))
+    return counts
+
+
+def notes_opening_with(conn: Connection, dialect: Dialect, keys: Iterable[int]) -> set[str]:
+    """The notes holding any of these opening keys."""
+    t = schema.note_openings
+    paths: set[str] = set()
+    for chunk in chunks(sorted(set(keys))):
+        paths.update(
+            conn.execute(
+                sa.select(t.c.path).where(dialect.one_of(t.c.opening, chunk)).distinct()
+            ).scalars()
+        )
+    return paths

@@ -31,6 +31,9 @@ Search support:
   (``note_texts_vocab``), so the candidates either database finds by its own measure
   (FTS5's ``bm25()``, ``ts_rank_cd``) are ranked by the same BM25 in Python (kodb/bm25.py);
   SQLite's update trigger then fires on the indexed columns only.
+- Notes' openings (migration 15): ``note_openings`` holds the keys of the paragraphs each
+  note's summary is chosen from, so ingest can tell a template line (one that opens many
+  notes) by counting the notes holding its key, without reading the other notes.
 """
 
 from __future__ import annotations
@@ -233,6 +236,18 @@ decisions = sa.Table(
     sa.Column("successor", sa.Text, nullable=True),
     sa.Column("successor_norm", sa.Text, nullable=True),
     sa.Column("successor_path", sa.Text, nullable=True),
+)
+
+#: Which notes open with which paragraphs (migration 15): the keys (``parse.opening_key``)
+#: of each note's openings, the paragraphs its summary is chosen from. A key that opens
+#: ``ingest.TEMPLATE_NOTES`` notes or more is a template line, never a summary; ingest keeps
+#: the rows in step with the notes in the same transaction.
+note_openings = sa.Table(
+    "note_openings",
+    metadata,
+    sa.Column("path", sa.Text, primary_key=True),
+    sa.Column("opening", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Index("ix_note_openings_opening", "opening"),
 )
 
 #: The SQLite FTS5 table over note_texts (external content, kept in sync by triggers).
@@ -492,6 +507,12 @@ def _m014_note_text_lengths(conn: Connection, dialect: Dialect) -> None:
     conn.exec_driver_sql(f"CREATE INDEX IF NOT EXISTS {TEXT_WORDS_INDEX} ON note_texts (words)")
 
 
+def _m015_note_openings(conn: Connection, dialect: Dialect) -> None:
+    """``note_openings``, empty: extractor version 10 re-reads every note, which fills it
+    before any summary is chosen by it."""
+    note_openings.create(conn, checkfirst=True)
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema change: ``apply(conn, dialect)`` runs once, recorded under ``version``."""
@@ -517,6 +538,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(12, "note_date", _m012_note_date),
     Migration(13, "stemmed_full_text", _m013_stemmed_full_text),
     Migration(14, "note_text_lengths", _m014_note_text_lengths),
+    Migration(15, "note_openings", _m015_note_openings),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

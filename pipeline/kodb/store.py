@@ -18,7 +18,7 @@ dialects/          what differs between SQLite and PostgreSQL, one class each
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -262,6 +262,21 @@ class KoDB:
         with self._tx() as conn:
             return notes.note_languages(conn, paths)
 
+    def openings_of(self, paths: Iterable[str]) -> dict[str, set[int]]:
+        """The stored opening keys of these notes (``notes.openings_of``)."""
+        with self._tx() as conn:
+            return notes.openings_of(conn, self._sql, paths)
+
+    def opening_counts(self, keys: Iterable[int]) -> dict[int, int]:
+        """How many notes open with each of these keys (``notes.opening_counts``)."""
+        with self._tx() as conn:
+            return notes.opening_counts(conn, self._sql, keys)
+
+    def notes_opening_with(self, keys: Iterable[int]) -> set[str]:
+        """The notes holding any of these opening keys (``notes.notes_opening_with``)."""
+        with self._tx() as conn:
+            return notes.notes_opening_with(conn, self._sql, keys)
+
     def note_text_count(self) -> int:
         """Notes in the full-text index."""
         with self._tx() as conn:
@@ -275,6 +290,7 @@ class KoDB:
         removed: Sequence[str],
         extractor: str = "ingest",
         texts: Sequence[NoteText] = (),
+        openings: Mapping[str, Iterable[int]] | None = None,
     ) -> None:
         """Record one ingest run in ONE transaction.
 
@@ -282,12 +298,13 @@ class KoDB:
         ``extractor`` with the given ones (stored with this extractor; duplicates by
         fact_key are ignored); for each removed path deletes its notes row and this
         extractor's facts of that file. Facts of other extractors are never touched.
-        ``texts`` replace those notes' full text; a removed note's text goes with it.
-        The changed subjects' stored summaries are dropped and stored anew in that
-        transaction too.
+        ``texts`` replace those notes' full text, and ``openings`` (path -> the keys of
+        its openings, ``ParsedNote.openings``) their openings (an upserted note left out
+        keeps none); a removed note's text and openings go with it. The changed subjects'
+        stored summaries are dropped and stored anew in that transaction too.
         """
         with self._tx(write=True, ingest=True) as conn:
-            writes.apply_ingest(conn, self._sql, upserts, removed, extractor, texts)
+            writes.apply_ingest(conn, self._sql, upserts, removed, extractor, texts, openings or {})
 
     def restamp(self, stamps: Sequence[tuple[str, float, int]]) -> None:
         """New (path, mtime, bytes) for notes whose bytes did not change (``notes.restamp``)."""

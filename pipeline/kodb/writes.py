@@ -5,7 +5,7 @@ step. ``store.py`` owns the transactions."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
 import sqlalchemy as sa
@@ -37,6 +37,7 @@ def apply_ingest(
     removed: Sequence[str],
     extractor: str,
     texts: Sequence[NoteText],
+    openings: Mapping[str, Iterable[int]],
 ) -> None:
     """One ingest run (``KoDB.apply_ingest`` says what it records)."""
     now = time.time()
@@ -51,6 +52,10 @@ def apply_ingest(
     insert_facts(conn, dialect, new_facts, now, extractor=extractor, summarise=True)
     prune_subjects(conn, dialect, touched)
     notes.replace_texts(conn, dialect, texts, removed_list)
+    # An upserted note whose openings are not given keeps none (no stale keys count).
+    notes.replace_openings(
+        conn, dialect, {n.path: () for n, _ in upserts} | dict(openings), removed_list
+    )
     refresh_stats(conn, dialect)
     decisions.rebuild(conn)
     dialect.flush_indexes(conn)

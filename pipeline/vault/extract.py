@@ -28,8 +28,11 @@ Rules and confidences (the confidence says how directly the note states the fact
     every note: its title                  note subject   ``title``             0.95
     ISO date starting the file name        note subject   ``date``              0.90
     web link ``[text](https://…)``         note subject   ``references`` (≤ 50) 0.80
-    first paragraph (≥ 5 words, ≤ 300)     note subject   ``summary``           0.75
+    first paragraph (≥ 5 words, ≤ 300)*    note subject   ``summary``           0.75
     heading (not the title, not template)  note subject   ``section`` (≤ 30)    0.70
+
+* The first that is no template line: a paragraph that opens three notes or more of the
+vault (``ParsedNote.templates``, set by ingest from KO-DB's counts; docs/ingestion.md).
 
 A markdown link to a note (``[Text](other.md)``) counts as a wikilink to it. The rules of
 the last block give every note facts about its own subject, so a vault of plain prose
@@ -119,7 +122,9 @@ EXTRACTOR = INGEST_EXTRACTOR
 #:    about its subject (issue 39).
 #: 9: a link's sentence is its ``context`` only when it holds two words outside its links
 #:    and a field's name ("See [[X]].", an embed alone, "owner:: [[X]]" give none).
-EXTRACTOR_VERSION = 9
+#: 10: a note's summary skips template lines, paragraphs that open three notes or more
+#:    (an attendee, "Previous minutes: <url>"); the re-read fills KO-DB's note_openings.
+EXTRACTOR_VERSION = 10
 
 #: resolve(link target as written) -> the subject of the note it names, or None.
 Resolver = Callable[[str], str | None]

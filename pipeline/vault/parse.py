@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import bisect
 import datetime as _dt
+import hashlib
 import posixpath
 import re
+import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import cached_property, lru_cache
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
@@ -128,9 +130,19 @@ NOTE_META_KEYS = frozenset(
 
 #: Longest context sentence and ADR decision kept (characters), per the extraction rules.
 CONTEXT_MAX_CHARS = 240
-#: A note's summary: its first paragraph, clipped; one this short ("Accepted.") is skipped.
+#: A note's summary: its first paragraph that is no template line, clipped; one this short
+#: ("Accepted.") is skipped.
 SUMMARY_MAX_CHARS = 300
 SUMMARY_MIN_WORDS = 5
+#: The paragraphs that may be a note's summary, at most this many from its top: a template
+#: line (an attendee, "Last week's notes are linked here: <url>") is told by how many notes
+#: open with it (``ParsedNote.openings``), and an attendee list can run to a score of lines.
+OPENINGS_KEPT = 32
+#: What an opening's key leaves out: web links, then digits and punctuation, so "Last week's
+#: notes are linked here: <url>" and "Weekly sync of the platform team, 2026-03-04" recur
+#: as one line whatever the week.
+_OPENING_LINK = re.compile(r"<?https?://[^\s>]*>?")
+_OPENING_NOISE = re.compile(r"[\W\d_]+")
 _FIELD_LINE_START = re.compile(r"\s*[^\W\d][\w\- ]{0,60}?\s*::")
 _DATE_PREAMBLE = re.compile(r"\s*date\s*:", re.IGNORECASE)
 #: A Nygard ADR's "Date: 2017-01-01" line, with its value.
@@ -235,12 +247,17 @@ class ParsedNote:
     frontmatter_lines: int = 0  # lines taken by the frontmatter, fences included
     urls: tuple[str, ...] = ()  # distinct web links (markdown links to http(s)), in order
 
+    #: Keys of this note's openings that open enough of the vault's notes to be a template
+    #: (ingest sets them from KO-DB's counts, ``ingest._shared_openings``); a summary skips
+    #: them.
+    templates: frozenset[int] = frozenset()
+
     def __reduce__(self) -> tuple[Any, ...]:
         # Parsed in worker processes (ingest): the read-only mapping proxy does not pickle.
-        # The summary goes along, so the worker computes it, not the ingesting process.
+        # The openings go along, so the worker finds them, not the ingesting process.
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values["frontmatter"] = dict(self.frontmatter)
-        return (_parsed_note, (values, self.summary))
+        return (_parsed_note, (values, self.openings))
 
     @property
     def embed_text(self) -> str:
@@ -253,10 +270,13 @@ class ParsedNote:
         return tuple(link.target for link in self.links)
 
     @cached_property
-    def summary(self) -> str | None:
-        """The first paragraph of at least ``SUMMARY_MIN_WORDS`` words (not a field or a
-        ``Date:`` line), clipped to ``SUMMARY_MAX_CHARS``; else the first paragraph (computed
-        once: the registry row and the summary fact both read it)."""
+    def openings(self) -> tuple[tuple[int, str], ...]:
+        """The paragraphs that may be its summary, in order, each as its key
+        (``opening_key``) and its text clipped to ``SUMMARY_MAX_CHARS``: those of at least
+        ``SUMMARY_MIN_WORDS`` words that are not a field or a ``Date:`` line, at most
+        ``OPENINGS_KEPT``; else its first such paragraph of any length, alone. Found (and
+        clipped) in the worker that parses the note."""
+        kept: list[tuple[int, str]] = []
         first: str | None = None
         for block in self.blocks:
             if block.kind not in ("paragraph", "item", "quote") or not block.text.strip():
@@ -266,8 +286,29 @@ class ParsedNote:
             if first is None:
                 first = block.text
             if len(block.text.split()) >= SUMMARY_MIN_WORDS:
-                return clip_text(block.text, SUMMARY_MAX_CHARS)
-        return clip_text(first, SUMMARY_MAX_CHARS) if first else None
+                kept.append((opening_key(block.text), clip_text(block.text, SUMMARY_MAX_CHARS)))
+                if len(kept) >= OPENINGS_KEPT:
+                    break
+        if not kept and first is not None:
+            kept.append((opening_key(first), clip_text(first, SUMMARY_MAX_CHARS)))
+        return tuple(kept)
+
+    def with_templates(self, keys: frozenset[int]) -> ParsedNote:
+        """This note with ``templates`` set to those of ``keys`` it opens with (its
+        openings go along, found once)."""
+        mine = frozenset(k for k, _ in self.openings if k in keys)
+        note = replace(self, templates=mine)
+        note.__dict__["openings"] = self.openings  # cached_property's own slot
+        return note
+
+    @cached_property
+    def summary(self) -> str | None:
+        """Its first opening that is no template (``templates``); when every one is, the
+        first (a note among copies of itself keeps its own words)."""
+        for key, text in self.openings:
+            if key not in self.templates:
+                return text
+        return self.openings[0][1] if self.openings else None
 
     @cached_property
     def date(self) -> str | None:
@@ -309,11 +350,22 @@ class ParsedNote:
         )
 
 
-def _parsed_note(values: dict[str, Any], summary: str | None = None) -> ParsedNote:
-    """A ParsedNote from its pickled fields and summary (``ParsedNote.__reduce__``)."""
+def _parsed_note(values: dict[str, Any], openings: tuple[tuple[int, str], ...]) -> ParsedNote:
+    """A ParsedNote from its pickled fields and openings (``ParsedNote.__reduce__``)."""
     note = ParsedNote(**{**values, "frontmatter": MappingProxyType(values["frontmatter"])})
-    note.__dict__["summary"] = summary  # cached_property's own slot
+    note.__dict__["openings"] = openings  # cached_property's own slot
     return note
+
+
+def opening_key(text: str) -> int:
+    """A paragraph's key as a signed 64-bit integer (KO-DB stores it): its words folded
+    (NFC, case), without web links, digits or punctuation, so the same template line in
+    other notes has the same key whatever its dates, numbers and links. A paragraph of
+    links, digits and punctuation alone keeps them: no two such lines are alike."""
+    folded = unicodedata.normalize("NFC", text).casefold()
+    words = _OPENING_NOISE.sub(" ", _OPENING_LINK.sub(" ", folded)).split() or folded.split()
+    digest = hashlib.blake2b(" ".join(words).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 # --------------------------------------------------------------------------- reading

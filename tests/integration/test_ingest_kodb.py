@@ -294,3 +294,142 @@ def test_incremental_ingest_equals_a_full_ingest_after_a_sequence_of_edits(
             report.scanned
         )
     assert relinked > 0  # the steps did make unchanged notes resolve differently
+
+
+LAST_NOTES = "Last week's notes are linked here: https://docs.example.com/d/{:04d}x"
+
+
+def meeting(day: int, own: str, *, template: bool = True) -> str:
+    """A meeting note as a minutes template writes it: a link to the last notes and the
+    attendees above what was said."""
+    head = (
+        f"{LAST_NOTES.format(day)}\n\n"
+        "## Present\n\n* Ada Example @ada (core team member)\n"
+        "* Grace Sample @grace (core team member)\n\n"
+        if template
+        else ""
+    )
+    return f"# Meeting 2026-03-{day:02d}\n\n{head}## Agenda\n\n{own}\n"
+
+
+def summaries(kodb: KoDB) -> dict[str, str | None]:
+    return {p: n.summary for p, n in kodb.notes().items() if p.startswith("minutes/")}
+
+
+def openings(kodb: KoDB) -> dict[str, set[int]]:
+    return kodb.openings_of(kodb.notes())
+
+
+def assert_as_a_full_ingest(vault: Path, kodb: KoDB, tmp_path: Path, name: str) -> None:
+    """The facts (summaries among them) and the opening keys a full ingest stores."""
+    with KoDB.open(f"sqlite:///{tmp_path / f'{name}.db'}") as db:
+        ingest(vault, db)
+        assert (rows(kodb), openings(kodb)) == (rows(db), openings(db)), name
+
+
+def test_template_lines_are_no_summary_and_incremental_runs_follow_the_count(
+    tmp_path: Path, kodb: KoDB
+) -> None:
+    vault = tmp_path / "minutes-vault"
+    (vault / "minutes").mkdir(parents=True)
+    said = {
+        d: f"Security releases for the {w} line went out on Tuesday after a long review."
+        for d, w in ((4, "first"), (11, "second"), (18, "third"), (25, "fourth"))
+    }
+    for d, text in said.items():
+        (vault / "minutes" / f"2026-03-{d:02d}.md").write_text(meeting(d, text), encoding="utf-8")
+    # A note that opens with a template line only keeps it, whatever the count.
+    (vault / "minutes" / "2026-03-28.md").write_text(meeting(28, "Short."), encoding="utf-8")
+    only = {"minutes/2026-03-28.md": LAST_NOTES.format(28)}
+    first = ingest(vault, kodb)
+    assert first.resummarised == 0
+    # Five notes open with the link to the last notes and the attendees: templates.
+    assert summaries(kodb) == {f"minutes/2026-03-{d:02d}.md": t for d, t in said.items()} | only
+    assert_as_a_full_ingest(vault, kodb, tmp_path, "five")
+
+    # Three notes go: the template lines open two notes now, so they are the two left's own
+    # words again, and the unchanged notes are re-read for it (the one whose summary stays
+    # is not written).
+    for d in (18, 25, 28):
+        (vault / "minutes" / f"2026-03-{d:02d}.md").unlink()
+    report = ingest(vault, kodb)
+    assert (report.removed, report.resummarised) == (3, 2)
+    assert set(summaries(kodb).values()) == {LAST_NOTES.format(4), LAST_NOTES.format(11)}
+    assert_as_a_full_ingest(vault, kodb, tmp_path, "two")
+
+    # A third minutes note makes them templates again; one written without the template
+    # does not.
+    (vault / "minutes" / "2026-03-30.md").write_text(
+        meeting(30, "Nothing was decided.", template=False), encoding="utf-8"
+    )
+    assert ingest(vault, kodb).resummarised == 0
+    (vault / "minutes" / "2026-03-18.md").write_text(meeting(18, said[18]), encoding="utf-8")
+    report = ingest(vault, kodb)
+    assert (report.added, report.resummarised) == (1, 2)
+    assert summaries(kodb) == {
+        **{f"minutes/2026-03-{d:02d}.md": said[d] for d in (4, 11, 18)},
+        "minutes/2026-03-30.md": "Nothing was decided.",
+    }
+    assert_as_a_full_ingest(vault, kodb, tmp_path, "three")
+    assert ingest(vault, kodb).resummarised == 0  # nothing changed: nothing re-read
+
+    # An edit drops the link from one note: it opens two notes, and is their summary again;
+    # the attendees still open three.
+    edit(vault, "minutes/2026-03-18.md", LAST_NOTES.format(18), "")
+    report = ingest(vault, kodb)
+    assert (report.updated, report.resummarised) == (1, 2)
+    assert summaries(kodb)["minutes/2026-03-04.md"] == LAST_NOTES.format(4)
+    assert summaries(kodb)["minutes/2026-03-18.md"] == said[18]
+    assert_as_a_full_ingest(vault, kodb, tmp_path, "edited")
+
+
+def test_private_notes_do_not_make_template_lines(tmp_path: Path, kodb: KoDB) -> None:
+    vault = tmp_path / "minutes-vault"
+    for folder in ("minutes", "private"):
+        (vault / folder).mkdir(parents=True)
+    (vault / "vault-ko.toml").write_text('[vault]\nprivate_globs = ["private/**"]\n', "utf-8")
+    for d, folder in ((4, "minutes"), (11, "minutes"), (18, "private")):
+        (vault / folder / f"2026-03-{d:02d}.md").write_text(
+            meeting(d, "Security releases went out on Tuesday after a long review."), "utf-8"
+        )
+    ingest(vault, kodb)
+    # Two public notes open with the line; the private third does not count.
+    assert summaries(kodb) == {
+        "minutes/2026-03-04.md": LAST_NOTES.format(4),
+        "minutes/2026-03-11.md": LAST_NOTES.format(11),
+    }
+    assert "private/2026-03-18.md" not in openings(kodb)
+    assert_as_a_full_ingest(vault, kodb, tmp_path, "private")
+
+
+#: Meeting days and a word each says of its own (digits do not tell paragraphs apart).
+WORDS = {4: "spring", 11: "security", 18: "nightly"}
+
+
+def test_an_old_kodb_gets_summaries_without_template_lines_at_the_next_ingest(
+    tmp_path: Path, kodb_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline import ingest as ingest_module
+    from pipeline.kodb import schema as kodb_schema
+    from tests.integration.kodb.test_kodb_store import as_code_before_migration_15
+
+    vault = tmp_path / "minutes-vault"
+    (vault / "minutes").mkdir(parents=True)
+    said = {d: f"The {w} release was approved by the whole team." for d, w in WORDS.items()}
+    for d, text in said.items():
+        (vault / "minutes" / f"2026-03-{d:02d}.md").write_text(meeting(d, text), "utf-8")
+    settings_ = load_settings(vault, env={}).replace(kodb_url=kodb_url)
+    with monkeypatch.context() as patch:  # a KO-DB vault-ko wrote before migration 15
+        patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:14])
+        patch.setattr(ingest_module, "EXTRACTOR_VERSION", 9)
+        as_code_before_migration_15(patch)
+        with KoDB.open(kodb_url) as old:
+            ingest_vault(settings_, old)
+            assert set(summaries(old).values()) == {LAST_NOTES.format(d) for d in WORDS}
+    with KoDB.open(kodb_url) as db:
+        assert openings(db) == {}  # migrated: the table is there, empty
+        report = ingest_vault(settings_, db)
+        assert report.updated == report.notes_total == 3
+        assert summaries(db) == {f"minutes/2026-03-{d:02d}.md": t for d, t in said.items()}
+        assert len(openings(db)) == 3
+        assert ingest_vault(settings_, db).updated == 0  # done once

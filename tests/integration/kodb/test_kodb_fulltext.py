@@ -18,7 +18,10 @@ from pipeline.kodb import KoDB
 from pipeline.kodb import notes as kodb_notes
 from pipeline.kodb import schema as kodb_schema
 from pipeline.model import Note, NoteText
-from tests.integration.kodb.test_kodb_store import as_code_before_migration_7
+from tests.integration.kodb.test_kodb_store import (
+    as_code_before_migration_7,
+    as_code_before_migration_15,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -270,6 +273,7 @@ def test_migration_14_counts_the_words_of_notes_indexed_before_it(
     ]
     with monkeypatch.context() as patch:
         patch.setattr(kodb_schema, "MIGRATIONS", kodb_schema.MIGRATIONS[:13])
+        as_code_before_migration_15(patch)
         with KoDB.open(kodb_url) as old:
             old.apply_ingest([(note(x.path), []) for x in texts], [], texts=texts)
     t = kodb_schema.note_texts
@@ -279,7 +283,7 @@ def test_migration_14_counts_the_words_of_notes_indexed_before_it(
             conn.exec_driver_sql(f"DROP INDEX {kodb_schema.TEXT_WORDS_INDEX}")
             conn.exec_driver_sql("ALTER TABLE note_texts DROP COLUMN words")
         with KoDB.open(kodb_url) as db:
-            assert db.schema_versions()[-1] == 14
+            assert db.schema_versions()[-1] == kodb_schema.SCHEMA_VERSION
             assert found(db, "consumers") == ["wiki/a.md"]
         with engine.begin() as conn:
             counts = dict(conn.execute(sa.select(t.c.path, t.c.words)).all())

@@ -432,6 +432,23 @@ def as_code_before_migration_11(patch: pytest.MonkeyPatch) -> None:
         dialect.insert_rows(conn, t, rows, None)
 
     patch.setattr(kodb_notes, "replace_texts", texts_unstemmed)
+    as_code_before_migration_15(patch)
+
+
+def as_code_before_migration_15(patch: pytest.MonkeyPatch) -> None:
+    """The code of a vault-ko before migration 15, which neither read nor wrote
+    ``note_openings`` (a summary was a note's first paragraph of five words)."""
+    from pipeline import ingest
+    from pipeline.kodb import notes as kodb_notes
+
+    patch.setattr(kodb_notes, "replace_openings", lambda conn, dialect, openings, removed: None)
+
+    def no_templates(
+        settings: Any, kodb: Any, on_disk: Any, written: Any, *rest: Any
+    ) -> tuple[dict[str, Any], set[str], list[Any]]:
+        return dict(written), set(), []
+
+    patch.setattr(ingest, "_shared_openings", no_templates)
 
 
 def test_migration_11_fills_the_decisions_of_an_existing_database(

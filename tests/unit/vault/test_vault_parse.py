@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import pickle
 import re
 import time
+import unicodedata
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -19,10 +21,13 @@ from pipeline.model import SourceType
 from pipeline.vault.parse import (
     MAX_YAML_DEPTH,
     MAX_YAML_VALUES,
+    OPENINGS_KEPT,
+    SUMMARY_MAX_CHARS,
     Collapsed,
     ParsedNote,
     clip_text,
     lone_link,
+    opening_key,
     parse_note,
     read_note,
 )
@@ -504,3 +509,83 @@ def test_clipping_a_range_of_the_collapsed_text_equals_clipping_the_slice(
     expected = reference_clip(text[start:end], limit, focus - start)
     assert Collapsed(text).clip(start, end, focus, limit) == expected
     assert clip_text(text[start:end], limit, focus - start) == expected
+
+
+MINUTES = (
+    "# Weekly sync 2026-03-04\n\n"
+    "Last week's notes are linked here: <https://docs.example.com/d/0001>\n\n"
+    "## Present\n\n* Ada Example @ada (core team member)\n\n"
+    "Short line.\n\n"
+    "Security releases went out on Tuesday after a long review.\n"
+)
+
+
+def test_a_summary_skips_the_openings_the_vault_calls_templates() -> None:
+    note = parse_note(MINUTES.encode(), "minutes/2026-03-04.md", "session")
+    texts = [text for _, text in note.openings]
+    # Paragraphs of five words and more, in order; fields, dates and short lines never.
+    assert texts == [
+        "Last week's notes are linked here: https://docs.example.com/d/0001",
+        "Ada Example @ada (core team member)",
+        "Security releases went out on Tuesday after a long review.",
+    ]
+    assert note.summary == texts[0]  # no template known: the first, as before
+    keys = [key for key, _ in note.openings]
+    templated = note.with_templates(frozenset(keys[:2]) | {12345})
+    assert templated.templates == frozenset(keys[:2])  # only its own openings
+    assert templated.summary == texts[2]
+    assert templated.openings is note.openings  # found once
+    # Every opening a template (a note among copies of itself): its first, not nothing.
+    assert note.with_templates(frozenset(keys)).summary == texts[0]
+
+
+def test_openings_are_clipped_as_a_summary_is() -> None:
+    long = " ".join(f"word{i}" for i in range(200))
+    note = parse_note(f"# Long\n\n{long}\n".encode(), "wiki/long.md", "wiki")
+    ((key, text),) = note.openings
+    assert text == clip_text(long, SUMMARY_MAX_CHARS) == note.summary
+    assert key == opening_key(long)  # the key is of the whole paragraph
+
+
+def test_an_opening_key_ignores_links_digits_punctuation_and_case() -> None:
+    week = opening_key("Last week's notes are linked here: <https://docs.example.com/d/0001>")
+    assert week == opening_key("last WEEK'S notes are linked here https://docs.example.com/d/99")
+    assert opening_key("Weekly sync of the team, 2018-09-05") == opening_key(
+        "Weekly sync of the team: 2026-03-04"
+    )
+    assert week != opening_key("Next week's notes are linked here: <https://x.example/d/0001>")
+    assert -(2**63) <= week < 2**63  # KO-DB stores it as a signed 64-bit integer
+
+
+def test_an_opening_key_reads_composed_and_decomposed_letters_alike() -> None:
+    composed = unicodedata.normalize("NFC", "Résumé of the café meeting today")
+    decomposed = unicodedata.normalize("NFD", composed)
+    assert composed != decomposed
+    assert opening_key(composed) == opening_key(decomposed)
+
+
+def test_lines_of_links_and_numbers_alone_are_not_one_line() -> None:
+    # Nothing is left of them once links and digits go: they keep what they hold.
+    first = opening_key("https://a.example/1 2 3 4 5")
+    assert first != opening_key("https://b.example/9 8 7 6 5")
+    assert first != opening_key("")
+
+
+def test_openings_go_along_when_a_worker_pickles_the_note() -> None:
+    note = parse_note(MINUTES.encode(), "minutes/2026-03-04.md", "session")
+    back = pickle.loads(pickle.dumps(note))
+    assert back.__dict__["openings"] == note.openings  # not found again in this process
+    assert back.summary == note.summary
+
+
+def test_a_note_of_short_paragraphs_opens_with_its_first() -> None:
+    note = parse_note(b"# Status\n\nAccepted.\n\nSee below.\n", "adr/0001-x.md", "adr")
+    assert [t for _, t in note.openings] == ["Accepted."]
+    assert note.summary == "Accepted."
+    assert parse_note(b"# Empty\n", "wiki/empty.md", "wiki").summary is None
+
+
+def test_a_note_keeps_at_most_its_first_openings() -> None:
+    body = "".join(f"Paragraph number {i} says something of its own.\n\n" for i in range(50))
+    note = parse_note(body.encode(), "wiki/long.md", "wiki")
+    assert len(note.openings) == OPENINGS_KEPT
