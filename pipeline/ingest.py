@@ -463,7 +463,8 @@ def _shared_openings(
     extra: set[str] = set()
     turned_bad: list[SkippedNote] = []
     while True:
-        old = kodb.openings_of([*notes, *removed])
+        # A note new to the registry has no stored openings (they go with its row).
+        old = kodb.openings_of([*(p for p in notes if p in registry), *removed])
         new = {p: set(_public_openings(n, private)) for p, n in notes.items()}
         before = kodb.opening_counts(set().union(*old.values(), *new.values()))
         after = Counter(before)

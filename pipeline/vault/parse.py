@@ -142,7 +142,7 @@ OPENINGS_KEPT = 32
 #: notes are linked here: <url>" and "Weekly sync of the platform team, 2026-03-04" recur
 #: as one line whatever the week.
 _OPENING_LINK = re.compile(r"<?https?://[^\s>]*>?")
-_OPENING_NOISE = re.compile(r"[\W\d_]+")
+_OPENING_WORD = re.compile(r"[^\W\d_]+")
 _FIELD_LINE_START = re.compile(r"\s*[^\W\d][\w\- ]{0,60}?\s*::")
 _DATE_PREAMBLE = re.compile(r"\s*date\s*:", re.IGNORECASE)
 #: A Nygard ADR's "Date: 2017-01-01" line, with its value.
@@ -254,10 +254,11 @@ class ParsedNote:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Parsed in worker processes (ingest): the read-only mapping proxy does not pickle.
-        # The openings go along, so the worker finds them, not the ingesting process.
+        # The openings and the lead go along, so the worker finds them, not the ingesting
+        # process (the openings' texts are the blocks' own, pickled once).
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values["frontmatter"] = dict(self.frontmatter)
-        return (_parsed_note, (values, self.openings))
+        return (_parsed_note, (values, self.openings, self.lead))
 
     @property
     def embed_text(self) -> str:
@@ -272,10 +273,9 @@ class ParsedNote:
     @cached_property
     def openings(self) -> tuple[tuple[int, str], ...]:
         """The paragraphs that may be its summary, in order, each as its key
-        (``opening_key``) and its text clipped to ``SUMMARY_MAX_CHARS``: those of at least
-        ``SUMMARY_MIN_WORDS`` words that are not a field or a ``Date:`` line, at most
-        ``OPENINGS_KEPT``; else its first such paragraph of any length, alone. Found (and
-        clipped) in the worker that parses the note."""
+        (``opening_key``) and its text: those of at least ``SUMMARY_MIN_WORDS`` words that
+        are not a field or a ``Date:`` line, at most ``OPENINGS_KEPT``; else its first such
+        paragraph of any length, alone."""
         kept: list[tuple[int, str]] = []
         first: str | None = None
         for block in self.blocks:
@@ -285,12 +285,13 @@ class ParsedNote:
                 continue
             if first is None:
                 first = block.text
-            if len(block.text.split()) >= SUMMARY_MIN_WORDS:
-                kept.append((opening_key(block.text), clip_text(block.text, SUMMARY_MAX_CHARS)))
+            # Words counted up to the bound only: a long paragraph is not split whole.
+            if len(block.text.split(None, SUMMARY_MIN_WORDS - 1)) >= SUMMARY_MIN_WORDS:
+                kept.append((opening_key(block.text), block.text))
                 if len(kept) >= OPENINGS_KEPT:
                     break
         if not kept and first is not None:
-            kept.append((opening_key(first), clip_text(first, SUMMARY_MAX_CHARS)))
+            kept.append((opening_key(first), first))
         return tuple(kept)
 
     def with_templates(self, keys: frozenset[int]) -> ParsedNote:
@@ -298,17 +299,25 @@ class ParsedNote:
         openings go along, found once)."""
         mine = frozenset(k for k, _ in self.openings if k in keys)
         note = replace(self, templates=mine)
-        note.__dict__["openings"] = self.openings  # cached_property's own slot
+        note.__dict__["openings"] = self.openings  # cached_properties' own slots
+        note.__dict__["lead"] = self.lead
         return note
 
     @cached_property
+    def lead(self) -> str | None:
+        """Its first opening, clipped to ``SUMMARY_MAX_CHARS``: the summary, unless the
+        vault calls it a template (clipped once, in the worker that parses the note)."""
+        return clip_text(self.openings[0][1], SUMMARY_MAX_CHARS) if self.openings else None
+
+    @cached_property
     def summary(self) -> str | None:
-        """Its first opening that is no template (``templates``); when every one is, the
-        first (a note among copies of itself keeps its own words)."""
-        for key, text in self.openings:
+        """Its first opening that is no template (``templates``), clipped to
+        ``SUMMARY_MAX_CHARS``; when every one is, the first (a note among copies of itself
+        keeps its own words)."""
+        for index, (key, text) in enumerate(self.openings):
             if key not in self.templates:
-                return text
-        return self.openings[0][1] if self.openings else None
+                return self.lead if index == 0 else clip_text(text, SUMMARY_MAX_CHARS)
+        return self.lead
 
     @cached_property
     def date(self) -> str | None:
@@ -350,10 +359,13 @@ class ParsedNote:
         )
 
 
-def _parsed_note(values: dict[str, Any], openings: tuple[tuple[int, str], ...]) -> ParsedNote:
-    """A ParsedNote from its pickled fields and openings (``ParsedNote.__reduce__``)."""
+def _parsed_note(
+    values: dict[str, Any], openings: tuple[tuple[int, str], ...], lead: str | None
+) -> ParsedNote:
+    """A ParsedNote from its pickled fields, openings and lead (``ParsedNote.__reduce__``)."""
     note = ParsedNote(**{**values, "frontmatter": MappingProxyType(values["frontmatter"])})
-    note.__dict__["openings"] = openings  # cached_property's own slot
+    note.__dict__["openings"] = openings  # cached_properties' own slots
+    note.__dict__["lead"] = lead
     return note
 
 
@@ -362,8 +374,12 @@ def opening_key(text: str) -> int:
     (NFC, case), without web links, digits or punctuation, so the same template line in
     other notes has the same key whatever its dates, numbers and links. A paragraph of
     links, digits and punctuation alone keeps them: no two such lines are alike."""
-    folded = unicodedata.normalize("NFC", text).casefold()
-    words = _OPENING_NOISE.sub(" ", _OPENING_LINK.sub(" ", folded)).split() or folded.split()
+    folded = text.casefold()
+    if not folded.isascii() and not unicodedata.is_normalized("NFC", folded):
+        folded = unicodedata.normalize("NFC", folded)
+    if "://" in folded:
+        folded = _OPENING_LINK.sub(" ", folded)
+    words = _OPENING_WORD.findall(folded) or unicodedata.normalize("NFC", text).casefold().split()
     digest = hashlib.blake2b(" ".join(words).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
 

@@ -1028,3 +1028,30 @@ def test_concurrent_writers_and_openers_all_succeed(kodb_url: str) -> None:
         assert store.count_facts() == 125
         assert len(store.subject_norms()) == 125
     assert sum(r.inserted for r in results) == 125
+
+
+def test_opening_keys_are_kept_counted_and_replaced_with_their_notes(
+    db: KoDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.kodb import notes as kodb_notes
+
+    edge = [-(2**63), 2**63 - 1, -1, 0, 2**53 + 1]
+    db.apply_ingest(
+        [(note(f"wiki/{n}.md"), []) for n in "abc"],
+        [],
+        openings={"wiki/a.md": edge, "wiki/b.md": [0, 7, 7], "wiki/c.md": [7]},
+    )
+    assert db.openings_of(["wiki/a.md", "wiki/b.md", "wiki/none.md"]) == {
+        "wiki/a.md": set(edge),
+        "wiki/b.md": {0, 7},  # a note counts once per key
+    }
+    counts = {k: 1 for k in edge} | {0: 2, 7: 2}
+    assert db.opening_counts([*edge, 7, 99]) == counts
+    with monkeypatch.context() as patch:  # many keys: one pass over the table
+        patch.setattr(kodb_notes, "OPENING_LOOKUPS", 2)
+        assert db.opening_counts([*edge, 7, 99]) == counts
+    assert db.notes_opening_with([7, 99]) == {"wiki/b.md", "wiki/c.md"}
+    # An upsert without openings drops the note's; a removal drops them too.
+    db.apply_ingest([(note("wiki/b.md", "h2"), [])], ["wiki/c.md"])
+    assert db.opening_counts([0, 7]) == {0: 1}
+    assert db.notes_opening_with([7]) == set()

@@ -539,12 +539,15 @@ def test_a_summary_skips_the_openings_the_vault_calls_templates() -> None:
     assert note.with_templates(frozenset(keys)).summary == texts[0]
 
 
-def test_openings_are_clipped_as_a_summary_is() -> None:
+def test_a_summary_is_clipped_whichever_opening_it_is() -> None:
     long = " ".join(f"word{i}" for i in range(200))
-    note = parse_note(f"# Long\n\n{long}\n".encode(), "wiki/long.md", "wiki")
-    ((key, text),) = note.openings
-    assert text == clip_text(long, SUMMARY_MAX_CHARS) == note.summary
-    assert key == opening_key(long)  # the key is of the whole paragraph
+    other = " ".join(f"term{i}" for i in range(200))
+    note = parse_note(f"# Long\n\n{long}\n\n{other}\n".encode(), "wiki/long.md", "wiki")
+    assert [key for key, _ in note.openings] == [opening_key(long), opening_key(other)]
+    assert note.summary == note.lead == clip_text(long, SUMMARY_MAX_CHARS)
+    second = note.with_templates(frozenset({opening_key(long)}))
+    assert second.summary == clip_text(other, SUMMARY_MAX_CHARS)
+    assert len(second.summary) <= SUMMARY_MAX_CHARS
 
 
 def test_an_opening_key_ignores_links_digits_punctuation_and_case() -> None:
@@ -574,7 +577,8 @@ def test_lines_of_links_and_numbers_alone_are_not_one_line() -> None:
 def test_openings_go_along_when_a_worker_pickles_the_note() -> None:
     note = parse_note(MINUTES.encode(), "minutes/2026-03-04.md", "session")
     back = pickle.loads(pickle.dumps(note))
-    assert back.__dict__["openings"] == note.openings  # not found again in this process
+    # Not found nor clipped again in this process.
+    assert (back.__dict__["openings"], back.__dict__["lead"]) == (note.openings, note.lead)
     assert back.summary == note.summary
 
 
