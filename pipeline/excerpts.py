@@ -1,8 +1,9 @@
 """The excerpt an answer shows of a hit: the part of its note that meets the question.
 
-A note's summary, its first paragraph, says why it is a hit only when the note opens with
-what it is about. Notes that open alike (meeting minutes: links to the agenda, who was
-present) or long notes found by a later section showed their boilerplate. So each hit's
+A note's summary, its first paragraph that is no template line, says why it is a hit only
+when the note opens with what it is about. Notes that open alike (meeting minutes: links to
+the agenda, who was present) or long notes found by a later section showed their
+boilerplate. So each hit's
 excerpt is the paragraph of its note that holds most of the question's words, each word
 weighted by how few of the note's paragraphs hold it (a word in every paragraph, such as the
 project's name, tells them apart least), as a search engine shows a snippet biased by the

@@ -251,8 +251,9 @@ def ingest_vault(
     on_disk = {f.path: f for f in files}
 
     skipped: list[SkippedNote] = [SkippedNote(path, reason) for path, reason in unnamed]
+    private = PrivateNotes.from_settings(settings)
     parsed, read_skipped, counts, restamped = _read_changed(
-        settings, files, registry, force, progress
+        settings, files, registry, force, progress, private
     )
     skipped += read_skipped
     removed = sorted(set(registry) - set(on_disk))
@@ -261,7 +262,6 @@ def ingest_vault(
     after = {p: n for p, n in registry.items() if p in on_disk} | {
         p: n.note for p, n in parsed.items()
     }
-    private = PrivateNotes.from_settings(settings)
     resolver = LinkResolver.build(after.values(), private.is_private)
     # The keys links resolve by (path, title, subject) are as they were unless a note came,
     # went or was renamed within: then no link can resolve differently.
@@ -311,6 +311,7 @@ def _read_changed(
     registry: Mapping[str, Note],
     force: bool,
     progress: Progress | None,
+    private: PrivateNotes,
 ) -> tuple[dict[str, ParsedNote], list[SkippedNote], Counter[str], list[tuple[str, float, int]]]:
     """Read and parse the new and changed notes: (parsed notes, skipped notes, counts of
     added, updated and unchanged notes, and the (path, mtime, bytes) of touched notes whose
@@ -327,7 +328,9 @@ def _read_changed(
     done = 0
     for scanned in files:
         known = registry.get(scanned.path)
-        unchanged_hash = _reusable_hash(scanned, known, force, settings.vault_language)
+        unchanged_hash = _reusable_hash(
+            scanned, known, force, settings.vault_language, private.is_private(scanned.path)
+        )
         if unchanged_hash is _UNTOUCHED:
             counts["unchanged"] += 1
             done += 1
@@ -490,11 +493,14 @@ def _shared_openings(
     notes = {
         p: n if private.is_private(p) else n.with_templates(templates) for p, n in notes.items()
     }
+    # A re-read note is written when its summary, its bytes (edited since the scan) or the
+    # keys KO-DB keeps of it changed: the counts above assumed its new keys.
     resummarised = {
         p
         for p in extra
         if (known := registry.get(p)) is None
         or (known.summary, known.content_hash) != (notes[p].summary, notes[p].content_hash)
+        or old.get(p, set()) != new[p]
     }
     for path in extra - resummarised:
         del notes[path]
@@ -524,7 +530,12 @@ def _write(
     note's subject (``LinkResolver.public``). ``language``: the vault's stemmer setting."""
     upserts: list[tuple[Note, Sequence[Fact]]] = [
         (
-            replace(note.note, extractor_version=EXTRACTOR_VERSION, text_language=language),
+            replace(
+                note.note,
+                extractor_version=EXTRACTOR_VERSION,
+                text_language=language,
+                private=private.is_private(note.path),
+            ),
             extract_facts(note, resolver.for_note(note.path, private)),
         )
         for note in notes
@@ -606,14 +617,16 @@ class _ReadJob(NamedTuple):
 
 
 def _reusable_hash(
-    scanned: ScannedFile, known: Note | None, force: bool, language: str
+    scanned: ScannedFile, known: Note | None, force: bool, language: str, private: bool
 ) -> str | None:
     """``_UNTOUCHED`` when the note need not be read; else the registered content hash
     whose bytes would keep their facts (None: read and parse it whatever its bytes)."""
     # A note whose source type changed (the globs were edited) must be re-extracted: every
     # fact carries its source type. A row without a subject predates link resolution, one of
     # another extractor version was extracted under other rules, one of another language
-    # setting (or none recorded: before stemming) has its words indexed under other rules.
+    # setting (or none recorded: before stemming) has its words indexed under other rules,
+    # and one written as private and now public, or the other way round, has its openings
+    # counted (or not) as the globs said then.
     reuse = (
         known
         if not force
@@ -622,6 +635,7 @@ def _reusable_hash(
         and known.subject is not None
         and known.extractor_version == EXTRACTOR_VERSION
         and known.text_language == language
+        and known.private == private
         else None
     )
     if reuse is None:

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from pipeline.kodb import bm25, schema, text
-from pipeline.kodb.chunking import chunks
+from pipeline.kodb.chunking import CHUNK, chunks
 from pipeline.kodb.dialects import Dialect
 from pipeline.kodb.schema import from_row
 from pipeline.model import Note, NoteStamp, NoteText
@@ -295,8 +295,9 @@ def openings_of(conn: Connection, dialect: Dialect, paths: Iterable[str]) -> dic
     return found
 
 
-#: Keys looked up one IN list at a time up to this many; more (a full ingest) are counted
-#: in one pass over the table, which costs less than many lists on either database.
+#: Keys looked up one IN list at a time up to this many, or up to a quarter of the table's
+#: rows; more (a full ingest) are counted in one pass over the table, which then costs less
+#: than many lists on either database.
 OPENING_LOOKUPS = 5_000
 
 
@@ -305,9 +306,12 @@ def opening_counts(conn: Connection, dialect: Dialect, keys: Iterable[int]) -> d
     t = schema.note_openings
     wanted = set(keys)
     counts: dict[int, int] = {}
-    if len(wanted) > OPENING_LOOKUPS:
+    if len(wanted) > OPENING_LOOKUPS and len(wanted) * 4 > (
+        conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
+    ):
         stmt = sa.select(t.c.opening, sa.func.count()).group_by(t.c.opening)
-        return {key: n for key, n in conn.execute(stmt) if key in wanted}
+        rows = conn.execute(stmt.execution_options(yield_per=CHUNK))
+        return {key: n for key, n in rows if key in wanted}
     for chunk in chunks(sorted(wanted)):
         stmt = (
             sa.select(t.c.opening, sa.func.count())

@@ -132,6 +132,10 @@ notes = sa.Table(
     # The vault's language setting its full text was indexed under (kodb/text.py); NULL: a
     # row written before migration 13 (unstemmed words), so ingest re-reads the note.
     sa.Column("text_language", sa.Text, nullable=True),
+    # Whether the note was private when written (ingest._public_openings): a note that
+    # turns private or public is read again, so its openings count as the globs say now.
+    # NULL: a row written before migration 15.
+    sa.Column("private", sa.Boolean, nullable=True),
 )
 
 #: ``notes`` as migration 1 created it (without ``subject``), kept apart from ``metadata`` so
@@ -508,9 +512,11 @@ def _m014_note_text_lengths(conn: Connection, dialect: Dialect) -> None:
 
 
 def _m015_note_openings(conn: Connection, dialect: Dialect) -> None:
-    """``note_openings``, empty: extractor version 10 re-reads every note, which fills it
-    before any summary is chosen by it."""
+    """``note_openings``, empty, and ``notes.private``, NULL: extractor version 10 re-reads
+    every note, which fills both before any summary is chosen by them."""
     note_openings.create(conn, checkfirst=True)
+    if "private" not in {c["name"] for c in sa.inspect(conn).get_columns(notes.name)}:
+        conn.exec_driver_sql('ALTER TABLE notes ADD COLUMN "private" BOOLEAN')
 
 
 @dataclass(frozen=True)

@@ -52,9 +52,10 @@ def apply_ingest(
     insert_facts(conn, dialect, new_facts, now, extractor=extractor, summarise=True)
     prune_subjects(conn, dialect, touched)
     notes.replace_texts(conn, dialect, texts, removed_list)
-    # An upserted note whose openings are not given keeps none (no stale keys count).
+    # An upserted note whose openings are not given keeps none (no stale keys count); a
+    # path that is not upserted gets none (no key without its registry row).
     notes.replace_openings(
-        conn, dialect, {n.path: () for n, _ in upserts} | dict(openings), removed_list
+        conn, dialect, {n.path: openings.get(n.path, ()) for n, _ in upserts}, removed_list
     )
     refresh_stats(conn, dialect)
     decisions.rebuild(conn)

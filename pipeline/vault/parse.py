@@ -298,6 +298,8 @@ class ParsedNote:
         """This note with ``templates`` set to those of ``keys`` it opens with (its
         openings go along, found once)."""
         mine = frozenset(k for k, _ in self.openings if k in keys)
+        if mine == self.templates:
+            return self
         note = replace(self, templates=mine)
         note.__dict__["openings"] = self.openings  # cached_properties' own slots
         note.__dict__["lead"] = self.lead
@@ -306,7 +308,7 @@ class ParsedNote:
     @cached_property
     def lead(self) -> str | None:
         """Its first opening, clipped to ``SUMMARY_MAX_CHARS``: the summary, unless the
-        vault calls it a template (clipped once, in the worker that parses the note)."""
+        vault calls it a template (clipped once, by whichever process parses the note)."""
         return clip_text(self.openings[0][1], SUMMARY_MAX_CHARS) if self.openings else None
 
     @cached_property
@@ -369,17 +371,34 @@ def _parsed_note(
     return note
 
 
+class _LettersOnly(dict[int, str]):
+    """A ``str.translate`` table that keeps letters and marks and makes every other
+    character (digits, punctuation, symbols, spaces) a space, filled as it meets them."""
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        self[code] = char if unicodedata.category(char)[0] in "LM" else " "
+        return self[code]
+
+
+_LETTERS_ONLY = _LettersOnly()
+
+
 def opening_key(text: str) -> int:
-    """A paragraph's key as a signed 64-bit integer (KO-DB stores it): its words folded
-    (NFC, case), without web links, digits or punctuation, so the same template line in
-    other notes has the same key whatever its dates, numbers and links. A paragraph of
-    links, digits and punctuation alone keeps them: no two such lines are alike."""
-    folded = text.casefold()
-    if not folded.isascii() and not unicodedata.is_normalized("NFC", folded):
-        folded = unicodedata.normalize("NFC", folded)
-    if "://" in folded:
-        folded = _OPENING_LINK.sub(" ", folded)
-    words = _OPENING_WORD.findall(folded) or unicodedata.normalize("NFC", text).casefold().split()
+    """A paragraph's key as a signed 64-bit integer (KO-DB stores it): its words (letters
+    with their combining marks) case-folded and in NFC, without web links, digits or
+    punctuation, so the same template line in other notes has the same key whatever its
+    dates, numbers and links. A paragraph of links, digits and punctuation alone keeps
+    them: no two such lines are alike."""
+    if text.isascii():
+        base = text.casefold()
+        bare = _OPENING_LINK.sub(" ", base) if "://" in base else base
+        words = _OPENING_WORD.findall(bare)
+    else:  # letters and their combining marks stay together (Devanagari's vowel signs)
+        base = unicodedata.normalize("NFC", unicodedata.normalize("NFC", text).casefold())
+        bare = _OPENING_LINK.sub(" ", base) if "://" in base else base
+        words = bare.translate(_LETTERS_ONLY).split()
+    words = words or base.split()
     digest = hashlib.blake2b(" ".join(words).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
 

@@ -383,15 +383,18 @@ def test_template_lines_are_no_summary_and_incremental_runs_follow_the_count(
     assert_as_a_full_ingest(vault, kodb, tmp_path, "edited")
 
 
+#: Meeting days and a word each says of its own (digits do not tell paragraphs apart).
+WORDS = {4: "spring", 11: "security", 18: "nightly"}
+
+
 def test_private_notes_do_not_make_template_lines(tmp_path: Path, kodb: KoDB) -> None:
     vault = tmp_path / "minutes-vault"
     for folder in ("minutes", "private"):
         (vault / folder).mkdir(parents=True)
     (vault / "vault-ko.toml").write_text('[vault]\nprivate_globs = ["private/**"]\n', "utf-8")
+    said = {d: f"The {w} release was approved by the whole team." for d, w in WORDS.items()}
     for d, folder in ((4, "minutes"), (11, "minutes"), (18, "private")):
-        (vault / folder / f"2026-03-{d:02d}.md").write_text(
-            meeting(d, "Security releases went out on Tuesday after a long review."), "utf-8"
-        )
+        (vault / folder / f"2026-03-{d:02d}.md").write_text(meeting(d, said[d]), "utf-8")
     ingest(vault, kodb)
     # Two public notes open with the line; the private third does not count.
     assert summaries(kodb) == {
@@ -401,9 +404,23 @@ def test_private_notes_do_not_make_template_lines(tmp_path: Path, kodb: KoDB) ->
     assert "private/2026-03-18.md" not in openings(kodb)
     assert_as_a_full_ingest(vault, kodb, tmp_path, "private")
 
-
-#: Meeting days and a word each says of its own (digits do not tell paragraphs apart).
-WORDS = {4: "spring", 11: "security", 18: "nightly"}
+    # The globs change: the note turns public, is read again and counts; then private again.
+    toml = vault / "vault-ko.toml"
+    toml.write_text('[vault]\nprivate_globs = ["secret/**"]\n', "utf-8")
+    report = ingest(vault, kodb)
+    assert (report.updated, report.resummarised) == (1, 2)
+    assert summaries(kodb) == {
+        "minutes/2026-03-04.md": said[4],
+        "minutes/2026-03-11.md": said[11],
+    }
+    assert kodb.notes()["private/2026-03-18.md"].summary == said[18]
+    assert "private/2026-03-18.md" in openings(kodb)
+    assert_as_a_full_ingest(vault, kodb, tmp_path, "public")
+    toml.write_text('[vault]\nprivate_globs = ["private/**"]\n', "utf-8")
+    report = ingest(vault, kodb)
+    assert (report.updated, report.resummarised) == (1, 2)
+    assert "private/2026-03-18.md" not in openings(kodb)
+    assert_as_a_full_ingest(vault, kodb, tmp_path, "private-again")
 
 
 def test_an_old_kodb_gets_summaries_without_template_lines_at_the_next_ingest(

@@ -394,8 +394,40 @@ def as_code_before_migration_11(patch: pytest.MonkeyPatch) -> None:
     from pipeline.kodb import notes as kodb_notes
     from pipeline.kodb import text as kodb_text
 
-    later = {"date", "text_language"}
     patch.setattr(decisions, "rebuild", lambda conn: 0)
+    _registry_without(patch, {"date", "text_language", "private"})
+
+    def texts_unstemmed(conn: Any, dialect: Any, texts: Any, removed: Any) -> None:
+        t = kodb_schema.note_texts
+        gone = list(dict.fromkeys([x.path for x in texts] + list(removed)))
+        if gone:
+            conn.execute(t.delete().where(t.c.path.in_(gone)))
+        rows = [
+            {
+                "path": x.path,
+                "title": kodb_text.index_text(x.title),
+                "body": kodb_text.index_text(x.body),
+            }
+            for x in {x.path: x for x in texts}.values()
+        ]
+        dialect.insert_rows(conn, t, rows, None)
+
+    patch.setattr(kodb_notes, "replace_texts", texts_unstemmed)
+    _no_openings(patch)
+
+
+def as_code_before_migration_15(patch: pytest.MonkeyPatch) -> None:
+    """The code of a vault-ko before migration 15, which neither read nor wrote
+    ``note_openings`` nor ``notes.private`` (a summary was a note's first paragraph of five
+    words)."""
+    _registry_without(patch, {"private"})
+    _no_openings(patch)
+
+
+def _registry_without(patch: pytest.MonkeyPatch, later: set[str]) -> None:
+    """Registry writes and reads of an older vault-ko, without the ``later`` columns."""
+    from pipeline.kodb import notes as kodb_notes
+
     upsert = kodb_notes.upsert_notes
 
     def upsert_without_later(conn: Any, dialect: Any, rows: Any) -> None:
@@ -416,28 +448,9 @@ def as_code_before_migration_11(patch: pytest.MonkeyPatch) -> None:
     patch.setattr(kodb_notes, "all_notes", lambda conn: rows_without_later(conn))
     patch.setattr(kodb_notes, "notes_at", rows_without_later)
 
-    def texts_unstemmed(conn: Any, dialect: Any, texts: Any, removed: Any) -> None:
-        t = kodb_schema.note_texts
-        gone = list(dict.fromkeys([x.path for x in texts] + list(removed)))
-        if gone:
-            conn.execute(t.delete().where(t.c.path.in_(gone)))
-        rows = [
-            {
-                "path": x.path,
-                "title": kodb_text.index_text(x.title),
-                "body": kodb_text.index_text(x.body),
-            }
-            for x in {x.path: x for x in texts}.values()
-        ]
-        dialect.insert_rows(conn, t, rows, None)
 
-    patch.setattr(kodb_notes, "replace_texts", texts_unstemmed)
-    as_code_before_migration_15(patch)
-
-
-def as_code_before_migration_15(patch: pytest.MonkeyPatch) -> None:
-    """The code of a vault-ko before migration 15, which neither read nor wrote
-    ``note_openings`` (a summary was a note's first paragraph of five words)."""
+def _no_openings(patch: pytest.MonkeyPatch) -> None:
+    """Ingest without ``note_openings``: no keys written, no template lines."""
     from pipeline import ingest
     from pipeline.kodb import notes as kodb_notes
 

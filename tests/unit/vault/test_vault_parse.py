@@ -567,6 +567,16 @@ def test_an_opening_key_reads_composed_and_decomposed_letters_alike() -> None:
     assert opening_key(composed) == opening_key(decomposed)
 
 
+def test_an_opening_key_keeps_combining_marks_with_their_letters() -> None:
+    # Devanagari writes vowels as marks: without them these are one line.
+    assert opening_key("मीटिंग में आज चर्चा हुई") != opening_key("मटग म आज चरच हई")
+    # Case-folding does not undo canonical order (U+0345 folds to a letter).
+    assert opening_key("α\u0345\u0301 of the team today") == opening_key(
+        "α\u0301\u0345 of the team today"
+    )
+    assert opening_key("Café notes, 2026") == opening_key("CAFÉ NOTES")
+
+
 def test_lines_of_links_and_numbers_alone_are_not_one_line() -> None:
     # Nothing is left of them once links and digits go: they keep what they hold.
     first = opening_key("https://a.example/1 2 3 4 5")
