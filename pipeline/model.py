@@ -174,7 +174,7 @@ class Note:
     date: str | None = None  # ISO day: frontmatter date/created, the file name, an ADR Date:
     text_language: str | None = None  # the vault language its full text was indexed under
     # whether it was private when written (its opening keys are then not kept); None: a row
-    # written before migration 15
+    # written before migration 16
     private: bool | None = None
 
 

@@ -34,6 +34,7 @@ Search support:
 - Notes' openings (migration 15): ``note_openings`` holds the keys of the paragraphs each
   note's summary is chosen from, so ingest can tell a template line (one that opens many
   notes) by counting the notes holding its key, without reading the other notes.
+  Migration 16 records whether each note was private when written (``notes.private``).
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ notes = sa.Table(
     sa.Column("text_language", sa.Text, nullable=True),
     # Whether the note was private when written (ingest._public_openings): a note that
     # turns private or public is read again, so its openings count as the globs say now.
-    # NULL: a row written before migration 15.
+    # NULL: a row written before migration 16.
     sa.Column("private", sa.Boolean, nullable=True),
 )
 
@@ -512,9 +513,14 @@ def _m014_note_text_lengths(conn: Connection, dialect: Dialect) -> None:
 
 
 def _m015_note_openings(conn: Connection, dialect: Dialect) -> None:
-    """``note_openings``, empty, and ``notes.private``, NULL: extractor version 10 re-reads
-    every note, which fills both before any summary is chosen by them."""
+    """``note_openings``, empty: extractor version 10 re-reads every note, which fills it
+    before any summary is chosen by it."""
     note_openings.create(conn, checkfirst=True)
+
+
+def _m016_note_private(conn: Connection, dialect: Dialect) -> None:
+    """``notes.private``, NULL in existing rows: ingest re-reads those notes once
+    (``ingest._reusable_hash``), which records it."""
     if "private" not in {c["name"] for c in sa.inspect(conn).get_columns(notes.name)}:
         conn.exec_driver_sql('ALTER TABLE notes ADD COLUMN "private" BOOLEAN')
 
@@ -545,6 +551,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(13, "stemmed_full_text", _m013_stemmed_full_text),
     Migration(14, "note_text_lengths", _m014_note_text_lengths),
     Migration(15, "note_openings", _m015_note_openings),
+    Migration(16, "note_private", _m016_note_private),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -418,8 +418,8 @@ def as_code_before_migration_11(patch: pytest.MonkeyPatch) -> None:
 
 def as_code_before_migration_15(patch: pytest.MonkeyPatch) -> None:
     """The code of a vault-ko before migration 15, which neither read nor wrote
-    ``note_openings`` nor ``notes.private`` (a summary was a note's first paragraph of five
-    words)."""
+    ``note_openings`` nor (migration 16) ``notes.private`` (a summary was a note's first
+    paragraph of five words)."""
     _registry_without(patch, {"private"})
     _no_openings(patch)
 
