@@ -3,15 +3,15 @@
 A note's summary, its first paragraph that is no template line, says why it is a hit only
 when the note opens with what it is about. Notes that open alike (meeting minutes: links to
 the agenda, who was present) or long notes found by a later section showed their
-boilerplate. So each hit's
-excerpt is the paragraph of its note that holds most of the question's words, each word
-weighted by how few of the note's paragraphs hold it (a word in every paragraph, such as the
-project's name, tells them apart least), as a search engine shows a snippet biased by the
-query. A paragraph under a heading counts the heading's words too and shows the heading
-before it. A paragraph that other notes of the answer hold word for word (a template's
-line such as "Items labelled for this agenda, collected before the meeting", an agenda item
-carried over from the last meeting) says less of the note it is in: its score is weighted
-by how few of the answer's notes hold it, as a word's is by how few paragraphs hold it.
+boilerplate. So each hit's excerpt is the paragraph of its note that holds most of the
+question's words, each word weighted by how few of the note's paragraphs hold it (a word in
+every paragraph, such as the project's name, tells them apart least), as a search engine
+shows a snippet biased by the query. A paragraph under a heading counts the heading's words
+too and shows the heading before it. A paragraph that other notes of the answer hold word
+for word (a template's line such as "Items labelled for this agenda, collected before the
+meeting", an agenda item carried over from the last meeting) says less of the note it is in:
+its score is weighted by how few of the answer's notes hold it, as a word's is by how few
+paragraphs hold it.
 
 The note's summary stays when no paragraph holds more of the question than the summary
 does, when the question has no content words, or when the file cannot be read as the scan

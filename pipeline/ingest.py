@@ -370,10 +370,8 @@ def _relink(
 ) -> tuple[dict[str, ParsedNote], list[SkippedNote]]:
     """Re-read the unchanged notes whose ``links_to`` facts name one of ``terms`` (links
     that may resolve differently now): (the notes parsed, those that could not be read)."""
-    relinked: dict[str, ParsedNote] = {}
-    turned_bad: list[SkippedNote] = []
     if not terms:
-        return relinked, turned_bad
+        return {}, []
     settled = parsed.keys() | {s.path for s in skipped}
     linking = sorted(
         {
@@ -382,13 +380,7 @@ def _relink(
             if path in on_disk and path not in settled and link_key(obj) in terms
         }
     )
-    for path in linking:
-        outcome = _read(settings, on_disk[path])
-        if isinstance(outcome, SkippedNote):
-            turned_bad.append(outcome)
-        else:
-            relinked[path] = outcome
-    return relinked, turned_bad
+    return _reread(settings, on_disk, linking)
 
 
 def _unleak(
@@ -407,13 +399,11 @@ def _unleak(
     A subject a public note of ``notes`` (the registry as this run leaves it) has too is no
     secret; a public note whose own words name a secret one keeps its facts, unwritten.
     """
-    unleaked: dict[str, ParsedNote] = {}
-    turned_bad: list[SkippedNote] = []
     secret = resolver.private_subjects() - {
         normalize_text(n.subject or n.title) for p, n in notes.items() if not private.is_private(p)
     }
     if not secret:
-        return unleaked, turned_bad
+        return {}, []
     done = set(settled)
     candidates = sorted(
         path
@@ -421,23 +411,21 @@ def _unleak(
         if path in on_disk and path not in done and not private.is_private(path)
     )
     if not candidates:
-        return unleaked, turned_bad
+        return {}, []
     stored: dict[str, set[tuple[str, str, str]]] = {path: set() for path in candidates}
     for fact in kodb.facts_for_subjects(secret):
         if fact.extractor == EXTRACTOR and fact.source_file in stored:
             stored[fact.source_file].add((fact.subject, fact.predicate, fact.object))
-    for path in candidates:
-        outcome = _read(settings, on_disk[path])
-        if isinstance(outcome, SkippedNote):
-            turned_bad.append(outcome)
-        else:
-            now = {
-                (f.subject, f.predicate, f.object)
-                for f in extract_facts(outcome, resolver.public)
-                if f.subject_norm in secret
-            }
-            if now != stored[path]:
-                unleaked[path] = outcome
+    read, turned_bad = _reread(settings, on_disk, candidates)
+    unleaked: dict[str, ParsedNote] = {}
+    for path, note in read.items():
+        now = {
+            (f.subject, f.predicate, f.object)
+            for f in extract_facts(note, resolver.public)
+            if f.subject_norm in secret
+        }
+        if now != stored[path]:
+            unleaked[path] = note
     return unleaked, turned_bad
 
 
@@ -479,14 +467,11 @@ def _shared_openings(
         more = sorted(p for p in kodb.notes_opening_with(flipped) if p in on_disk and p not in done)
         if not more:
             break
-        for path in more:
-            done.add(path)
-            outcome = _read(settings, on_disk[path])
-            if isinstance(outcome, SkippedNote):
-                turned_bad.append(outcome)
-            else:
-                notes[path] = outcome
-                extra.add(path)
+        done.update(more)
+        read, bad = _reread(settings, on_disk, more)
+        notes |= read
+        extra |= read.keys()
+        turned_bad += bad
     templates = frozenset(k for k in after if _template(after, k))
     # A private note's summary never reaches an answer; it stays its first opening, as the
     # counts of its own lines are not kept.
@@ -505,6 +490,22 @@ def _shared_openings(
     for path in extra - resummarised:
         del notes[path]
     return notes, resummarised, turned_bad
+
+
+def _reread(
+    settings: Settings, on_disk: Mapping[str, ScannedFile], paths: Iterable[str]
+) -> tuple[dict[str, ParsedNote], list[SkippedNote]]:
+    """Read and parse these unchanged notes again, in order: (the notes parsed, those that
+    could not be read, turned bad since the scan)."""
+    parsed: dict[str, ParsedNote] = {}
+    turned_bad: list[SkippedNote] = []
+    for path in paths:
+        outcome = _read(settings, on_disk[path])
+        if isinstance(outcome, SkippedNote):
+            turned_bad.append(outcome)
+        else:
+            parsed[path] = outcome
+    return parsed, turned_bad
 
 
 def _public_openings(note: ParsedNote, private: PrivateNotes) -> list[int]:
