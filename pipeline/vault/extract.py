@@ -94,6 +94,7 @@ from pipeline.model import INGEST_EXTRACTOR, Fact, fact_key, normalize_text
 from pipeline.vault.parse import (
     DATE_LINE,
     NOTE_META_KEYS,
+    STATUS_SECTIONS,
     Block,
     ParsedNote,
     clip_text,
@@ -101,6 +102,7 @@ from pipeline.vault.parse import (
     link_subject,
     lone_link,
     name_date,
+    section_key,
     stringify,
     unwrap_value,
     wikilink_subjects,
@@ -124,7 +126,9 @@ EXTRACTOR = INGEST_EXTRACTOR
 #:    and a field's name ("See [[X]].", an embed alone, "owner:: [[X]]" give none).
 #: 10: a note's summary skips template lines, paragraphs that open three notes or more
 #:    (an attendee, "Previous minutes: <url>"); the re-read fills KO-DB's note_openings.
-EXTRACTOR_VERSION = 10
+#: 11: an ADR's Status section is never its summary (its status and successor are facts of
+#:    their own), and a sentence does not end inside a link's text ("[[12. Use Redis]]").
+EXTRACTOR_VERSION = 11
 
 #: resolve(link target as written) -> the subject of the note it names, or None.
 Resolver = Callable[[str], str | None]
@@ -203,11 +207,9 @@ ADR_STATUS_WORDS: Mapping[str, str] = {
     "leváltva": "superseded",
 }
 
-#: Section headings that hold an ADR's status and decision (Nygard, MADR and common variants).
-STATUS_SECTIONS = frozenset({"status", "state"})
+#: Section headings that hold an ADR's decision (Nygard, MADR and common variants).
 DECISION_SECTIONS = frozenset({"decision", "decisions", "decision outcome", "the decision"})
 
-_HEADING_NOISE = re.compile(r"^[\W\d_]+")
 _WORD = re.compile(r"[^\W\d_]+")
 _SUPERSEDED_BY = re.compile(r"\bsuperseded\s+by\b[\s:]*", re.IGNORECASE)
 #: Other ways an ADR names its successor ("by") or the decision it replaces ("of"), in
@@ -358,11 +360,6 @@ def normalise_adr_status(text: str) -> str | None:
         if status:
             return status
     return None
-
-
-def section_key(heading: str) -> str:
-    """A heading as a section name: case-folded, numbering and trailing colons dropped."""
-    return _HEADING_NOISE.sub("", heading.casefold()).strip(" :.")
 
 
 def _section_blocks(note: ParsedNote, names: frozenset[str]) -> list[Block]:

@@ -144,6 +144,18 @@ OPENINGS_KEPT = 32
 _OPENING_LINK = re.compile(r"<?https?://[^\s>]*>?")
 _OPENING_WORD = re.compile(r"[^\W\d_]+")
 _FIELD_LINE_START = re.compile(r"\s*[^\W\d][\w\- ]{0,60}?\s*::")
+#: Section headings that hold an ADR's status (Nygard, MADR and common variants): the
+#: status line is the note's ``adr_status`` and succession facts, never its summary.
+STATUS_SECTIONS = frozenset({"status", "state"})
+#: A paragraph or callout above an ADR's first section that opens with how it was replaced
+#: or what it replaces ("> [!note] Superseded by [[0014-…]] in April 2026"): a status
+#: banner, not what the decision is about (the phrases ``extract`` reads succession from).
+_SUCCESSION_BANNER = re.compile(
+    r"[\s>*_\[\]!]*(?:(?:superseded|superceded|replaced)\s+by|supersedes|supercedes|replaces"
+    r"|felváltotta|helyettesíti|felváltja)\b",
+    re.IGNORECASE,
+)
+_HEADING_NOISE = re.compile(r"^[\W\d_]+")
 _DATE_PREAMBLE = re.compile(r"\s*date\s*:", re.IGNORECASE)
 #: A Nygard ADR's "Date: 2017-01-01" line, with its value.
 DATE_LINE = re.compile(r"\s*date\s*:\s*(?P<value>\S.{0,40}?)\s*\Z", re.IGNORECASE)
@@ -153,6 +165,19 @@ _ISO_DAY = re.compile(r"(\d{4}-\d{2}-\d{2})(?!\d)")
 NAME_DATE_YEARS = range(1000, 3000)
 #: Frontmatter keys that date a note, in order of preference.
 DATE_KEYS = ("date", "created")
+
+
+def section_key(heading: str) -> str:
+    """A heading as a section name: case-folded, numbering and trailing colons dropped."""
+    return _HEADING_NOISE.sub("", heading.casefold()).strip(" :.")
+
+
+def _states_status(block: Block) -> bool:
+    """Whether an ADR's ``block`` states its status: under a Status heading, or a
+    succession banner above its first section."""
+    if block.section and section_key(block.section) in STATUS_SECTIONS:
+        return True
+    return block.section_level <= 1 and _SUCCESSION_BANNER.match(block.text) is not None
 
 
 def iso_day(value: Any) -> str | None:
@@ -274,14 +299,20 @@ class ParsedNote:
     def openings(self) -> tuple[tuple[int, str], ...]:
         """The paragraphs that may be its summary, in order, each as its key
         (``opening_key``) and its text: those of at least ``SUMMARY_MIN_WORDS`` words that
-        are not a field or a ``Date:`` line, at most ``OPENINGS_KEPT``; else its first such
-        paragraph of any length, alone."""
+        are not a field, a ``Date:`` line or an ADR's status (``_states_status``), at most
+        ``OPENINGS_KEPT``; else its first such paragraph of any length (an ADR's status
+        last), alone."""
         kept: list[tuple[int, str]] = []
         first: str | None = None
+        status: str | None = None
+        adr = self.source_type == "adr"
         for block in self.blocks:
             if block.kind not in ("paragraph", "item", "quote") or not block.text.strip():
                 continue
             if _FIELD_LINE_START.match(block.text) or _DATE_PREAMBLE.match(block.text):
+                continue
+            if adr and _states_status(block):
+                status = status or block.text
                 continue
             if first is None:
                 first = block.text
@@ -290,6 +321,7 @@ class ParsedNote:
                 kept.append((opening_key(block.text), block.text))
                 if len(kept) >= OPENINGS_KEPT:
                     break
+        first = first or status
         if not kept and first is not None:
             kept.append((opening_key(first), first))
         return tuple(kept)
@@ -897,7 +929,7 @@ class _BodyWalker:
         if kind == "heading":
             self._section = WHITESPACE.sub(" ", text).strip()
             self._section_level = level
-        ranges = _sentence_ranges(texts, line_kinds, whole=kind in ("heading", "item"))
+        ranges = _sentence_ranges(texts, line_kinds, spans, whole=kind in ("heading", "item"))
         starts = [a for a, _ in ranges]
         collapsed = Collapsed(text) if mentions else None
         words = _free_words(text, spans) if mentions else []
@@ -1156,9 +1188,10 @@ def _says_more(text: str, words: Sequence[int], start: int, end: int, link: int)
 
 
 def _sentence_ranges(
-    texts: Sequence[str], field_lines: Sequence[bool], *, whole: bool
+    texts: Sequence[str], field_lines: Sequence[bool], links: Sequence[Span], *, whole: bool
 ) -> list[tuple[int, int]]:
-    """Ranges of the block text that count as one context: sentences, fields, or the whole."""
+    """Ranges of the block text that count as one context: sentences, fields, or the whole
+    (a sentence never ends inside a link's text, ``links`` in order)."""
     total = sum(len(t) for t in texts) + max(len(texts) - 1, 0)
     if whole:
         return [(0, total + 1)]
@@ -1169,22 +1202,31 @@ def _sentence_ranges(
     for text, is_field in zip(texts, field_lines, strict=True):
         if is_field:
             if run_start is not None:
-                ranges.extend(_sentences(joined, run_start, offset - 1))
+                ranges.extend(_sentences(joined, run_start, offset - 1, links))
                 run_start = None
             ranges.append((offset, offset + len(text) + 1))
         elif run_start is None:
             run_start = offset
         offset += len(text) + 1
     if run_start is not None:
-        ranges.extend(_sentences(joined, run_start, total))
+        ranges.extend(_sentences(joined, run_start, total, links))
     return ranges
 
 
-def _sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """Split ``text[start:end]`` at sentence ends followed by a non-lower-case letter."""
+def _sentences(
+    text: str, start: int, end: int, links: Sequence[Span] = ()
+) -> list[tuple[int, int]]:
+    """Split ``text[start:end]`` at sentence ends followed by a non-lower-case letter,
+    except inside a link's text (``links`` in order): "[[12. Use Redis]]" is one name."""
     out: list[tuple[int, int]] = []
     begin = start
+    k = 0
     for m in _SENTENCE_END.finditer(text, start, end):
+        at = m.start()
+        while k < len(links) and links[k].end <= at:
+            k += 1
+        if k < len(links) and links[k].start <= at:
+            continue
         nxt = text[m.end()] if m.end() < len(text) else ""
         if nxt and not nxt.islower():
             out.append((begin, m.end()))

@@ -104,6 +104,19 @@ def test_context_is_clipped_to_240_chars_and_keeps_the_mention() -> None:
     assert context.startswith("…") and context.endswith("…")
 
 
+def test_a_sentence_does_not_end_inside_a_link_s_text() -> None:
+    text = (
+        "Superseded by [12. Use custom users, plus WHOIS](./0012-users.md) in May. "
+        "We asked [[Mr. Smith]] to review it. Done."
+    )
+    note = parse(text)
+    contexts = {link.target: link.context for link in note.links}
+    assert contexts == {
+        "wiki/0012-users": "Superseded by 12. Use custom users, plus WHOIS in May.",
+        "Mr. Smith": "We asked Mr. Smith to review it.",
+    }
+
+
 def test_path_link_keeps_target_and_subject_is_the_name() -> None:
     note = parse("See [[wiki/infra/Redis.md|cache]].")
     assert note.links[0].target == "wiki/infra/Redis"
@@ -537,6 +550,45 @@ def test_a_summary_skips_the_openings_the_vault_calls_templates() -> None:
     assert templated.openings is note.openings  # found once
     # Every opening a template (a note among copies of itself): its first, not nothing.
     assert note.with_templates(frozenset(keys)).summary == texts[0]
+
+
+NYGARD = (
+    "# 12. Use custom user models\n\nDate: 2022-09-26\n\n## Status\n\n"
+    "Superseded by [20. User models revisited, plus WHOIS](./0020-user-models.md)\n\n"
+    "## Context\n\nThe framework recommends a custom user model in the first migration.\n"
+)
+
+
+def test_an_adr_s_status_section_is_never_its_summary() -> None:
+    adr = parse_note(NYGARD.encode(), "adr/0012-users.md", "adr")
+    assert adr.summary == "The framework recommends a custom user model in the first migration."
+    assert [text for _, text in adr.openings] == [adr.summary]
+    # The same words in a note that is no ADR: a Status heading is only a heading there.
+    wiki = parse_note(NYGARD.encode(), "wiki/users.md", "wiki")
+    assert wiki.summary == "Superseded by 20. User models revisited, plus WHOIS"
+    # An ADR holding nothing but its status keeps that line rather than no summary.
+    bare = NYGARD.split("## Context")[0]
+    only = parse_note(bare.encode(), "adr/0012-users.md", "adr")
+    assert only.summary == "Superseded by 20. User models revisited, plus WHOIS"
+
+
+@pytest.mark.parametrize(
+    "banner",
+    [
+        "> [!note]\n> Superseded by [[0014-flags]] in April 2026.",
+        "**Replaced by [[0014-flags]] after the price doubled.**",
+        "> Felváltotta: [[0014-flags]], mert a licenc ára megduplázódott.",
+    ],
+)
+def test_an_adr_s_succession_banner_above_its_sections_is_never_its_summary(
+    banner: str,
+) -> None:
+    context = "We ship risky changes and want to turn them on per workspace."
+    text = f"# 6. Use a flag vendor\n\n{banner}\n\n## Context\n\n{context}\n"
+    assert parse_note(text.encode(), "adr/0006-flags.md", "adr").summary == context
+    # Inside a section the same words are the decision's own prose.
+    inside = f"# 6. Use a flag vendor\n\n## Context\n\n{banner}\n\n{context}\n"
+    assert parse_note(inside.encode(), "adr/0006-flags.md", "adr").summary != context
 
 
 def test_a_summary_is_clipped_whichever_opening_it_is() -> None:
