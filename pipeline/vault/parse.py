@@ -157,6 +157,8 @@ _SUCCESSION_BANNER = re.compile(
 )
 _HEADING_NOISE = re.compile(r"^[\W\d_]+")
 _DATE_PREAMBLE = re.compile(r"\s*date\s*:", re.IGNORECASE)
+#: Between a table row's cells in its block's text.
+ROW_SEPARATOR = " · "
 #: A Nygard ADR's "Date: 2017-01-01" line, with its value.
 DATE_LINE = re.compile(r"\s*date\s*:\s*(?P<value>\S.{0,40}?)\s*\Z", re.IGNORECASE)
 _ISO_DAY = re.compile(r"(\d{4}-\d{2}-\d{2})(?!\d)")
@@ -235,7 +237,7 @@ class Span:
 class Block:
     """A paragraph, list item paragraph, quote paragraph or heading, as plain text."""
 
-    kind: str  # "heading" | "paragraph" | "item" | "quote"
+    kind: str  # "heading" | "paragraph" | "item" | "quote" | "row" (a table row)
     level: int  # heading level (1-6); 0 for other blocks
     text: str  # plain text, lines joined by single spaces
     line: int  # 1-based first line in the file
@@ -694,7 +696,9 @@ def _yaml_kind(data: Any) -> str:
 @lru_cache(maxsize=1)
 def _markdown() -> MarkdownIt:
     """The one parser instance (building it costs more than parsing a typical note)."""
-    md = MarkdownIt("commonmark")
+    # Tables (GFM) too: each row is a block of its own, so a link in a table row has that
+    # row as its context, not the whole table read as one paragraph.
+    md = MarkdownIt("commonmark").enable("table")
     # Keep escapes and entities as separate tokens, so "\[\[x\]\]" is never a link.
     md.disable("text_join")
     return md
@@ -863,8 +867,17 @@ class _BodyWalker:
     def walk(self, tokens: Sequence[Token]) -> None:
         containers: list[str] = []
         heading_level = 0
+        row: list[Token] | None = None  # the cells of the table row being read
         for tok in tokens:
-            if tok.type in ("list_item_open", "blockquote_open"):
+            if row is not None:
+                if tok.type == "inline":
+                    row.append(tok)
+                elif tok.type == "tr_close":
+                    self._row(row)
+                    row = None
+            elif tok.type == "tr_open":
+                row = []
+            elif tok.type in ("list_item_open", "blockquote_open"):
                 containers.append(tok.type)
             elif tok.type in ("list_item_close", "blockquote_close"):
                 if containers:
@@ -885,6 +898,20 @@ class _BodyWalker:
                     kind = "paragraph"
                 self._inline(tok.children or [], kind, heading_level, line)
             # fence, code_block, html_block: never scanned (code and raw HTML).
+
+    def _row(self, cells: Sequence[Token]) -> None:
+        """A table row as one block: its cells' text joined by ``ROW_SEPARATOR`` (as an
+        excerpt shows a row), empty cells left out."""
+        children: list[Token] = []
+        for cell in cells:
+            if not cell.content.strip():
+                continue
+            if children:
+                children.append(Token("text", "", 0, content=ROW_SEPARATOR))
+            children.extend(cell.children or [])
+        if children:
+            line = (cells[0].map[0] if cells[0].map else 0) + 1 + self.line_offset
+            self._inline(children, "row", 0, line)
 
     def _inline(self, children: Sequence[Token], kind: str, level: int, line: int) -> None:
         lines = _split_lines(children, self.folder, self.urls)
@@ -910,7 +937,7 @@ class _BodyWalker:
                 mentions.append((target, subject, embed, offset + start, file_line))
             texts.append(plain)
             offset += len(plain)
-            is_field = kind != "heading" and self._fields(ln, file_line)
+            is_field = kind != "heading" and self._fields(ln, file_line, whole_line=kind != "row")
             line_kinds.append(is_field or callout_title)
             self.tags.extend(_tags(ln.scan))
         text = " ".join(texts)
@@ -929,7 +956,8 @@ class _BodyWalker:
         if kind == "heading":
             self._section = WHITESPACE.sub(" ", text).strip()
             self._section_level = level
-        ranges = _sentence_ranges(texts, line_kinds, spans, whole=kind in ("heading", "item"))
+        whole = kind in ("heading", "item", "row")
+        ranges = _sentence_ranges(texts, line_kinds, spans, whole=whole)
         starts = [a for a, _ in ranges]
         collapsed = Collapsed(text) if mentions else None
         words = _free_words(text, spans) if mentions else []
@@ -947,9 +975,10 @@ class _BodyWalker:
                 self._with_context.add(key)
             self.links.append(Link(target, subject, embed, context, file_line))
 
-    def _fields(self, ln: _Line, file_line: int) -> bool:
-        """Record the inline fields of one line; True when the whole line is a field."""
-        m = _LINE_FIELD.match(ln.scan)
+    def _fields(self, ln: _Line, file_line: int, *, whole_line: bool = True) -> bool:
+        """Record the inline fields of one line; True when the whole line is a field
+        (``whole_line`` False: a table row, whose cells hold bracketed fields only)."""
+        m = _LINE_FIELD.match(ln.scan) if whole_line else None
         if m and _OPAQUE not in m["key"]:
             start, end = m.start("value"), m.end("value")
             value, _ = _render(ln.scan, ln.opaque, start, end)

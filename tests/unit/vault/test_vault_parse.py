@@ -117,6 +117,43 @@ def test_a_sentence_does_not_end_inside_a_link_s_text() -> None:
     }
 
 
+TEAM_TABLE = (
+    "The people on the programme, by role.\n\n"
+    "| role | person |\n"
+    "|------|--------|\n"
+    "| programme lead | [[Helen Marsh]] |\n"
+    "| conservator (0.6 FTE) | [[Tomasz Wrobel\\|Tomasz]] |\n"
+    "|  | [[Ines Carvalho]] |\n"
+)
+
+
+def test_a_table_row_is_its_links_context_and_never_a_summary() -> None:
+    note = parse(TEAM_TABLE)
+    contexts = {link.target: (link.context, link.line) for link in note.links}
+    # Each row alone, its cells joined as an excerpt shows them (empty cells left out),
+    # on the row's own line; not the whole table as one paragraph.
+    assert contexts == {
+        "Helen Marsh": ("programme lead · Helen Marsh", 5),
+        "Tomasz Wrobel": ("conservator (0.6 FTE) · Tomasz", 6),
+        "Ines Carvalho": (None, 7),  # a name alone says no more than the mention
+    }
+    rows = [block.text for block in note.blocks if block.kind == "row"]
+    assert rows == [
+        "role · person",
+        "programme lead · Helen Marsh",
+        "conservator (0.6 FTE) · Tomasz",
+        "Ines Carvalho",
+    ]
+    assert note.summary == "The people on the programme, by role."
+    table_first = parse_note(TEAM_TABLE.split("\n\n", 1)[1].encode(), "wiki/t.md", "wiki")
+    assert table_first.summary is None and table_first.openings == ()
+
+
+def test_a_table_cell_holds_bracketed_fields_but_is_no_field_line() -> None:
+    note = parse("| task | who |\n|---|---|\n| status:: done | [owner:: [[Ada]]] |\n")
+    assert [(f.key, f.value) for f in note.inline_fields] == [("owner", "Ada")]
+
+
 def test_path_link_keeps_target_and_subject_is_the_name() -> None:
     note = parse("See [[wiki/infra/Redis.md|cache]].")
     assert note.links[0].target == "wiki/infra/Redis"
@@ -133,15 +170,16 @@ def test_frontmatter_links_count_as_links_without_context() -> None:
 def test_an_escaped_pipe_in_a_table_row_separates_target_and_alias() -> None:
     # Obsidian tables escape the pipe inside a wikilink; markdown reads "\|" as an escape.
     text = (
-        "| Setting | Where |\n|---|---|\n| folder | [[Configuration folder\\|Config directory]] |\n"
+        "| Setting | Where |\n|---|---|\n"
+        "| the settings folder | [[Configuration folder\\|Config directory]] |\n"
     )
     note = parse(text)
     assert targets(note) == ["Configuration folder"]
     assert note.links[0].subject == "Configuration folder"
-    assert note.links[0].context is not None
-    assert "Config directory" in note.links[0].context
-    assert "Configuration folder" not in note.blocks[0].text
-    assert "\ufffc" not in note.blocks[0].text
+    assert note.links[0].context == "the settings folder · Config directory"
+    row = note.blocks[-1]
+    assert row.kind == "row" and row.text == note.links[0].context
+    assert "\ufffc" not in row.text
 
 
 def test_escapes_entities_and_code_inside_a_link_keep_the_rest_of_the_line_in_step() -> None:
