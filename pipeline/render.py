@@ -524,6 +524,11 @@ def _types(s: SubjectRank) -> str:
     return ", ".join(f"{t} {n}" for t, n in s.per_type.items() if n)
 
 
+def _files(s: SubjectRank) -> str:
+    """How many files and of which types: "1 file: wiki 1", "3 files: session 2, wiki 1"."""
+    return f"{s.source_count} file{'' if s.source_count == 1 else 's'}: {_types(s)}"
+
+
 def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
     """Compact markdown for an agent's context window: the best notes, then the subjects."""
     lines = [f"## {heading or 'Vault context'}: {answer.query}", ""]
@@ -562,9 +567,7 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
         status = shown_status(s, successors)
         why = "; ".join(p for p in (status, _why(s)) if p)
         why = f"{why}; " if why else ""
-        lines.append(
-            f"- **{s.subject}** ({why}score {s.score}; {s.source_count} files: {_types(s)}){mark}"
-        )
+        lines.append(f"- **{s.subject}** ({why}score {s.score}; {_files(s)}){mark}")
         for f in s.facts:
             lines.append(
                 f"  - {f.predicate}: {f.object} [{f.source_type}: {f.source_file}, "
@@ -623,7 +626,7 @@ def to_context_pack(answer: Answer, *, max_chars: int) -> str | None:
         mark = ", crystal-ready" if s.crystal_ready else ""
         status = shown_status(s, successors)
         said = f"{status}; " if status else ""
-        lines.append(f"- {s.subject} ({said}{s.source_count} files: {_types(s)}{mark})")
+        lines.append(f"- {s.subject} ({said}{_files(s)}{mark})")
         for f in s.facts:
             text = _one_line(f.object, CONTEXT_TEXT_CHARS)
             lines.append(f"  - {f.predicate}: {text} [{f.source_file}]")

@@ -7,7 +7,7 @@ import math
 from rich.console import Console
 
 from pipeline.model import Answer, FactView, Hit, Relevance, SubjectRank
-from pipeline.render import to_dict, to_markdown
+from pipeline.render import to_context_pack, to_dict, to_markdown
 from pipeline.render_text import TextAnswer, short_path
 
 LONG_PATH = "sessions/2026-02-05-gyorsitotar-invalidalas-hibakereses-and-a-very-long-tail.md"
@@ -140,6 +140,18 @@ def test_markdown_marks_crystal_ready_relevance_and_provenance() -> None:
     md = to_markdown(Answer("redis", "semantic", None, relevance("strong"), (HIT,), (subject(),)))
     assert "**Redis** (strong · its note; score 38" in md and "crystal-ready" in md
     assert "[wiki: wiki/redis.md, 0.90]" in md
+
+
+def test_a_subject_of_one_file_says_file_in_markdown_and_in_the_context_pack() -> None:
+    one = SubjectRank("Redis", 12, 1, {"session": 0, "wiki": 1, "adr": 0}, 1, 1, 0.9, 0.5,
+                      False, {"tagged": 1}, (), "strong", "own")  # fmt: skip
+    answer = Answer("redis", "semantic", None, relevance("strong"), (HIT,), (one, subject("B")))
+    md = to_markdown(answer)
+    pack = to_context_pack(answer, max_chars=8000) or ""
+    assert (
+        "score 12; 1 file: wiki 1)" in md and "score 38; 3 files: session 1, wiki 1, adr 1)" in md
+    )
+    assert "- Redis (1 file: wiki 1)" in pack and "- B (3 files: session 1, wiki 1, adr 1" in pack
 
 
 def test_an_answer_read_back_from_its_full_precision_json_renders_the_same() -> None:
