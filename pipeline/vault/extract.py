@@ -126,9 +126,10 @@ EXTRACTOR = INGEST_EXTRACTOR
 #:    and a field's name ("See [[X]].", an embed alone, "owner:: [[X]]" give none).
 #: 10: a note's summary skips template lines, paragraphs that open three notes or more
 #:    (an attendee, "Previous minutes: <url>"); the re-read fills KO-DB's note_openings.
-#: 11: an ADR's Status section is never its summary (its status and successor are facts of
-#:    their own), a sentence does not end inside a link's text ("[[12. Use Redis]]"), and a
-#:    table row is a block: a link's context there is its row, not the whole table.
+#: 11: an ADR's status (its Status section, a "Status:" line, a succession banner) is never
+#:    its summary (its status and successor are facts of their own), a sentence does not
+#:    end inside a link's text ("[[12. Use Redis]]"), and a pipe table is a block of rows:
+#:    a link's context there is its row, not the whole table.
 EXTRACTOR_VERSION = 11
 
 #: resolve(link target as written) -> the subject of the note it names, or None.

@@ -155,10 +155,13 @@ _SUCCESSION_BANNER = re.compile(
     r"|felváltotta|helyettesíti|felváltja)\b",
     re.IGNORECASE,
 )
+_STATUS_LINE = re.compile(r"\s*status\s*:", re.IGNORECASE)
 _HEADING_NOISE = re.compile(r"^[\W\d_]+")
 _DATE_PREAMBLE = re.compile(r"\s*date\s*:", re.IGNORECASE)
-#: Between a table row's cells in its block's text.
+#: Between a table row's cells in its block's text (as an excerpt shows a row).
 ROW_SEPARATOR = " · "
+#: A pipe table's delimiter row's cell ("---", ":--", "--:", ":-:").
+_DELIMITER_CELL = re.compile(r"\s*:?-+:?\s*\Z")
 #: A Nygard ADR's "Date: 2017-01-01" line, with its value.
 DATE_LINE = re.compile(r"\s*date\s*:\s*(?P<value>\S.{0,40}?)\s*\Z", re.IGNORECASE)
 _ISO_DAY = re.compile(r"(\d{4}-\d{2}-\d{2})(?!\d)")
@@ -174,12 +177,26 @@ def section_key(heading: str) -> str:
     return _HEADING_NOISE.sub("", heading.casefold()).strip(" :.")
 
 
-def _states_status(block: Block) -> bool:
-    """Whether an ADR's ``block`` states its status: under a Status heading, or a
-    succession banner above its first section."""
+def _states_status(block: Block, *, opening: bool) -> bool:
+    """Whether an ADR's ``block`` states its status: under a Status heading, a
+    ``Status: …`` line (MADR's list), or, while the note has not ``opening`` yet (no
+    paragraph of its own above), a succession banner naming its link above the first
+    section."""
     if block.section and section_key(block.section) in STATUS_SECTIONS:
         return True
-    return block.section_level <= 1 and _SUCCESSION_BANNER.match(block.text) is not None
+    if _STATUS_LINE.match(block.text):
+        return True
+    return (
+        opening
+        and block.section_level <= 1
+        and bool(block.spans)
+        and _SUCCESSION_BANNER.match(block.text) is not None
+    )
+
+
+def _words_at_least(text: str, count: int = SUMMARY_MIN_WORDS) -> bool:
+    # Words counted up to the bound only: a long paragraph is not split whole.
+    return len(text.split(None, count - 1)) >= count
 
 
 def iso_day(value: Any) -> str | None:
@@ -237,7 +254,7 @@ class Span:
 class Block:
     """A paragraph, list item paragraph, quote paragraph or heading, as plain text."""
 
-    kind: str  # "heading" | "paragraph" | "item" | "quote" | "row" (a table row)
+    kind: str  # "heading" | "paragraph" | "item" | "quote" | "table" (a line each row)
     level: int  # heading level (1-6); 0 for other blocks
     text: str  # plain text, lines joined by single spaces
     line: int  # 1-based first line in the file
@@ -302,8 +319,8 @@ class ParsedNote:
         """The paragraphs that may be its summary, in order, each as its key
         (``opening_key``) and its text: those of at least ``SUMMARY_MIN_WORDS`` words that
         are not a field, a ``Date:`` line or an ADR's status (``_states_status``), at most
-        ``OPENINGS_KEPT``; else its first such paragraph of any length (an ADR's status
-        last), alone."""
+        ``OPENINGS_KEPT``; else, alone, an ADR's status of five words or more, else its
+        first such paragraph of any length, else its status."""
         kept: list[tuple[int, str]] = []
         first: str | None = None
         status: str | None = None
@@ -313,17 +330,17 @@ class ParsedNote:
                 continue
             if _FIELD_LINE_START.match(block.text) or _DATE_PREAMBLE.match(block.text):
                 continue
-            if adr and _states_status(block):
+            if adr and _states_status(block, opening=first is None):
                 status = status or block.text
                 continue
             if first is None:
                 first = block.text
-            # Words counted up to the bound only: a long paragraph is not split whole.
-            if len(block.text.split(None, SUMMARY_MIN_WORDS - 1)) >= SUMMARY_MIN_WORDS:
+            if _words_at_least(block.text):
                 kept.append((opening_key(block.text), block.text))
                 if len(kept) >= OPENINGS_KEPT:
                     break
-        first = first or status
+        if not kept and status is not None and (first is None or _words_at_least(status)):
+            first = status  # a status of five words says more than a shorter paragraph
         if not kept and first is not None:
             kept.append((opening_key(first), first))
         return tuple(kept)
@@ -696,9 +713,7 @@ def _yaml_kind(data: Any) -> str:
 @lru_cache(maxsize=1)
 def _markdown() -> MarkdownIt:
     """The one parser instance (building it costs more than parsing a typical note)."""
-    # Tables (GFM) too: each row is a block of its own, so a link in a table row has that
-    # row as its context, not the whole table read as one paragraph.
-    md = MarkdownIt("commonmark").enable("table")
+    md = MarkdownIt("commonmark")
     # Keep escapes and entities as separate tokens, so "\[\[x\]\]" is never a link.
     md.disable("text_join")
     return md
@@ -867,17 +882,8 @@ class _BodyWalker:
     def walk(self, tokens: Sequence[Token]) -> None:
         containers: list[str] = []
         heading_level = 0
-        row: list[Token] | None = None  # the cells of the table row being read
         for tok in tokens:
-            if row is not None:
-                if tok.type == "inline":
-                    row.append(tok)
-                elif tok.type == "tr_close":
-                    self._row(row)
-                    row = None
-            elif tok.type == "tr_open":
-                row = []
-            elif tok.type in ("list_item_open", "blockquote_open"):
+            if tok.type in ("list_item_open", "blockquote_open"):
                 containers.append(tok.type)
             elif tok.type in ("list_item_close", "blockquote_close"):
                 if containers:
@@ -899,37 +905,38 @@ class _BodyWalker:
                 self._inline(tok.children or [], kind, heading_level, line)
             # fence, code_block, html_block: never scanned (code and raw HTML).
 
-    def _row(self, cells: Sequence[Token]) -> None:
-        """A table row as one block: its cells' text joined by ``ROW_SEPARATOR`` (as an
-        excerpt shows a row), empty cells left out."""
-        children: list[Token] = []
-        for cell in cells:
-            if not cell.content.strip():
-                continue
-            if children:
-                children.append(Token("text", "", 0, content=ROW_SEPARATOR))
-            children.extend(cell.children or [])
-        if children:
-            line = (cells[0].map[0] if cells[0].map else 0) + 1 + self.line_offset
-            self._inline(children, "row", 0, line)
-
     def _inline(self, children: Sequence[Token], kind: str, level: int, line: int) -> None:
-        lines = _split_lines(children, self.folder, self.urls)
+        """One block, or several where the lines hold a pipe table (the lines before it,
+        the table, the lines after it: ``_table_parts``)."""
+        lines = list(enumerate(_split_lines(children, self.folder, self.urls), line))
+        if kind == "heading":
+            self._block(lines, kind, level)
+            return
+        for is_table, part in _table_parts(lines):
+            callout = kind == "quote" and part[0] is lines[0]
+            self._block(part, "table" if is_table else kind, level, callout=callout)
+
+    def _block(
+        self, lines: Sequence[tuple[int, _Line]], kind: str, level: int, *, callout: bool = False
+    ) -> None:
+        """A block of ``lines`` (file line, line), its links with their contexts and its
+        fields; a table's lines are its rows, each read as its cells (``_row_line``)."""
         texts: list[str] = []
-        line_kinds: list[bool] = []  # True: the line stands alone (a field, a callout title)
+        # True: the line stands alone (a field, a callout title, a table row).
+        line_kinds: list[bool] = []
         spans: list[Span] = []
         mentions: list[tuple[str, str, bool, int, int]] = []  # target, subject, embed, pos, line
         offset = 0
-        for i, ln in enumerate(lines):
-            file_line = line + i
-            callout_title = False
-            if kind == "quote" and i == 0:
+        for i, (file_line, ln) in enumerate(lines):
+            alone = kind == "table"
+            shown = _row_line(ln) if alone else ln
+            if callout and i == 0:
                 # A callout's "[!note]" marker is syntax, not text; its title stands alone.
                 m = _CALLOUT_MARK.match(ln.scan)
                 if m:
-                    ln = _Line(ln.scan[m.end() :], ln.opaque)
-                    callout_title = True
-            plain, line_spans = _render(ln.scan, ln.opaque, 0, len(ln.scan))
+                    shown = ln = _Line(ln.scan[m.end() :], ln.opaque)
+                    alone = True
+            plain, line_spans = _render(shown.scan, shown.opaque, 0, len(shown.scan))
             if i:
                 offset += 1  # the joining space
             for target, subject, embed, start, end in line_spans:
@@ -937,26 +944,41 @@ class _BodyWalker:
                 mentions.append((target, subject, embed, offset + start, file_line))
             texts.append(plain)
             offset += len(plain)
-            is_field = kind != "heading" and self._fields(ln, file_line, whole_line=kind != "row")
-            line_kinds.append(is_field or callout_title)
+            if kind != "heading" and self._fields(ln, file_line, whole_line=kind != "table"):
+                alone = True
+            line_kinds.append(alone)
             self.tags.extend(_tags(ln.scan))
         text = " ".join(texts)
         if kind == "heading" and level == 1 and self.first_h1 is None:
             self.first_h1 = WHITESPACE.sub(" ", text).strip() or None
-        block = Block(
-            kind=kind,
-            level=level,
-            text=text,
-            line=line,
-            section=self._section,
-            section_level=self._section_level,
-            spans=tuple(spans),
+        self.blocks.append(
+            Block(
+                kind=kind,
+                level=level,
+                text=text,
+                line=lines[0][0],
+                section=self._section,
+                section_level=self._section_level,
+                spans=tuple(spans),
+            )
         )
-        self.blocks.append(block)
         if kind == "heading":
             self._section = WHITESPACE.sub(" ", text).strip()
             self._section_level = level
-        whole = kind in ("heading", "item", "row")
+        self._contexts(text, texts, line_kinds, spans, mentions, whole=kind in ("heading", "item"))
+
+    def _contexts(
+        self,
+        text: str,
+        texts: Sequence[str],
+        line_kinds: Sequence[bool],
+        spans: Sequence[Span],
+        mentions: Sequence[tuple[str, str, bool, int, int]],
+        *,
+        whole: bool,
+    ) -> None:
+        """Each mention's link, with the sentence (field, row, whole block) it sits in as
+        its context when that says more than the link."""
         ranges = _sentence_ranges(texts, line_kinds, spans, whole=whole)
         starts = [a for a, _ in ranges]
         collapsed = Collapsed(text) if mentions else None
@@ -1052,6 +1074,69 @@ def _split_lines(
         # html_inline: raw HTML tags are markup, not text
     lines.append(_Line("".join(pieces), opaque))
     return lines
+
+
+def _cells(scan: str) -> list[str]:
+    """A table row's cells: split at its pipes (not one escaped or in a code span, both
+    opaque in the scan, nor one inside a wikilink, an alias written in a table), the
+    outer pipes' empty cells left out."""
+    if "|" not in scan:
+        return [scan]
+    links = [(m.start(), m.end()) for m in _WIKILINK.finditer(scan)] if "[[" in scan else []
+    cells: list[str] = []
+    begin = 0
+    k = 0
+    for at in (i for i, ch in enumerate(scan) if ch == "|"):
+        while k < len(links) and links[k][1] <= at:
+            k += 1
+        if k < len(links) and links[k][0] <= at:
+            continue
+        cells.append(scan[begin:at])
+        begin = at + 1
+    cells.append(scan[begin:])
+    if len(cells) > 1 and not cells[0].strip():
+        cells.pop(0)
+    if len(cells) > 1 and not cells[-1].strip():
+        cells.pop()
+    return cells
+
+
+def _row_line(ln: _Line) -> _Line:
+    """A table row as text: its non-empty cells joined by ``ROW_SEPARATOR``."""
+    cells = [c.strip() for c in _cells(ln.scan)]
+    return _Line(ROW_SEPARATOR.join(c for c in cells if c), ln.opaque)
+
+
+def _table_parts(
+    lines: Sequence[tuple[int, _Line]],
+) -> Iterator[tuple[bool, Sequence[tuple[int, _Line]]]]:
+    """The block's lines as (is a table, lines) parts in order. A table (GitHub's pipe
+    table) is a line of cells, then a delimiter row of as many cells ("|---|:--:|"), then
+    the rows that follow it holding a pipe; its delimiter row is left out."""
+    if not any("|" in ln.scan for _, ln in lines):
+        yield False, lines
+        return
+    begin = 0
+    i = 0
+    while i + 1 < len(lines):
+        head, rule = lines[i][1].scan, lines[i + 1][1].scan
+        if "|" in rule and "|" in head and _is_delimiter_row(rule, len(_cells(head))):
+            end = i + 2
+            while end < len(lines) and "|" in lines[end][1].scan:
+                end += 1
+            if i > begin:
+                yield False, lines[begin:i]
+            yield True, [lines[i], *lines[i + 2 : end]]
+            begin = i = end
+        else:
+            i += 1
+    if begin < len(lines):
+        yield False, lines[begin:]
+
+
+def _is_delimiter_row(scan: str, columns: int) -> bool:
+    cells = _cells(scan)
+    return len(cells) == columns and all(_DELIMITER_CELL.match(c) for c in cells)
 
 
 #: Web links kept as ``references`` (other schemes, mail and anchors are not sources).
@@ -1254,8 +1339,8 @@ def _sentences(
         at = m.start()
         while k < len(links) and links[k].end <= at:
             k += 1
-        if k < len(links) and links[k].start <= at:
-            continue
+        if k < len(links) and links[k].start <= at and m.end() < links[k].end:
+            continue  # the next sentence would start inside the link: "[[12. Use Redis]]"
         nxt = text[m.end()] if m.end() < len(text) else ""
         if nxt and not nxt.islower():
             out.append((begin, m.end()))

@@ -194,6 +194,19 @@ def test_adr_frontmatter_status_and_decision_win() -> None:
     assert not any(p == "decision" and o == "Something else." for _, p, o, _ in got)
 
 
+def test_an_adr_s_status_and_decision_written_as_tables_still_count() -> None:
+    text = (
+        "# 9. Use a queue\n\n## Status\n\n| Field | Value |\n|---|---|\n"
+        "| Status | Accepted |\n\n## Decision\n\n| Option | Chosen |\n|---|---|\n"
+        "| [[Kafka]] for events | yes |\n"
+    )
+    got = triples(facts_of(text, "adr/0009.md", "adr"))
+    assert ("9. Use a queue", "adr_status", "accepted", CONF_ADR_STATUS) in got
+    decision = "Option · Chosen Kafka for events · yes"
+    assert ("9. Use a queue", "decision", decision, CONF_ADR_DECISION) in got
+    assert ("Kafka", "decided_in", "9. Use a queue", CONF_DECIDED_IN) in got
+
+
 def test_adr_superseded_by_markdown_link_is_a_link_to_the_note() -> None:
     text = "# 12. Old\n\n## Status\n\nSuperseded by [20. New way](./0020-new-way.md)\n"
     got = triples(facts_of(text, "adr/0012.md", "adr"))

@@ -107,23 +107,28 @@ def test_context_is_clipped_to_240_chars_and_keeps_the_mention() -> None:
 def test_a_sentence_does_not_end_inside_a_link_s_text() -> None:
     text = (
         "Superseded by [12. Use custom users, plus WHOIS](./0012-users.md) in May. "
-        "We asked [[Mr. Smith]] to review it. Done."
+        "We asked [[Mr. Smith]] to review it. Done. See [[Inc.]]. Afterwards the team "
+        "wrote [[ADR 12. Use Redis]] and more. We chose [[Why Rust?]] Then we moved on."
     )
     note = parse(text)
     contexts = {link.target: link.context for link in note.links}
     assert contexts == {
         "wiki/0012-users": "Superseded by 12. Use custom users, plus WHOIS in May.",
         "Mr. Smith": "We asked Mr. Smith to review it.",
+        "Inc.": None,  # "See Inc.." says no more than the link; a link's last dot ends it
+        "ADR 12. Use Redis": "Afterwards the team wrote ADR 12. Use Redis and more.",
+        "Why Rust?": "We chose Why Rust?",
     }
 
 
 TEAM_TABLE = (
     "The people on the programme, by role.\n\n"
     "| role | person |\n"
-    "|------|--------|\n"
+    "|------|:------:|\n"
     "| programme lead | [[Helen Marsh]] |\n"
     "| conservator (0.6 FTE) | [[Tomasz Wrobel\\|Tomasz]] |\n"
     "|  | [[Ines Carvalho]] |\n"
+    "| volunteers, middle cell empty |  | [[Priscilla Adeyemi]] |\n"
 )
 
 
@@ -136,22 +141,64 @@ def test_a_table_row_is_its_links_context_and_never_a_summary() -> None:
         "Helen Marsh": ("programme lead · Helen Marsh", 5),
         "Tomasz Wrobel": ("conservator (0.6 FTE) · Tomasz", 6),
         "Ines Carvalho": (None, 7),  # a name alone says no more than the mention
+        "Priscilla Adeyemi": ("volunteers, middle cell empty · Priscilla Adeyemi", 8),
     }
-    rows = [block.text for block in note.blocks if block.kind == "row"]
-    assert rows == [
-        "role · person",
-        "programme lead · Helen Marsh",
-        "conservator (0.6 FTE) · Tomasz",
-        "Ines Carvalho",
-    ]
+    [table] = [block for block in note.blocks if block.kind == "table"]
+    assert table.line == 3
+    assert table.text == (
+        "role · person programme lead · Helen Marsh conservator (0.6 FTE) · Tomasz "
+        "Ines Carvalho volunteers, middle cell empty · Priscilla Adeyemi"
+    )
     assert note.summary == "The people on the programme, by role."
     table_first = parse_note(TEAM_TABLE.split("\n\n", 1)[1].encode(), "wiki/t.md", "wiki")
     assert table_first.summary is None and table_first.openings == ()
 
 
-def test_a_table_cell_holds_bracketed_fields_but_is_no_field_line() -> None:
-    note = parse("| task | who |\n|---|---|\n| status:: done | [owner:: [[Ada]]] |\n")
-    assert [(f.key, f.value) for f in note.inline_fields] == [("owner", "Ada")]
+def test_a_table_keeps_every_cell_and_ends_at_a_line_without_a_pipe() -> None:
+    text = (
+        "Lead text before the table, in the same paragraph as it.\n"
+        "| Term | Meaning |\n"
+        "|---|---|\n"
+        "| cache | see `redis|valkey` for [[Redis]] #infra |\n"
+        "| owner | [[Ann]] | [[Bob]] | https://x.org [y](https://y.org) [due:: 2026-01-01] |\n"
+        "status:: accepted\n"
+        "A sentence right under the table about [[Kafka]] and its topics.\n"
+    )
+    note = parse(text)
+    # A cell past the header's count is kept (links index the raw text, as Obsidian's do).
+    assert targets(note) == ["Redis", "Ann", "Bob", "Kafka"]
+    assert note.tags == ("infra",)
+    assert note.urls == ("https://y.org",)
+    assert [(f.key, f.value) for f in note.inline_fields] == [
+        ("due", "2026-01-01"),
+        ("status", "accepted"),
+    ]
+    kinds = [(block.kind, block.line) for block in note.blocks]
+    assert kinds == [("paragraph", 1), ("table", 2), ("paragraph", 6)]
+    contexts = {link.target: link.context for link in note.links}
+    assert contexts["Redis"] == "cache · see redis|valkey for Redis #infra"
+    assert contexts["Kafka"] == "A sentence right under the table about Kafka and its topics."
+    # The paragraph after the table opens with a field line: the sentence is the summary.
+    assert note.summary == "Lead text before the table, in the same paragraph as it."
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "| a | b |\n|---|\n| c | d |\n",  # the delimiter row's cells must match the header's
+        "a | b and more words here\nc | d\n",  # no delimiter row at all
+        "| a | b |\n| c | d |\n",
+    ],
+)
+def test_lines_with_pipes_but_no_table_stay_a_paragraph(text: str) -> None:
+    assert [block.kind for block in parse(text).blocks] == ["paragraph"]
+
+
+def test_a_table_in_a_list_item_or_a_quote_is_a_table_there_too() -> None:
+    text = "- item\n\n  | a | b |\n  |---|---|\n  | [[X]] row | c d |\n\n> | a | b |\n> |---|---|\n"
+    note = parse(text)
+    assert [block.kind for block in note.blocks] == ["item", "table", "table"]
+    assert note.links[0].context == "X row · c d"
 
 
 def test_path_link_keeps_target_and_subject_is_the_name() -> None:
@@ -177,9 +224,9 @@ def test_an_escaped_pipe_in_a_table_row_separates_target_and_alias() -> None:
     assert targets(note) == ["Configuration folder"]
     assert note.links[0].subject == "Configuration folder"
     assert note.links[0].context == "the settings folder · Config directory"
-    row = note.blocks[-1]
-    assert row.kind == "row" and row.text == note.links[0].context
-    assert "\ufffc" not in row.text
+    table = note.blocks[-1]
+    assert table.kind == "table" and table.text.endswith(note.links[0].context)
+    assert "\ufffc" not in table.text
 
 
 def test_escapes_entities_and_code_inside_a_link_keep_the_rest_of_the_line_in_step() -> None:
@@ -627,6 +674,34 @@ def test_an_adr_s_succession_banner_above_its_sections_is_never_its_summary(
     # Inside a section the same words are the decision's own prose.
     inside = f"# 6. Use a flag vendor\n\n## Context\n\n{banner}\n\n{context}\n"
     assert parse_note(inside.encode(), "adr/0006-flags.md", "adr").summary != context
+    # Below a paragraph of the note's own, too.
+    below = f"# 6. Use a flag vendor\n\n{context}\n\n{banner}\n\n## Context\n\nMore.\n"
+    openings = parse_note(below.encode(), "adr/0006-flags.md", "adr").openings
+    assert len(openings) == 2
+
+
+def test_only_a_banner_naming_its_successor_by_a_link_is_a_status() -> None:
+    # Prose that happens to open with "Replaces" names no decision: it stays the summary,
+    # in a note without sections as under its title.
+    prose = "Replaces the nightly batch job with a streaming consumer of the events."
+    text = f"# Use streaming\n\n{prose}\n\n## Considered options\n\n* Batch\n"
+    assert parse_note(text.encode(), "adr/0031-streaming.md", "adr").summary == prose
+    assert parse_note(prose.encode(), "adr/0031-streaming.md", "adr").summary == prose
+
+
+def test_an_adr_s_status_line_is_never_its_summary_but_beats_a_short_paragraph() -> None:
+    madr = (
+        "# Use Q\n\n* Status: superseded by [ADR-0005 Use Q. Really](0005-use-q.md)\n"
+        "* Deciders: Ann\n\n## Context\n\nWe need a queue that survives a restart.\n"
+    )
+    assert parse_note(madr.encode(), "adr/0004-q.md", "adr").summary == (
+        "We need a queue that survives a restart."
+    )
+    # Nothing else of five words: the status says more than "Deciders: Ann".
+    bare = madr.split("## Context")[0]
+    assert parse_note(bare.encode(), "adr/0004-q.md", "adr").summary == (
+        "Status: superseded by ADR-0005 Use Q. Really"
+    )
 
 
 def test_a_summary_is_clipped_whichever_opening_it_is() -> None:
