@@ -86,7 +86,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -97,6 +97,7 @@ from pipeline.vault.parse import (
     STATUS_SECTIONS,
     Block,
     ParsedNote,
+    Span,
     clip_text,
     is_attachment,
     link_subject,
@@ -376,6 +377,16 @@ def _section_blocks(note: ParsedNote, names: frozenset[str]) -> list[Block]:
     ]
 
 
+def _paragraph(blocks: Sequence[Block]) -> tuple[str, list[Span]]:
+    """The text and links of the first of ``blocks`` with the rest of its paragraph (a
+    table right under its first line: "We adopt the following:" and the table)."""
+    end = 1
+    while end < len(blocks) and blocks[end].continued:
+        end += 1
+    part = blocks[:end]
+    return " ".join(b.text for b in part), [span for b in part for span in b.spans]
+
+
 def _adr_facts(note: ParsedNote, links: _Links) -> Iterator[tuple[str, str, str, float]]:
     subject = note.subject
     fm = note.frontmatter
@@ -387,7 +398,7 @@ def _adr_facts(note: ParsedNote, links: _Links) -> Iterator[tuple[str, str, str,
         items = status_src if isinstance(status_src, list) else [status_src]
         status = next((s for s in (normalise_adr_status(str(i)) for i in items) if s), None)
     if status is None and status_blocks:
-        status = normalise_adr_status(status_blocks[0].text)
+        status = normalise_adr_status(_paragraph(status_blocks)[0])
     if status:
         yield subject, "adr_status", status, CONF_ADR_STATUS
 
@@ -400,9 +411,9 @@ def _adr_facts(note: ParsedNote, links: _Links) -> Iterator[tuple[str, str, str,
         decision_blocks = _section_blocks(note, DECISION_SECTIONS)
         decided = []
         if decision_blocks:
-            first = decision_blocks[0]
-            yield subject, "decision", clip_text(first.text, DECISION_MAX_CHARS), CONF_ADR_DECISION
-            decided = [span.subject for span in first.spans]
+            text, spans = _paragraph(decision_blocks)
+            yield subject, "decision", clip_text(text, DECISION_MAX_CHARS), CONF_ADR_DECISION
+            decided = [span.subject for span in spans]
 
     yield from _superseded_by(note, status_blocks, links)
     yield from _succession_phrases(note, status_blocks, links)

@@ -261,6 +261,9 @@ class Block:
     section: str | None  # text of the nearest heading above (None before any heading)
     section_level: int  # level of that heading; 0 when there is none
     spans: tuple[Span, ...] = ()
+    #: The rest of the previous block's paragraph, split off at a table ("We adopt:" and
+    #: the table right under it, no blank line between).
+    continued: bool = False
 
 
 @dataclass(frozen=True)
@@ -913,11 +916,23 @@ class _BodyWalker:
             self._block(lines, kind, level)
             return
         for is_table, part in _table_parts(lines):
-            callout = kind == "quote" and part[0] is lines[0]
-            self._block(part, "table" if is_table else kind, level, callout=callout)
+            first = part[0] is lines[0]
+            self._block(
+                part,
+                "table" if is_table else kind,
+                level,
+                callout=kind == "quote" and first,
+                continued=not first,
+            )
 
     def _block(
-        self, lines: Sequence[tuple[int, _Line]], kind: str, level: int, *, callout: bool = False
+        self,
+        lines: Sequence[tuple[int, _Line]],
+        kind: str,
+        level: int,
+        *,
+        callout: bool = False,
+        continued: bool = False,
     ) -> None:
         """A block of ``lines`` (file line, line), its links with their contexts and its
         fields; a table's lines are its rows, each read as its cells (``_row_line``)."""
@@ -929,13 +944,13 @@ class _BodyWalker:
         offset = 0
         for i, (file_line, ln) in enumerate(lines):
             alone = kind == "table"
-            shown = _row_line(ln) if alone else ln
             if callout and i == 0:
                 # A callout's "[!note]" marker is syntax, not text; its title stands alone.
                 m = _CALLOUT_MARK.match(ln.scan)
                 if m:
-                    shown = ln = _Line(ln.scan[m.end() :], ln.opaque)
+                    ln = _Line(ln.scan[m.end() :], ln.opaque)
                     alone = True
+            shown = _row_line(ln) if kind == "table" else ln
             plain, line_spans = _render(shown.scan, shown.opaque, 0, len(shown.scan))
             if i:
                 offset += 1  # the joining space
@@ -944,7 +959,7 @@ class _BodyWalker:
                 mentions.append((target, subject, embed, offset + start, file_line))
             texts.append(plain)
             offset += len(plain)
-            if kind != "heading" and self._fields(ln, file_line, whole_line=kind != "table"):
+            if kind != "heading" and self._fields(ln, file_line):
                 alone = True
             line_kinds.append(alone)
             self.tags.extend(_tags(ln.scan))
@@ -960,6 +975,7 @@ class _BodyWalker:
                 section=self._section,
                 section_level=self._section_level,
                 spans=tuple(spans),
+                continued=continued,
             )
         )
         if kind == "heading":
@@ -997,10 +1013,9 @@ class _BodyWalker:
                 self._with_context.add(key)
             self.links.append(Link(target, subject, embed, context, file_line))
 
-    def _fields(self, ln: _Line, file_line: int, *, whole_line: bool = True) -> bool:
-        """Record the inline fields of one line; True when the whole line is a field
-        (``whole_line`` False: a table row, whose cells hold bracketed fields only)."""
-        m = _LINE_FIELD.match(ln.scan) if whole_line else None
+    def _fields(self, ln: _Line, file_line: int) -> bool:
+        """Record the inline fields of one line; True when the whole line is a field."""
+        m = _LINE_FIELD.match(ln.scan)
         if m and _OPAQUE not in m["key"]:
             start, end = m.start("value"), m.end("value")
             value, _ = _render(ln.scan, ln.opaque, start, end)
@@ -1327,6 +1342,10 @@ def _sentence_ranges(
     return ranges
 
 
+def _span_end(span: Span) -> int:
+    return span.end
+
+
 def _sentences(
     text: str, start: int, end: int, links: Sequence[Span] = ()
 ) -> list[tuple[int, int]]:
@@ -1334,7 +1353,7 @@ def _sentences(
     except inside a link's text (``links`` in order): "[[12. Use Redis]]" is one name."""
     out: list[tuple[int, int]] = []
     begin = start
-    k = 0
+    k = bisect.bisect_right(links, start, key=_span_end)  # a run of a long block's lines
     for m in _SENTENCE_END.finditer(text, start, end):
         at = m.start()
         while k < len(links) and links[k].end <= at:

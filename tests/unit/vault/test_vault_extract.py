@@ -207,6 +207,19 @@ def test_an_adr_s_status_and_decision_written_as_tables_still_count() -> None:
     assert ("Kafka", "decided_in", "9. Use a queue", CONF_DECIDED_IN) in got
 
 
+def test_a_status_or_decision_leading_into_a_table_keeps_the_table() -> None:
+    text = (
+        "# 3. Pick cache\n\n## Status\nCurrent status of this record:\n| State | Since |\n"
+        "|---|---|\n| Accepted | 2024 |\n\n## Decision\nWe adopt the following:\n"
+        "| Tool | Use |\n|---|---|\n| [[Redis]] | cache |\n"
+    )
+    got = triples(facts_of(text, "adr/0003.md", "adr"))
+    assert ("3. Pick cache", "adr_status", "accepted", CONF_ADR_STATUS) in got
+    decision = "We adopt the following: Tool · Use Redis · cache"
+    assert ("3. Pick cache", "decision", decision, CONF_ADR_DECISION) in got
+    assert ("Redis", "decided_in", "3. Pick cache", CONF_DECIDED_IN) in got
+
+
 def test_adr_superseded_by_markdown_link_is_a_link_to_the_note() -> None:
     text = "# 12. Old\n\n## Status\n\nSuperseded by [20. New way](./0020-new-way.md)\n"
     got = triples(facts_of(text, "adr/0012.md", "adr"))

@@ -201,6 +201,14 @@ def test_a_table_in_a_list_item_or_a_quote_is_a_table_there_too() -> None:
     assert note.links[0].context == "X row · c d"
 
 
+def test_a_field_line_stays_a_field_in_a_table_and_a_callout_title_row_is_split() -> None:
+    note = parse("key:: v | x\n--- | ---\na | [[B]] c\n")
+    assert [(f.key, f.value) for f in note.inline_fields] == [("key", "v | x")]
+    assert note.blocks[0].kind == "table"
+    callout = parse("> [!info] Area | Owner [[Z]]\n> |---|---|\n> | db | [[Ann]] runs it |\n")
+    assert callout.blocks[0].text == "Area · Owner Z db · Ann runs it"
+
+
 def test_path_link_keeps_target_and_subject_is_the_name() -> None:
     note = parse("See [[wiki/infra/Redis.md|cache]].")
     assert note.links[0].target == "wiki/infra/Redis"

@@ -45,6 +45,14 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "superseded-after-links": lambda n: "[[a]] " * (n // 2) + "superseded by x " * (n // 8),
     "table-links-with-escapes": lambda n: "".join(f"| [[n{i}\\|a]] `c` &amp; " for i in range(n)),
     "fields-of-escaped-links": lambda n: "\n".join(f"k{i}:: [[n{i}\\|a]]" for i in range(n)),
+    # Each field ends a run of sentences: every run looks up the block's links.
+    "fields-between-linked-sentences": lambda n: "".join(
+        f"k{i}:: v\nAbout [[L{i}]] here. Then more.\n" for i in range(n)
+    ),
+    "pipe-table-rows": lambda n: (
+        "| a | b |\n|---|---|\n" + "".join(f"| [[n{i}]] row | `x|y` c |\n" for i in range(n))
+    ),
+    "pipes-without-a-table": lambda n: "".join(f"a | [[n{i}]] | b\n" for i in range(n)),
     # No word besides the links: no mention gets a context, so each one asks again.
     "links-without-words": lambda n: " ".join(f"[[n{i}|✅]]" for i in range(n)),
     "one-target-without-words": lambda n: "[[x|🙂]] — " * n,
