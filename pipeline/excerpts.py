@@ -62,7 +62,8 @@ _CLOSING_HASHES = re.compile(r"[ \t]+#+[ \t]*$")
 #: A code fence at any indentation (one nested in a list item too).
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+(?:\[[ xX]\]\s+)?")
-_QUOTE_MARK = re.compile(r"^\s*(?:>\s?)+")
+#: A quote's marks, and a callout's "[!note]" after them (syntax, not text).
+_QUOTE_MARK = re.compile(r"^\s*(?:>\s?)+(?:\[![\w\-]+\][+\-]?\s*)?")
 _HTML_TAG = re.compile(r"</?[A-Za-z][^<>\n]*>")
 #: HTML comments, over several lines too: the full-text index never reads them.
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)

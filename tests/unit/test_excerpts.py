@@ -58,6 +58,12 @@ def test_paragraphs_leave_out_frontmatter_and_code_and_know_their_heading() -> N
     assert "Code of Conduct — moderation policy · Mary" in [s.strip() for s in shown]
 
 
+def test_a_callout_s_marker_is_no_part_of_its_paragraph() -> None:
+    found = paragraphs("> [!note]+ Superseded by [[0014-flags]] in April.\n> More text.\n")
+    assert found.texts == ("Superseded by [[0014-flags]] in April. More text.",)
+    assert paragraphs("> [!warning]\n> Careful here.\n").texts == ("Careful here.",)
+
+
 def test_the_paragraph_holding_the_rare_question_words_is_the_excerpt() -> None:
     got = best_paragraph(
         searchable(MINUTES), stems("what did the TSC decide on the code of conduct?"), SUMMARY
