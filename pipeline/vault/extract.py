@@ -95,6 +95,8 @@ from pipeline.vault.parse import (
     DATE_LINE,
     NOTE_META_KEYS,
     STATUS_SECTIONS,
+    SUCCESSION_PHRASES,
+    SUPERSEDED_BY,
     Block,
     ParsedNote,
     Span,
@@ -214,15 +216,13 @@ ADR_STATUS_WORDS: Mapping[str, str] = {
 DECISION_SECTIONS = frozenset({"decision", "decisions", "decision outcome", "the decision"})
 
 _WORD = re.compile(r"[^\W\d_]+")
-_SUPERSEDED_BY = re.compile(r"\bsuperseded\s+by\b[\s:]*", re.IGNORECASE)
-#: Other ways an ADR names its successor ("by") or the decision it replaces ("of"), in
-#: English and Hungarian; they count in the Status section or at the start of a paragraph
-#: or callout, where they are about the ADR itself rather than something it discusses.
-_SUCCESSION_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\b(?:superceded|replaced)\s+by\b[\s:]*", re.IGNORECASE), "by"),
-    (re.compile(r"\bfelváltotta\b[\s:]*", re.IGNORECASE), "by"),
-    (re.compile(r"\b(?:supersedes|supercedes|replaces)\b[\s:]*", re.IGNORECASE), "of"),
-    (re.compile(r"\b(?:helyettesíti|felváltja)\b[\s:]*", re.IGNORECASE), "of"),
+_SUPERSEDED_BY = re.compile(rf"\b{SUPERSEDED_BY}\b[\s:]*", re.IGNORECASE)
+#: The other succession phrases (``parse.SUCCESSION_PHRASES``) count in the Status section
+#: or at the start of a paragraph or callout, where they are about the ADR itself rather
+#: than something it discusses.
+_SUCCESSION_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(rf"\b(?:{phrase})\b[\s:]*", re.IGNORECASE), direction)
+    for phrase, direction in SUCCESSION_PHRASES
 )
 
 

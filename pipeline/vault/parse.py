@@ -147,12 +147,22 @@ _FIELD_LINE_START = re.compile(r"\s*[^\W\d][\w\- ]{0,60}?\s*::")
 #: Section headings that hold an ADR's status (Nygard, MADR and common variants): the
 #: status line is the note's ``adr_status`` and succession facts, never its summary.
 STATUS_SECTIONS = frozenset({"status", "state"})
-#: A paragraph or callout above an ADR's first section that opens with how it was replaced
-#: or what it replaces ("> [!note] Superseded by [[0014-…]] in April 2026"): a status
-#: banner, not what the decision is about (the phrases ``extract`` reads succession from).
+#: How an ADR names its successor: "Superseded by", and the other ways ("by") besides the
+#: ways it names the decision it replaces ("of"), in English and Hungarian; ``extract``
+#: reads succession facts from them.
+SUPERSEDED_BY = r"superseded\s+by"
+SUCCESSION_PHRASES: tuple[tuple[str, str], ...] = (
+    (r"(?:superceded|replaced)\s+by", "by"),
+    (r"felváltotta", "by"),
+    (r"supersedes|supercedes|replaces", "of"),
+    (r"helyettesíti|felváltja", "of"),
+)
+#: A paragraph or callout above an ADR's first section that opens with one of them ("> [!note]
+#: Superseded by [[0014-…]] in April 2026"): a status banner, not what the decision is about.
 _SUCCESSION_BANNER = re.compile(
-    r"[\s>*_\[\]!]*(?:(?:superseded|superceded|replaced)\s+by|supersedes|supercedes|replaces"
-    r"|felváltotta|helyettesíti|felváltja)\b",
+    r"[\s>*_\[\]!]*(?:"
+    + "|".join([SUPERSEDED_BY, *(phrase for phrase, _ in SUCCESSION_PHRASES)])
+    + r")\b",
     re.IGNORECASE,
 )
 _STATUS_LINE = re.compile(r"\s*status\s*:", re.IGNORECASE)
