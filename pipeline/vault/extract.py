@@ -56,6 +56,8 @@ and a field's name ("See [[X]].", an embed on a line of its own, "Related: [[X]]
 its subject). Each distinct target counts once per note; links to the note itself are
 ignored. ADR rules apply to notes of source type ``adr``: the status is the first known
 word of frontmatter ``status`` or of the first line of the ``## Status`` section,
+or ``superseded`` when that line also names what replaced the ADR (a succession phrase:
+"Accepted on …. Superseded by [[X]]"; a rejected ADR stays rejected),
 normalised to proposed / accepted / rejected / deprecated / superseded (``approved`` counts
 as accepted, ``draft`` and ``in review`` as proposed; Hungarian words count too: elfogadva,
 elutasítva, elavult, felváltva, javasolt; an unknown word gives no ``adr_status``). The
@@ -133,7 +135,9 @@ EXTRACTOR = INGEST_EXTRACTOR
 #:    its summary (its status and successor are facts of their own), a sentence does not
 #:    end inside a link's text ("[[12. Use Redis]]"), and a pipe table is a block of rows:
 #:    a link's context there is its row, not the whole table.
-EXTRACTOR_VERSION = 11
+#: 12: an ADR whose status line names its successor is ``superseded`` whatever word the line
+#:    opens with ("Accepted on …. Superseded by [[0028-…]]" gave ``accepted``).
+EXTRACTOR_VERSION = 12
 
 #: resolve(link target as written) -> the subject of the note it names, or None.
 Resolver = Callable[[str], str | None]
@@ -365,6 +369,21 @@ def normalise_adr_status(text: str) -> str | None:
     return None
 
 
+def _stated_status(text: str) -> str | None:
+    """An ADR's status as its status line states it: the first known status word, except
+    that a line naming what replaced the ADR ("Accepted on 2025-10-06. Superseded by
+    [[0028-…]]", "Elavult. Felváltotta: …") says it is superseded now, whatever it was
+    before (a rejected ADR stays rejected: nothing replaced a decision never taken)."""
+    status = normalise_adr_status(text)
+    if status in (None, "superseded", "rejected"):
+        return status
+    if _SUPERSEDED_BY.search(text) or any(
+        pattern.search(text) for pattern, direction in _SUCCESSION_PHRASES if direction == "by"
+    ):
+        return "superseded"
+    return status
+
+
 def _section_blocks(note: ParsedNote, names: frozenset[str]) -> list[Block]:
     """Non-empty, non-heading blocks directly under a heading named one of ``names``."""
     return [
@@ -396,9 +415,9 @@ def _adr_facts(note: ParsedNote, links: _Links) -> Iterator[tuple[str, str, str,
     status = None
     if isinstance(status_src, str | list):
         items = status_src if isinstance(status_src, list) else [status_src]
-        status = next((s for s in (normalise_adr_status(str(i)) for i in items) if s), None)
+        status = next((s for s in (_stated_status(str(i)) for i in items) if s), None)
     if status is None and status_blocks:
-        status = normalise_adr_status(_paragraph(status_blocks)[0])
+        status = _stated_status(_paragraph(status_blocks)[0])
     if status:
         yield subject, "adr_status", status, CONF_ADR_STATUS
 

@@ -298,6 +298,30 @@ def test_adr_status_normalisation(line: str, status: str | None) -> None:
     assert normalise_adr_status(line) == status
 
 
+@pytest.mark.parametrize(
+    ("status_line", "status"),
+    [
+        ("Accepted on 2025-10-06. Superseded by [[0028-one-approval]] in April.", "superseded"),
+        ("Proposed. Replaced by [[0028-one-approval]] before it was decided.", "superseded"),
+        ("Elavult. Felváltotta: [[0028-one-approval]]", "superseded"),
+        ("Deprecated, superseded by ADR-28", "superseded"),
+        # this ADR replaced another: it is the one in force
+        ("Accepted. Supersedes [[0021-old-approvals]].", "accepted"),
+        ("Accepted. Ez a döntés helyettesíti a [[0021-old-approvals]] döntést.", "accepted"),
+        # nothing replaced a decision never taken
+        ("Rejected; superseded by [[0028-one-approval]] in the end.", "rejected"),
+        ("Accepted", "accepted"),
+    ],
+)
+def test_a_status_line_naming_the_successor_says_superseded(status_line: str, status: str) -> None:
+    text = f"# 23. Two approvals\n\n## Status\n\n{status_line}\n\n## Context\n\nWhy we did it.\n"
+    got = triples(facts_of(text, "adr/0023.md", "adr"))
+    assert {o for _, p, o, _ in got if p == "adr_status"} == {status}
+    front = f'---\nstatus: "{status_line}"\n---\n# 23. Two approvals\n\nWhy we did it.\n'
+    got = triples(facts_of(front, "adr/0023.md", "adr"))
+    assert {o for _, p, o, _ in got if p == "adr_status"} == {status}
+
+
 def test_no_generic_predicate_and_no_empty_parts() -> None:
     text = (
         "---\n'': x\nkey: ''\nnone:\nlist: []\n---\n# T\n\nvalue:: \n[[ ]] and [[#Local heading]]"
