@@ -2,12 +2,14 @@
 facts, laid out for the console's width.
 
 Nothing is cut mid-word or mid-name: titles and facts wrap under their own indent, paths
-lose middle folders (never part of a name) when they do not fit, and only a note's excerpt
-is cut to its one line. rich is imported when an answer is printed, never by the hook.
+lose middle folders (never part of a name) when they do not fit, a web link too long for a
+line stands whole on its own, and only a note's excerpt is cut to its one line. rich is
+imported when an answer is printed, never by the hook.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -44,6 +46,7 @@ NOTE_GUTTER = 12
 SUBJECT_GUTTER = 5
 FACT_INDENT = 7
 LABEL_STYLE = {"strong": "bold green", "moderate": "green", "weak": "yellow"}
+_WEB_LINK = re.compile(r"\bhttps?://\S+")
 
 
 def short_path(path: str, width: int = 40) -> str:
@@ -133,13 +136,44 @@ def _subjects_heading(answer: Answer, shown: int) -> str:
 
 def _indented(console: Console, text: Text, first: str, indent: int, width: int) -> Iterator[Text]:
     """``text`` wrapped at words to ``width``, after ``first`` on its first line and under
-    ``indent`` spaces on the others."""
+    ``indent`` spaces on the others. A web link longer than a line has a line of its own,
+    whole and linked, past the width (the terminal wraps it softly): folded under the
+    indent it could be neither clicked nor copied."""
     from rich.text import Text
 
-    for i, line in enumerate(text.wrap(console, width - indent)):
+    lines: list[Text] = []
+    for piece, whole in _around_long_links(text, width - indent):
+        lines.extend([piece] if whole else piece.wrap(console, width - indent))
+    for i, line in enumerate(lines):
         line.rstrip()
         prefix = first.ljust(indent) if i == 0 else " " * indent
         yield Text(prefix) + line
+
+
+def _around_long_links(text: Text, width: int) -> Iterator[tuple[Text, bool]]:
+    """``text`` in pieces: the web links longer than ``width`` (True, styled as links) and
+    the text between them (False, without the spaces next to a link)."""
+    from rich.style import Style
+
+    plain = text.plain
+    links = [m for m in _WEB_LINK.finditer(plain) if m.end() - m.start() > width]
+    if not links:
+        yield text, False
+        return
+    offsets = sorted({0, len(plain), *(i for m in links for i in (m.start(), m.end()))})
+    starts = {m.start() for m in links}
+    for start, piece in zip(offsets[:-1], text.divide(offsets[1:-1]), strict=True):
+        if start in starts:
+            piece.stylize(Style(link=piece.plain))
+            yield piece, True
+            continue
+        piece = piece.copy()
+        piece.rstrip()
+        lead = len(piece.plain) - len(piece.plain.lstrip())
+        if lead:
+            piece = piece[lead:]
+        if piece.plain:
+            yield piece, False
 
 
 def _note_lines(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,26 @@ def test_a_long_fact_ends_at_a_word_within_its_lines() -> None:
             assert any(o.startswith(kept) and o[len(kept)] == " " for o in objects), flat
         else:
             assert flat in objects
+
+
+def test_a_web_link_longer_than_a_line_stands_whole_on_its_own() -> None:
+    answer = redis_answer()
+    url = (
+        "https://calendar.example.com/calendar/embed?src="
+        + "k" * 60
+        + "%40group.calendar.example.com"
+    )
+    first = answer.subjects[0]
+    fact = replace(first.facts[0], predicate="references", object=url)
+    short = replace(first.facts[0], predicate="references", object="See https://ex.org/a and more")
+    subjects = (replace(first, facts=(fact, short, *first.facts[1:])), *answer.subjects[1:])
+    text = text_at(replace(answer, subjects=subjects), 80)
+    lines = text.splitlines()
+    at = lines.index(" " * 7 + url)  # whole, under the facts' indent: it can be copied
+    assert lines[at - 1].strip() == "references:"
+    assert lines[at + 1].strip().startswith("· ")  # where it is from, on the next line
+    assert "references: See https://ex.org/a and more · " in text  # a short one wraps as words
+    assert all(len(line) <= 80 for line in lines if url not in line)
 
 
 def test_facts_from_the_notes_above_name_the_note_by_its_number() -> None:
