@@ -37,8 +37,9 @@ if TYPE_CHECKING:
 #: Subjects the text answer of a plain question shows (no preset, no --top-k): the rest
 #: are counted in one line that names the option showing them.
 TEXT_SUBJECTS_SHOWN = 5
-#: Lines a fact may take in the text answer; a longer one ends at a word with "…" (JSON,
-#: markdown and the hook carry it whole).
+#: Lines a fact may take in the text answer, besides a line of its own for each web link
+#: too long for a line; a longer one ends at a word with "…" (JSON, markdown and the hook
+#: carry it whole).
 FACT_LINES = 2
 #: Where a note's title starts (after its number and cosine), a subject's name (after its
 #: rank) and its facts.
@@ -46,7 +47,9 @@ NOTE_GUTTER = 12
 SUBJECT_GUTTER = 5
 FACT_INDENT = 7
 LABEL_STYLE = {"strong": "bold green", "moderate": "green", "weak": "yellow"}
-_WEB_LINK = re.compile(r"\bhttps?://\S+")
+_WEB_LINK = re.compile(r"\bhttps?://[^\s<>\"]+")
+#: What ends a sentence or a bracket after a link rather than the link itself.
+_LINK_TAIL = ".,;:!?'\"…]}>"
 
 
 def short_path(path: str, width: int = 40) -> str:
@@ -135,36 +138,60 @@ def _subjects_heading(answer: Answer, shown: int) -> str:
 
 
 def _indented(console: Console, text: Text, first: str, indent: int, width: int) -> Iterator[Text]:
-    """``text`` wrapped at words to ``width``, after ``first`` on its first line and under
-    ``indent`` spaces on the others. A web link longer than a line has a line of its own,
-    whole and linked, past the width (the terminal wraps it softly): folded under the
-    indent it could be neither clicked nor copied."""
+    """``text`` wrapped at words to ``width`` (``_wrapped``), after ``first`` on its first
+    line and under ``indent`` spaces on the others."""
     from rich.text import Text
 
-    lines: list[Text] = []
-    for piece, whole in _around_long_links(text, width - indent):
-        lines.extend([piece] if whole else piece.wrap(console, width - indent))
-    for i, line in enumerate(lines):
+    for i, (line, _) in enumerate(_wrapped(console, text, width - indent)):
         line.rstrip()
         prefix = first.ljust(indent) if i == 0 else " " * indent
         yield Text(prefix) + line
 
 
+def _wrapped(console: Console, text: Text, width: int) -> list[tuple[Text, bool]]:
+    """The lines of ``text`` wrapped at words to ``width``, each with whether it is a web
+    link longer than a line: such a link has a line of its own, whole and linked, past the
+    width (the terminal wraps it softly); folded under an indent it could be neither clicked
+    nor copied."""
+    lines: list[tuple[Text, bool]] = []
+    for piece, whole in _around_long_links(text, width):
+        if whole:
+            lines.append((piece, True))
+        else:
+            lines.extend((line, False) for line in piece.wrap(console, width))
+    return lines
+
+
+def _long_links(plain: str, width: int) -> list[tuple[int, int, int]]:
+    """The web links longer than ``width``: where each starts, where the link ends without
+    the punctuation that ends the sentence around it ("(see https://…/a)." links
+    https://…/a), and where that punctuation ends."""
+    spans = []
+    for m in _WEB_LINK.finditer(plain):
+        link = m.group().rstrip(_LINK_TAIL)
+        while link.endswith(")") and link.count(")") > link.count("("):
+            link = link[:-1].rstrip(_LINK_TAIL)
+        if len(link) > width:
+            spans.append((m.start(), m.start() + len(link), m.end()))
+    return spans
+
+
 def _around_long_links(text: Text, width: int) -> Iterator[tuple[Text, bool]]:
-    """``text`` in pieces: the web links longer than ``width`` (True, styled as links) and
-    the text between them (False, without the spaces next to a link)."""
+    """``text`` in pieces: the web links longer than ``width`` with the punctuation right
+    after them (True, the link styled as a link to itself) and the text between them
+    (False, without the spaces next to a link)."""
     from rich.style import Style
 
     plain = text.plain
-    links = [m for m in _WEB_LINK.finditer(plain) if m.end() - m.start() > width]
+    links = _long_links(plain, width)
     if not links:
         yield text, False
         return
-    offsets = sorted({0, len(plain), *(i for m in links for i in (m.start(), m.end()))})
-    starts = {m.start() for m in links}
+    offsets = sorted({0, len(plain), *(i for start, _, end in links for i in (start, end))})
+    ends = {start: link_end - start for start, link_end, _ in links}
     for start, piece in zip(offsets[:-1], text.divide(offsets[1:-1]), strict=True):
-        if start in starts:
-            piece.stylize(Style(link=piece.plain))
+        if start in ends:
+            piece.stylize(Style(link=piece.plain[: ends[start]]), 0, ends[start])
             yield piece, True
             continue
         piece = piece.copy()
@@ -285,7 +312,9 @@ def _fact_text(console: Console, fact: FactView, width: int, notes: Mapping[str,
         return text
 
     def fits(kept: int) -> bool:
-        return len(text_of(kept).wrap(console, width - FACT_INDENT)) <= FACT_LINES
+        # measured as laid out: a long web link's own line comes on top of the fact's lines
+        lines = _wrapped(console, text_of(kept), width - FACT_INDENT)
+        return sum(not link for _, link in lines) <= FACT_LINES
 
     if fits(len(words)):
         return text_of(len(words))

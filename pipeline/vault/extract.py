@@ -56,12 +56,12 @@ and a field's name ("See [[X]].", an embed on a line of its own, "Related: [[X]]
 its subject). Each distinct target counts once per note; links to the note itself are
 ignored. ADR rules apply to notes of source type ``adr``: the status is the first known
 word of frontmatter ``status`` or of the first line of the ``## Status`` section,
-or ``superseded`` when that line also names what replaced the ADR (a succession phrase:
-"Accepted on …. Superseded by [[X]]"; a rejected ADR stays rejected),
 normalised to proposed / accepted / rejected / deprecated / superseded (``approved`` counts
 as accepted, ``draft`` and ``in review`` as proposed; Hungarian words count too: elfogadva,
-elutasítva, elavult, felváltva, javasolt; an unknown word gives no ``adr_status``). The
-succession phrases other than "Superseded by" count in the Status section or at the start
+elutasítva, elavult, felváltva, javasolt; an unknown word gives no ``adr_status``); an ADR
+that names what replaced it (a ``superseded_by`` fact of its own: "Accepted on ….
+Superseded by [[X]]") is ``superseded`` whatever its word, as answers mark it. The succession
+phrases other than "Superseded by" count in the Status section or at the start
 of a paragraph or callout (elsewhere they are more likely about something the ADR
 discusses); the decision is frontmatter ``decision`` or the first paragraph of the
 ``## Decision`` section, as plain text cut to 300 characters.
@@ -135,8 +135,9 @@ EXTRACTOR = INGEST_EXTRACTOR
 #:    its summary (its status and successor are facts of their own), a sentence does not
 #:    end inside a link's text ("[[12. Use Redis]]"), and a pipe table is a block of rows:
 #:    a link's context there is its row, not the whole table.
-#: 12: an ADR whose status line names its successor is ``superseded`` whatever word the line
-#:    opens with ("Accepted on …. Superseded by [[0028-…]]" gave ``accepted``).
+#: 12: an ADR that names what replaced it (a ``superseded_by`` fact of its own) is
+#:    ``superseded`` whatever its status word ("Accepted on …. Superseded by [[0028-…]]"
+#:    gave ``accepted``), as the answer marks it.
 EXTRACTOR_VERSION = 12
 
 #: resolve(link target as written) -> the subject of the note it names, or None.
@@ -149,6 +150,12 @@ CONF_INLINE_FIELD = 0.9
 CONF_TAG = 0.9
 CONF_ADR_DECISION = 0.9
 CONF_SUPERSEDED_BY = 0.9
+#: What a template leaves after "Superseded by:" when nothing replaced the ADR.
+_NO_SUCCESSOR = re.compile(
+    r"[\W_]*(?:n/?a|none(?: yet)?|not yet|nothing|null|nil|tbd|-)?[\W_]*", re.IGNORECASE
+)
+#: The predicate that names what replaced the subject (``succession`` reads it).
+SUCCESSOR_PREDICATE = "superseded_by"
 CONF_ADR_DATE = 0.9
 CONF_DECIDED_IN = 0.85
 CONF_LINKS_TO = 0.8
@@ -244,7 +251,8 @@ def extract_facts(note: ParsedNote, resolve: Resolver | None = None) -> tuple[Fa
     raw.extend((subject, k, v, CONF_PROPERTY) for k, v in properties)
     raw.extend((subject, "alias", a, CONF_ALIAS) for a in note.aliases)
     if note.source_type == "adr":
-        raw.extend(_adr_facts(note, links))
+        named = any(k == SUCCESSOR_PREDICATE for k, _ in properties)
+        raw.extend(_adr_facts(note, links, successor_property=named))
     raw.extend((subject, f.key, f.value, CONF_INLINE_FIELD) for f in note.inline_fields)
     raw.extend((subject, "tagged", t, CONF_TAG) for t in note.tags[:MAX_TAGS])
     raw.extend(_link_facts(note, links))
@@ -369,21 +377,6 @@ def normalise_adr_status(text: str) -> str | None:
     return None
 
 
-def _stated_status(text: str) -> str | None:
-    """An ADR's status as its status line states it: the first known status word, except
-    that a line naming what replaced the ADR ("Accepted on 2025-10-06. Superseded by
-    [[0028-…]]", "Elavult. Felváltotta: …") says it is superseded now, whatever it was
-    before (a rejected ADR stays rejected: nothing replaced a decision never taken)."""
-    status = normalise_adr_status(text)
-    if status in (None, "superseded", "rejected"):
-        return status
-    if _SUPERSEDED_BY.search(text) or any(
-        pattern.search(text) for pattern, direction in _SUCCESSION_PHRASES if direction == "by"
-    ):
-        return "superseded"
-    return status
-
-
 def _section_blocks(note: ParsedNote, names: frozenset[str]) -> list[Block]:
     """Non-empty, non-heading blocks directly under a heading named one of ``names``."""
     return [
@@ -406,7 +399,9 @@ def _paragraph(blocks: Sequence[Block]) -> tuple[str, list[Span]]:
     return " ".join(b.text for b in part), [span for b in part for span in b.spans]
 
 
-def _adr_facts(note: ParsedNote, links: _Links) -> Iterator[tuple[str, str, str, float]]:
+def _adr_facts(
+    note: ParsedNote, links: _Links, *, successor_property: bool = False
+) -> Iterator[tuple[str, str, str, float]]:
     subject = note.subject
     fm = note.frontmatter
 
@@ -415,9 +410,19 @@ def _adr_facts(note: ParsedNote, links: _Links) -> Iterator[tuple[str, str, str,
     status = None
     if isinstance(status_src, str | list):
         items = status_src if isinstance(status_src, list) else [status_src]
-        status = next((s for s in (_stated_status(str(i)) for i in items) if s), None)
+        status = next((s for s in (normalise_adr_status(str(i)) for i in items) if s), None)
     if status is None and status_blocks:
-        status = _stated_status(_paragraph(status_blocks)[0])
+        status = normalise_adr_status(_paragraph(status_blocks)[0])
+    succession = [
+        *_superseded_by(note, status_blocks, links),
+        *_succession_phrases(note, status_blocks, links),
+    ]
+    named = successor_property or any(f[1] == SUCCESSOR_PREDICATE for f in succession)
+    if named and status is not None:
+        # Its status line may keep its history ("Accepted on …. Superseded by [[0028-…]]"):
+        # an ADR that names what replaced it is superseded now, as the answer marks it
+        # (``succession``: a successor decides, whatever the word).
+        status = "superseded"
     if status:
         yield subject, "adr_status", status, CONF_ADR_STATUS
 
@@ -434,8 +439,7 @@ def _adr_facts(note: ParsedNote, links: _Links) -> Iterator[tuple[str, str, str,
             yield subject, "decision", clip_text(text, DECISION_MAX_CHARS), CONF_ADR_DECISION
             decided = [span.subject for span in spans]
 
-    yield from _superseded_by(note, status_blocks, links)
-    yield from _succession_phrases(note, status_blocks, links)
+    yield from succession
 
     if "date" not in {k.casefold() for k in fm}:
         for block in note.blocks:
@@ -464,6 +468,8 @@ def _superseded_by(
             if target is None and block is first_status:
                 # A markdown link or plain title: "Superseded by [20. User models](0020-….md)".
                 target = block.text[m.end() :].strip().rstrip(".;,")
+                if _NO_SUCCESSOR.fullmatch(target):
+                    target = None  # a template's "Superseded by: N/A"
             if target:
                 yield note.subject, "superseded_by", target, CONF_SUPERSEDED_BY
                 return

@@ -101,6 +101,39 @@ def test_a_web_link_longer_than_a_line_stands_whole_on_its_own() -> None:
     assert all(len(line) <= 80 for line in lines if url not in line)
 
 
+def test_a_long_link_in_a_sentence_is_kept_and_linked_without_its_punctuation() -> None:
+    answer = redis_answer()
+    url = "https://calendar.example.com/embed?src=" + "k" * 70
+    other = "https://docs.example.com/d/" + "q" * 70
+    first = answer.subjects[0]
+    short = f"Join the call at {url} (team calendar)."
+    long = f"Minutes: {other}. " + "Every word of this sentence is one too many here. " * 3
+    facts = (
+        replace(first.facts[0], predicate="summary", object=short),
+        replace(first.facts[0], predicate="context", object=long),
+    )
+    shown = replace(answer, subjects=(replace(first, facts=facts), *answer.subjects[1:]))
+    lines = text_at(shown, 80).splitlines()
+    # Whole on its own line, the words around it wrapped as words; its line comes on top of
+    # the fact's two, so a short fact is not cut for it.
+    at = lines.index(" " * 7 + url)
+    assert lines[at - 1].strip() == "summary: Join the call at"
+    assert lines[at + 1].strip() == "(team calendar). · note 1"
+    # The full stop after a link stays on its line; a long fact still ends at a word.
+    at = lines.index(" " * 7 + other + ".")
+    assert lines[at - 1].strip() == "context: Minutes:"
+    assert lines[at + 1].strip().startswith("Every word of this sentence")
+    assert lines[at + 1].endswith("… · note 1")
+    # In a terminal each is a link to itself, without the punctuation after it.
+    console = Console(width=80, soft_wrap=True, color_system="truecolor")
+    links = {
+        seg.style.link
+        for seg in console.render(TextAnswer(shown, TEXT_SUBJECTS_SHOWN))
+        if seg.style is not None and seg.style.link
+    }
+    assert links == {url, other}
+
+
 def test_facts_from_the_notes_above_name_the_note_by_its_number() -> None:
     text = text_at(redis_answer(), 100)
     assert "decided_in: 0007 Use Redis as the warm cache · note 1" in text

@@ -299,27 +299,42 @@ def test_adr_status_normalisation(line: str, status: str | None) -> None:
 
 
 @pytest.mark.parametrize(
-    ("status_line", "status"),
+    ("status", "want"),
     [
         ("Accepted on 2025-10-06. Superseded by [[0028-one-approval]] in April.", "superseded"),
-        ("Proposed. Replaced by [[0028-one-approval]] before it was decided.", "superseded"),
+        ("Accepted 2025-10-06\n\nSuperseded by [[0028-one-approval]]", "superseded"),
+        ("- Accepted 2025-10-06\n- Superseded by [[0028-one-approval]]", "superseded"),
+        ("Proposed\n\nSuperceded by [2. Foo](0028-one-approval.md)", "superseded"),  # adr-tools
         ("Elavult. Felváltotta: [[0028-one-approval]]", "superseded"),
-        ("Deprecated, superseded by ADR-28", "superseded"),
+        ("Deprecated, replaced by [[0028-one-approval]]", "superseded"),
         # this ADR replaced another: it is the one in force
         ("Accepted. Supersedes [[0021-old-approvals]].", "accepted"),
         ("Accepted. Ez a döntés helyettesíti a [[0021-old-approvals]] döntést.", "accepted"),
-        # nothing replaced a decision never taken
-        ("Rejected; superseded by [[0028-one-approval]] in the end.", "rejected"),
+        # a successor decides, as it does the answer's mark; a template's "none" is none
+        ("Rejected; superseded by [[0028-one-approval]] in the end.", "superseded"),
+        ("Accepted. Superseded by: N/A", "accepted"),
         ("Accepted", "accepted"),
     ],
 )
-def test_a_status_line_naming_the_successor_says_superseded(status_line: str, status: str) -> None:
-    text = f"# 23. Two approvals\n\n## Status\n\n{status_line}\n\n## Context\n\nWhy we did it.\n"
+def test_an_adr_that_names_its_successor_is_superseded(status: str, want: str) -> None:
+    text = f"# 23. Two approvals\n\n## Status\n\n{status}\n\n## Context\n\nWhy we did it.\n"
     got = triples(facts_of(text, "adr/0023.md", "adr"))
-    assert {o for _, p, o, _ in got if p == "adr_status"} == {status}
-    front = f'---\nstatus: "{status_line}"\n---\n# 23. Two approvals\n\nWhy we did it.\n'
-    got = triples(facts_of(front, "adr/0023.md", "adr"))
-    assert {o for _, p, o, _ in got if p == "adr_status"} == {status}
+    assert {o for _, p, o, _ in got if p == "adr_status"} == {want}
+    named = {o for _, p, o, _ in got if p == "superseded_by"}
+    assert bool(named) == (want == "superseded")  # the status and the answer's mark agree
+
+
+def test_a_successor_named_in_frontmatter_makes_the_adr_superseded() -> None:
+    text = (
+        '---\nstatus: accepted\nsuperseded_by: "[[0028-one-approval]]"\n---\n'
+        "# 23. Two approvals\n\nWhy we did it.\n"
+    )
+    got = triples(facts_of(text, "adr/0023.md", "adr"))
+    assert {o for _, p, o, _ in got if p == "adr_status"} == {"superseded"}
+    # a status string that only mentions succession names no successor: it stays accepted
+    text = '---\nstatus: "Accepted, superseded by: none"\n---\n# 23. Two approvals\n\nWhy.\n'
+    got = triples(facts_of(text, "adr/0023.md", "adr"))
+    assert {o for _, p, o, _ in got if p == "adr_status"} == {"accepted"}
 
 
 def test_no_generic_predicate_and_no_empty_parts() -> None:
