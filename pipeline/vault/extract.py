@@ -138,7 +138,9 @@ EXTRACTOR = INGEST_EXTRACTOR
 #: 12: an ADR that names what replaced it (a ``superseded_by`` fact of its own) is
 #:    ``superseded`` whatever its status word ("Accepted on …. Superseded by [[0028-…]]"
 #:    gave ``accepted``), as the answer marks it.
-EXTRACTOR_VERSION = 12
+#: 13: a paragraph right under a heading that lists (Links, References, Present, Attendees,
+#:    Participants, Members …) is never a summary: a roll call's names, a link line.
+EXTRACTOR_VERSION = 13
 
 #: resolve(link target as written) -> the subject of the note it names, or None.
 Resolver = Callable[[str], str | None]

@@ -147,6 +147,17 @@ _FIELD_LINE_START = re.compile(r"\s*[^\W\d][\w\- ]{0,60}?\s*::")
 #: Section headings that hold an ADR's status (Nygard, MADR and common variants): the
 #: status line is the note's ``adr_status`` and succession facts, never its summary.
 STATUS_SECTIONS = frozenset({"status", "state"})
+#: Sections that list rather than say: links, and a meeting's roll call. What is under them
+#: is never a note's summary ("Minutes: <url>", "Ada Example @ada (core team)").
+LIST_SECTIONS = frozenset(
+    {
+        "links", "references", "see also", "related", "present", "not present", "attendees",
+        "attendance", "in attendance", "participants", "members", "observers", "invited",
+        "guests", "absent", "apologies", "regrets", "linkek", "hivatkozások", "lásd még",
+        "kapcsolódó", "jelen vannak", "jelenlévők", "jelen voltak", "résztvevők",
+        "meghívottak", "hiányzók",
+    }
+)  # fmt: skip
 #: How an ADR names its successor: "Superseded by", and the other ways ("by") besides the
 #: ways it names the decision it replaces ("of"), in English and Hungarian; ``extract``
 #: reads succession facts from them.
@@ -331,7 +342,8 @@ class ParsedNote:
     def openings(self) -> tuple[tuple[int, str], ...]:
         """The paragraphs that may be its summary, in order, each as its key
         (``opening_key``) and its text: those of at least ``SUMMARY_MIN_WORDS`` words that
-        are not a field, a ``Date:`` line or an ADR's status (``_states_status``), at most
+        are not a field, a ``Date:`` line, right under a ``LIST_SECTIONS`` heading (links, a
+        roll call) or an ADR's status (``_states_status``), at most
         ``OPENINGS_KEPT``; else, alone, an ADR's status of five words or more, else its
         first such paragraph of any length, else its status."""
         kept: list[tuple[int, str]] = []
@@ -348,6 +360,11 @@ class ParsedNote:
                 continue
             if first is None:
                 first = block.text
+            if block.section and section_key(block.section) in LIST_SECTIONS:
+                # A link or a name in a list sums nothing up, however long. Only the nearest
+                # heading counts: minutes nest their agenda under "Participants" as often as
+                # a roll call under "Present" ("### Members", "### Observers").
+                continue
             if _words_at_least(block.text):
                 kept.append((opening_key(block.text), block.text))
                 if len(kept) >= OPENINGS_KEPT:

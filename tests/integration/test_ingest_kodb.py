@@ -304,7 +304,7 @@ def meeting(day: int, own: str, *, template: bool = True) -> str:
     attendees above what was said."""
     head = (
         f"{LAST_NOTES.format(day)}\n\n"
-        "## Present\n\n* Ada Example @ada (core team member)\n"
+        "## Team\n\n* Ada Example @ada (core team member)\n"
         "* Grace Sample @grace (core team member)\n\n"
         if template
         else ""

@@ -620,7 +620,7 @@ def test_clipping_a_range_of_the_collapsed_text_equals_clipping_the_slice(
 MINUTES = (
     "# Weekly sync 2026-03-04\n\n"
     "Last week's notes are linked here: <https://docs.example.com/d/0001>\n\n"
-    "## Present\n\n* Ada Example @ada (core team member)\n\n"
+    "## This week\n\n* Ada Example @ada (core team member)\n\n"
     "Short line.\n\n"
     "Security releases went out on Tuesday after a long review.\n"
 )
@@ -643,6 +643,29 @@ def test_a_summary_skips_the_openings_the_vault_calls_templates() -> None:
     assert templated.openings is note.openings  # found once
     # Every opening a template (a note among copies of itself): its first, not nothing.
     assert note.with_templates(frozenset(keys)).summary == texts[0]
+
+
+def test_a_roll_call_or_a_link_list_is_never_a_summary() -> None:
+    text = (
+        "# Steering meeting 2026-03-04\n\n## Links\n\n"
+        "* **Minutes**: : <https://docs.example.com/d/0001>\n\n"
+        "## Present\n\n### Members\n\n* Ada Example @ada (core team)\n\n"
+        "## Not present\n\n* Bob Example @bob (core team)\n\n"
+        "## Agenda\n\n* The security release went out on Tuesday.\n"
+    )
+    note = parse_note(text.encode(), "minutes/2026-03-04.md", "session")
+    assert [t for _, t in note.openings] == ["The security release went out on Tuesday."]
+    # Only the nearest heading counts: an agenda nested under "Participants" is kept.
+    text = (
+        "# Core meeting\n\n## Participants\n\n* Ada Example, Bob Example and Cy Example\n\n"
+        "### Upcoming releases\n\nThe next patch release is due on Friday.\n"
+    )
+    note = parse_note(text.encode(), "minutes/core.md", "session")
+    assert note.summary == "The next patch release is due on Friday."
+    # A note of nothing but a list keeps its first line rather than no summary.
+    text = "# Links\n\n## See also\n\n* Our handbook, the onboarding guide and the runbook\n"
+    note = parse_note(text.encode(), "wiki/links.md", "wiki")
+    assert note.summary == "Our handbook, the onboarding guide and the runbook"
 
 
 NYGARD = (
