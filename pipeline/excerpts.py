@@ -40,7 +40,7 @@ from typing import Final
 from pipeline.errors import InputError
 from pipeline.kodb import text
 from pipeline.model import Hit
-from pipeline.vault.plain import clip_text, embed_plain, link_texts
+from pipeline.vault.plain import ROW_SEPARATOR, clip_text, embed_plain, link_texts
 from pipeline.vault.scan import read_note_bytes
 
 #: An excerpt's length, the same as a summary's (``parse.SUMMARY_MAX_CHARS``).
@@ -87,6 +87,8 @@ _WORD = re.compile(r"[^\W_]+")
 #: A markdown backslash escape: the punctuation it keeps literal ("\\[Converge\\]").
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _SEPARATOR = "\n\x00\n"
+#: What a table row's pipes are read among: code span marks, wikilinks, escapes, pipes.
+_ROW_TOKEN = re.compile(r"`+|\[\[[^\[\]\n]*\]\]|\\.|\|")
 #: The first characters of a line that may open a list item or a quote.
 _MARK_STARTS = frozenset("-*+>0123456789")
 
@@ -251,12 +253,45 @@ def paragraphs(markdown: str) -> Paragraphs:
         if first in _MARK_STARTS:
             line = _LIST_MARK.sub("", _QUOTE_MARK.sub("", line))
         stripped = line.strip()
-        if stripped.startswith("|"):  # a table row: its cells
-            stripped = stripped.strip("|").replace("|", " · ")
+        if stripped.startswith("|"):  # a table row: its cells, a paragraph of its own
+            if block:
+                close()
+                lists.paragraph(_indent(line), len(texts))
+            block.append(row_text(stripped) if len(texts) < MAX_PARAGRAPHS else stripped)
+            close()
+            continue
         if stripped and not _EMBED_ALONE.fullmatch(stripped):
             block.append(stripped)
     close()
     return Paragraphs(tuple(texts), tuple(headings), tuple(under), tuple(parent))
+
+
+def row_text(row: str) -> str:
+    """A table row as an excerpt shows it (as ``parse`` makes a row a link's context): its
+    non-empty cells joined by " · ". A pipe splits cells unless escaped (``\\|``), in a
+    code span or in a wikilink (an alias, written ``[[X\\|y]]`` in a table, stays one)."""
+    if not any(mark in row for mark in ("`", "\\", "[[")):
+        return ROW_SEPARATOR.join(c.strip() for c in row.split("|") if c.strip())
+    cells: list[str] = []
+    parts: list[str] = []
+    last = 0
+    ticks = 0  # the length of the backtick run that opened the code span we are in
+    for m in _ROW_TOKEN.finditer(row):
+        token = m.group()
+        if token[0] == "`":
+            ticks = 0 if ticks == len(token) else (ticks or len(token))
+        elif ticks or token[0] == "\\":
+            continue  # code, or an escaped character: text as it stands
+        elif token == "|":
+            parts.append(row[last : m.start()])
+            cells.append("".join(parts))
+            parts, last = [], m.end()
+        else:  # a wikilink: an alias's escaped pipe is the alias's
+            parts += [row[last : m.start()], token.replace("\\|", "|")]
+            last = m.end()
+    parts.append(row[last:])
+    cells.append("".join(parts))
+    return ROW_SEPARATOR.join(c.strip() for c in cells if c.strip())
 
 
 def _closes(line: str, fence: str) -> bool:

@@ -46,7 +46,14 @@ from markdown_it.token import Token
 
 from pipeline.errors import InputError
 from pipeline.model import Note, SourceType
-from pipeline.vault.plain import WHITESPACE, Collapsed, clip_text, embed_plain, split_link
+from pipeline.vault.plain import (
+    ROW_SEPARATOR,
+    WHITESPACE,
+    Collapsed,
+    clip_text,
+    embed_plain,
+    split_link,
+)
 from pipeline.vault.scan import content_hash, read_note_bytes
 
 #: Link targets with these extensions are attachments, not notes (Obsidian's file types).
@@ -179,8 +186,6 @@ _SUCCESSION_BANNER = re.compile(
 _STATUS_LINE = re.compile(r"\s*status\s*:", re.IGNORECASE)
 _HEADING_NOISE = re.compile(r"^[\W\d_]+")
 _DATE_PREAMBLE = re.compile(r"\s*date\s*:", re.IGNORECASE)
-#: Between a table row's cells in its block's text (as an excerpt shows a row).
-ROW_SEPARATOR = " · "
 #: A pipe table's delimiter row's cell ("---", ":--", "--:", ":-:").
 _DELIMITER_CELL = re.compile(r"\s*:?-+:?\s*\Z")
 #: A Nygard ADR's "Date: 2017-01-01" line, with its value.

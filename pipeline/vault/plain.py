@@ -11,6 +11,9 @@ import bisect
 import itertools
 import re
 
+#: Between a table row's cells, in a block's text and in an excerpt.
+ROW_SEPARATOR = " · "
+
 WHITESPACE = re.compile(r"\s+")
 _EMBED_WIKILINK = re.compile(r"!?\[\[([^\[\]\n]+?)\]\]")
 _EMBED_MD_LINK = re.compile(r"!?\[([^\[\]\n]*)\]\([^()\n]*\)")

@@ -58,6 +58,28 @@ def test_paragraphs_leave_out_frontmatter_and_code_and_know_their_heading() -> N
     assert "Code of Conduct — moderation policy · Mary" in [s.strip() for s in shown]
 
 
+def test_each_table_row_is_a_paragraph_of_its_cells_as_a_link_s_context_reads_it() -> None:
+    note = (
+        "# Staff\n\nWho does what.\n"
+        "| role | person |\n|---|---|\n"
+        "| programme lead | [[Helen Marsh\\|Helen]] |\n"
+        "| curator | [[Bob Smith|Bob]] |\n"
+        "| shell | `ls | wc -l` counts, and a \\| stays a pipe |\n"
+        "| | the first cell empty |\n"
+    )
+    paras = paragraphs(note)
+    assert [paras.shown(i) for i in range(len(paras.texts))] == [
+        "Who does what.",  # the paragraph above a table is not a row
+        "role · person",
+        "programme lead · Helen",  # an alias, escaped as a table needs it, is one link
+        "curator · Bob",
+        "shell · ls | wc -l counts, and a | stays a pipe",
+        "the first cell empty",
+    ]
+    got = best_paragraph(searchable(note), stems("who is the programme lead?"), "Who does what.")
+    assert got == "programme lead · Helen"
+
+
 def test_a_callout_s_marker_is_no_part_of_its_paragraph() -> None:
     found = paragraphs("> [!note]+ Superseded by [[0014-flags]] in April.\n> More text.\n")
     assert found.texts == ("Superseded by [[0014-flags]] in April. More text.",)
