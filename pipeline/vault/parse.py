@@ -198,6 +198,14 @@ NAME_DATE_YEARS = range(1000, 3000)
 DATE_KEYS = ("date", "created")
 
 
+@lru_cache(maxsize=1024)
+def _lists(section: str | None) -> bool:
+    """Whether a paragraph under the heading ``section`` is in a list that sums nothing up,
+    however long (``LIST_SECTIONS``). Only the nearest heading counts: minutes nest their
+    agenda under "Participants" as often as a roll call under "Present" ("### Members")."""
+    return section is not None and section_key(section) in LIST_SECTIONS
+
+
 def section_key(heading: str) -> str:
     """A heading as a section name: case-folded, numbering and trailing colons dropped."""
     return _HEADING_NOISE.sub("", heading.casefold()).strip(" :.")
@@ -365,12 +373,7 @@ class ParsedNote:
                 continue
             if first is None:
                 first = block.text
-            if block.section and section_key(block.section) in LIST_SECTIONS:
-                # A link or a name in a list sums nothing up, however long. Only the nearest
-                # heading counts: minutes nest their agenda under "Participants" as often as
-                # a roll call under "Present" ("### Members", "### Observers").
-                continue
-            if _words_at_least(block.text):
+            if _words_at_least(block.text) and not _lists(block.section):
                 kept.append((opening_key(block.text), block.text))
                 if len(kept) >= OPENINGS_KEPT:
                     break
