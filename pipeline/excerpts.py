@@ -89,6 +89,7 @@ _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _SEPARATOR = "\n\x00\n"
 #: What a table row's pipes are read among: code span marks, wikilinks, escapes, pipes.
 _ROW_TOKEN = re.compile(r"`+|\[\[[^\[\]\n]*\]\]|\\.|\|")
+_TICKS = re.compile(r"`+")
 #: The first characters of a line that may open a list item or a quote.
 _MARK_STARTS = frozenset("-*+>0123456789")
 
@@ -250,14 +251,16 @@ def paragraphs(markdown: str) -> Paragraphs:
             lists.item(_indent(line), len(texts))
         elif not block:
             lists.paragraph(_indent(line), len(texts))
+        indent = _indent(line)
         if first in _MARK_STARTS:
             line = _LIST_MARK.sub("", _QUOTE_MARK.sub("", line))
         stripped = line.strip()
         if stripped.startswith("|"):  # a table row: its cells, a paragraph of its own
             if block:
                 close()
-                lists.paragraph(_indent(line), len(texts))
-            block.append(row_text(stripped) if len(texts) < MAX_PARAGRAPHS else stripped)
+                lists.paragraph(indent, len(texts))
+            if not set(stripped) <= _TABLE_RULE_CHARS:  # a quoted table's rule: no row
+                block.append(row_text(stripped) if len(texts) < MAX_PARAGRAPHS else stripped)
             close()
             continue
         if stripped and not _EMBED_ALONE.fullmatch(stripped):
@@ -269,29 +272,44 @@ def paragraphs(markdown: str) -> Paragraphs:
 def row_text(row: str) -> str:
     """A table row as an excerpt shows it (as ``parse`` makes a row a link's context): its
     non-empty cells joined by " · ". A pipe splits cells unless escaped (``\\|``), in a
-    code span or in a wikilink (an alias, written ``[[X\\|y]]`` in a table, stays one)."""
+    code span (backticks closed by a run as long; an unclosed run is text) or in a wikilink
+    (an alias, written ``[[X\\|y]]`` in a table, stays one)."""
     if not any(mark in row for mark in ("`", "\\", "[[")):
         return ROW_SEPARATOR.join(c.strip() for c in row.split("|") if c.strip())
+    span_end = _code_span_ends(row)
     cells: list[str] = []
     parts: list[str] = []
-    last = 0
-    ticks = 0  # the length of the backtick run that opened the code span we are in
-    for m in _ROW_TOKEN.finditer(row):
-        token = m.group()
-        if token[0] == "`":
-            ticks = 0 if ticks == len(token) else (ticks or len(token))
-        elif ticks or token[0] == "\\":
-            continue  # code, or an escaped character: text as it stands
+    last = pos = 0
+    while (m := _ROW_TOKEN.search(row, pos)) is not None:
+        token, pos = m.group(), m.end()
+        if token[0] == "`":  # a code span is text as it stands; unclosed, so are the ticks
+            pos = span_end(m.start(), pos) or pos
         elif token == "|":
             parts.append(row[last : m.start()])
             cells.append("".join(parts))
-            parts, last = [], m.end()
-        else:  # a wikilink: an alias's escaped pipe is the alias's
+            parts, last = [], pos
+        elif token[0] == "[":  # a wikilink: an alias's escaped pipe is the alias's
             parts += [row[last : m.start()], token.replace("\\|", "|")]
-            last = m.end()
+            last = pos
     parts.append(row[last:])
     cells.append("".join(parts))
     return ROW_SEPARATOR.join(c.strip() for c in cells if c.strip())
+
+
+def _code_span_ends(row: str) -> Callable[[int, int], int | None]:
+    """For a backtick run that opens at ``start`` and ends at ``end``: where its code span
+    ends, after the next run as long (CommonMark's rule), or None (no such run: the
+    backticks are text)."""
+    starts: dict[int, list[int]] = {}
+    for m in _TICKS.finditer(row):
+        starts.setdefault(m.end() - m.start(), []).append(m.start())
+
+    def span_end(start: int, end: int) -> int | None:
+        later = starts.get(end - start, [])
+        k = bisect.bisect_right(later, start)
+        return later[k] + end - start if k < len(later) else None
+
+    return span_end
 
 
 def _closes(line: str, fence: str) -> bool:

@@ -158,7 +158,8 @@ STATUS_SECTIONS = frozenset({"status", "state"})
 #: is never a note's summary ("Minutes: <url>", "Ada Example @ada (core team)").
 LIST_SECTIONS = frozenset(
     {
-        "links", "references", "see also", "related", "present", "not present", "attendees",
+        "links", "useful links", "external links", "references", "see also", "related",
+        "related notes", "further reading", "present", "not present", "attendees",
         "attendance", "in attendance", "participants", "members", "observers", "invited",
         "guests", "absent", "apologies", "regrets", "linkek", "hivatkozások", "lásd még",
         "kapcsolódó", "jelen vannak", "jelenlévők", "jelen voltak", "résztvevők",
@@ -373,7 +374,9 @@ class ParsedNote:
                 continue
             if first is None:
                 first = block.text
-            if _words_at_least(block.text) and not _lists(block.section):
+            if _words_at_least(block.text) and not (
+                block.section_level > 1 and _lists(block.section)  # level 1: its title
+            ):
                 kept.append((opening_key(block.text), block.text))
                 if len(kept) >= OPENINGS_KEPT:
                     break

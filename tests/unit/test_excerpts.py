@@ -6,7 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.excerpts import EXCERPT_CHARS, best_paragraph, paragraphs, searchable, with_excerpts
+import pytest
+
+from pipeline.excerpts import (
+    EXCERPT_CHARS,
+    best_paragraph,
+    paragraphs,
+    row_text,
+    searchable,
+    with_excerpts,
+)
 from pipeline.kodb.text import query_groups
 from pipeline.model import Hit
 
@@ -78,6 +87,25 @@ def test_each_table_row_is_a_paragraph_of_its_cells_as_a_link_s_context_reads_it
     ]
     got = best_paragraph(searchable(note), stems("who is the programme lead?"), "Who does what.")
     assert got == "programme lead · Helen"
+
+
+@pytest.mark.parametrize(
+    ("row", "cells"),
+    [
+        ("| `a | [[B]] | c |", "`a · [[B]] · c"),  # an unclosed backtick is text
+        ("| `dir\\` | [[B]] | y |", "`dir\\` · [[B]] · y"),  # no escape inside code
+        ("| \\`a | b` | [[B]] |", "\\`a · b` · [[B]]"),  # an escaped backtick opens none
+        ("| ``a|`b`` | c |", "``a|`b`` · c"),  # closed by a run as long
+    ],
+)
+def test_a_row_s_code_spans_are_read_as_commonmark_reads_them(row: str, cells: str) -> None:
+    assert row_text(row) == cells
+
+
+def test_a_table_in_a_quote_in_a_list_item_is_rows_nested_in_the_item() -> None:
+    paras = paragraphs("- the staff\n  > | role | person |\n  > |---|---|\n  > | lead | Helen |\n")
+    assert paras.texts == ("the staff", "role · person", "lead · Helen")
+    assert paras.parent == (None, 0, 0)
 
 
 def test_a_callout_s_marker_is_no_part_of_its_paragraph() -> None:

@@ -662,6 +662,14 @@ def test_a_roll_call_or_a_link_list_is_never_a_summary() -> None:
     )
     note = parse_note(text.encode(), "minutes/core.md", "session")
     assert note.summary == "The next patch release is due on Friday."
+    # A note's title is no list heading, whatever its name.
+    text = (
+        "# Observers\n\nObservers are members who may attend every meeting but not vote.\n\n"
+        "## History\n\nThe role came with the charter amendment of 2019.\n"
+    )
+    assert parse_note(text.encode(), "wiki/observers.md", "wiki").summary == (
+        "Observers are members who may attend every meeting but not vote."
+    )
     # A note of nothing but a list keeps its first line rather than no summary.
     text = "# Links\n\n## See also\n\n* Our handbook, the onboarding guide and the runbook\n"
     note = parse_note(text.encode(), "wiki/links.md", "wiki")
