@@ -187,8 +187,7 @@ def _prose(raw: str) -> str:
 
 def paragraphs(markdown: str) -> Paragraphs:
     """The paragraphs of a note's markdown: runs of lines between blank lines, headings,
-    code fences and list items; frontmatter, code blocks and embeds on a line of their own
-    left out."""
+    code fences, list items and table rows; frontmatter, code and lone embeds left out."""
     texts: list[str] = []
     headings: list[str] = []
     under: list[int | None] = []
@@ -197,7 +196,6 @@ def paragraphs(markdown: str) -> Paragraphs:
     block: list[str] = []
     fence: str | None = None
     lists = _Lists()
-
     html = False
 
     def close() -> None:
@@ -259,8 +257,8 @@ def paragraphs(markdown: str) -> Paragraphs:
             if block:
                 close()
                 lists.paragraph(indent, len(texts))
-            if not set(stripped) <= _TABLE_RULE_CHARS:  # a quoted table's rule: no row
-                block.append(row_text(stripped) if len(texts) < MAX_PARAGRAPHS else stripped)
+            if len(texts) < MAX_PARAGRAPHS and not set(stripped) <= _TABLE_RULE_CHARS:
+                block.append(row_text(stripped))  # (a quoted table's rule is no row)
             close()
             continue
         if stripped and not _EMBED_ALONE.fullmatch(stripped):
