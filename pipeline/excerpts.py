@@ -185,6 +185,7 @@ def _prose(raw: str) -> str:
     return " ".join(text.split())
 
 
+# long: one pass over the lines, where each kind of block ends the one before it
 def paragraphs(markdown: str) -> Paragraphs:
     """The paragraphs of a note's markdown: runs of lines between blank lines, headings,
     code fences, list items and table rows; frontmatter, code and lone embeds left out."""
@@ -197,6 +198,8 @@ def paragraphs(markdown: str) -> Paragraphs:
     fence: str | None = None
     lists = _Lists()
     html = False
+    header: int | None = None  # the paragraph of the current table's header row
+    table_at = -2  # the line of the last table row or rule read
 
     def close() -> None:
         nonlocal html
@@ -209,7 +212,7 @@ def paragraphs(markdown: str) -> Paragraphs:
             lists.lost(len(texts))
         block.clear()
 
-    for line in _body_lines(markdown):
+    for n, line in enumerate(_body_lines(markdown)):
         first = line.lstrip()[:1]
         if fence is not None:
             if _closes(line, fence):
@@ -238,6 +241,7 @@ def paragraphs(markdown: str) -> Paragraphs:
         if first in "|:-" and "---" in line and set(line) <= _TABLE_RULE_CHARS:
             close()
             lists.leave(line)  # a thematic break, or a table's rule
+            table_at = n
             continue
         if not block and first == "<" and _HTML_BLOCK.match(line):
             html = True  # an HTML block, left out as the index leaves it out
@@ -257,9 +261,15 @@ def paragraphs(markdown: str) -> Paragraphs:
             if block:
                 close()
                 lists.paragraph(indent, len(texts))
-            if len(texts) < MAX_PARAGRAPHS and not set(stripped) <= _TABLE_RULE_CHARS:
+            row = len(texts) < MAX_PARAGRAPHS and not set(stripped) <= _TABLE_RULE_CHARS
+            if row:
                 block.append(row_text(stripped))  # (a quoted table's rule is no row)
             close()
+            if row and header is not None and table_at == n - 1:
+                parent[-1] = header  # a row shows its table's header row before it
+            elif row:
+                header = len(texts) - 1
+            table_at = n
             continue
         if stripped and not _EMBED_ALONE.fullmatch(stripped):
             block.append(stripped)

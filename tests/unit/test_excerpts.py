@@ -64,29 +64,33 @@ def test_paragraphs_leave_out_frontmatter_and_code_and_know_their_heading() -> N
     assert any(s.startswith("Code of Conduct — We agreed that one Code of Conduct") for s in shown)
     # A link by its text, a table row as cells.
     assert any("the moderation team enforces it" in s for s in shown)
-    assert "Code of Conduct — moderation policy · Mary" in [s.strip() for s in shown]
+    assert "Code of Conduct — item · owner — moderation policy · Mary" in [s.strip() for s in shown]
 
 
-def test_each_table_row_is_a_paragraph_of_its_cells_as_a_link_s_context_reads_it() -> None:
+def test_each_table_row_is_a_paragraph_of_its_cells_shown_under_its_header_row() -> None:
     note = (
         "# Staff\n\nWho does what.\n"
         "| role | person |\n|---|---|\n"
         "| programme lead | [[Helen Marsh\\|Helen]] |\n"
         "| curator | [[Bob Smith|Bob]] |\n"
         "| shell | `ls | wc -l` counts, and a \\| stays a pipe |\n"
-        "| | the first cell empty |\n"
+        "| | the first cell empty |\n\n"
+        "| year | budget |\n| 2026 | £12,000 |\n"
     )
     paras = paragraphs(note)
     assert [paras.shown(i) for i in range(len(paras.texts))] == [
         "Who does what.",  # the paragraph above a table is not a row
         "role · person",
-        "programme lead · Helen",  # an alias, escaped as a table needs it, is one link
-        "curator · Bob",
-        "shell · ls | wc -l counts, and a | stays a pipe",
-        "the first cell empty",
+        # an alias, escaped as a table needs it, is one link; a row says what its cells are
+        "role · person — programme lead · Helen",
+        "role · person — curator · Bob",
+        "role · person — shell · ls | wc -l counts, and a | stays a pipe",
+        "role · person — the first cell empty",
+        "year · budget",  # another table, another header
+        "year · budget — 2026 · £12,000",
     ]
     got = best_paragraph(searchable(note), stems("who is the programme lead?"), "Who does what.")
-    assert got == "programme lead · Helen"
+    assert got == "role · person — programme lead · Helen"
 
 
 @pytest.mark.parametrize(
@@ -105,7 +109,8 @@ def test_a_row_s_code_spans_are_read_as_commonmark_reads_them(row: str, cells: s
 def test_a_table_in_a_quote_in_a_list_item_is_rows_nested_in_the_item() -> None:
     paras = paragraphs("- the staff\n  > | role | person |\n  > |---|---|\n  > | lead | Helen |\n")
     assert paras.texts == ("the staff", "role · person", "lead · Helen")
-    assert paras.parent == (None, 0, 0)
+    assert paras.parent == (None, 0, 1)  # the row under its header row, in the item
+    assert paras.enclosing(2) == [1, 0]
 
 
 def test_a_callout_s_marker_is_no_part_of_its_paragraph() -> None:
