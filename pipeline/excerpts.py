@@ -241,6 +241,7 @@ def paragraphs(markdown: str) -> Paragraphs:
         if first in "|:-" and "---" in line and set(line) <= _TABLE_RULE_CHARS:
             close()
             lists.leave(line)  # a thematic break, or a table's rule
+            header = header if table_at == n - 1 else None  # no row above: no table's rule
             table_at = n
             continue
         if not block and first == "<" and _HTML_BLOCK.match(line):

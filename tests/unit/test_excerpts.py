@@ -106,6 +106,13 @@ def test_a_row_s_code_spans_are_read_as_commonmark_reads_them(row: str, cells: s
     assert row_text(row) == cells
 
 
+def test_a_rule_above_a_table_keeps_no_earlier_table_s_header() -> None:
+    note = "| a | b |\n|---|---|\n| 1 | 2 |\n\nText.\n\n---\n| c | d |\n|---|---|\n| 3 | 4 |\n"
+    paras = paragraphs(note)
+    shown = [paras.shown(i) for i in range(len(paras.texts))]
+    assert shown == ["a · b", "a · b — 1 · 2", "Text.", "c · d", "c · d — 3 · 4"]
+
+
 def test_a_table_in_a_quote_in_a_list_item_is_rows_nested_in_the_item() -> None:
     paras = paragraphs("- the staff\n  > | role | person |\n  > |---|---|\n  > | lead | Helen |\n")
     assert paras.texts == ("the staff", "role · person", "lead · Helen")
