@@ -249,12 +249,12 @@ def paragraphs(markdown: str) -> Paragraphs:
             lists.leave(line)
         if html:
             continue
+        indent = _indent(line)
         if first in _MARK_STARTS and _LIST_MARK.match(line):  # each item its own paragraph
             close()
-            lists.item(_indent(line), len(texts))
+            lists.item(indent, len(texts))
         elif not block:
-            lists.paragraph(_indent(line), len(texts))
-        indent = _indent(line)
+            lists.paragraph(indent, len(texts))
         if first in _MARK_STARTS:
             line = _LIST_MARK.sub("", _QUOTE_MARK.sub("", line))
         stripped = line.strip()

@@ -93,6 +93,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from pipeline.model import INGEST_EXTRACTOR, Fact, fact_key, normalize_text
+from pipeline.succession import PREDECESSOR_PREDICATE, STATUS_PREDICATE, SUCCESSOR_PREDICATE
 from pipeline.vault.parse import (
     DATE_LINE,
     NOTE_META_KEYS,
@@ -152,12 +153,6 @@ CONF_INLINE_FIELD = 0.9
 CONF_TAG = 0.9
 CONF_ADR_DECISION = 0.9
 CONF_SUPERSEDED_BY = 0.9
-#: What a template leaves after "Superseded by:" when nothing replaced the ADR.
-_NO_SUCCESSOR = re.compile(
-    r"[\W_]*(?:n/?a|none(?: yet)?|not yet|nothing|null|nil|tbd|-)?[\W_]*", re.IGNORECASE
-)
-#: The predicate that names what replaced the subject (``succession`` reads it).
-SUCCESSOR_PREDICATE = "superseded_by"
 CONF_ADR_DATE = 0.9
 CONF_DECIDED_IN = 0.85
 CONF_LINKS_TO = 0.8
@@ -230,6 +225,10 @@ DECISION_SECTIONS = frozenset({"decision", "decisions", "decision outcome", "the
 
 _WORD = re.compile(r"[^\W\d_]+")
 _SUPERSEDED_BY = re.compile(rf"\b{SUPERSEDED_BY}\b[\s:]*", re.IGNORECASE)
+#: What a template leaves after "Superseded by:" when nothing replaced the ADR.
+_NO_SUCCESSOR = re.compile(
+    r"[\W_]*(?:n/?a|none(?: yet)?|not yet|nothing|null|nil|tbd|-)?[\W_]*", re.IGNORECASE
+)
 #: The other succession phrases (``parse.SUCCESSION_PHRASES``) count in the Status section
 #: or at the start of a paragraph or callout, where they are about the ADR itself rather
 #: than something it discusses.
@@ -426,7 +425,7 @@ def _adr_facts(
         # (``succession``: a successor decides, whatever the word).
         status = "superseded"
     if status:
-        yield subject, "adr_status", status, CONF_ADR_STATUS
+        yield subject, STATUS_PREDICATE, status, CONF_ADR_STATUS
 
     decision_src = fm.get("decision")
     if isinstance(decision_src, str) and decision_src.strip():
@@ -473,7 +472,7 @@ def _superseded_by(
                 if _NO_SUCCESSOR.fullmatch(target):
                     target = None  # a template's "Superseded by: N/A"
             if target:
-                yield note.subject, "superseded_by", target, CONF_SUPERSEDED_BY
+                yield note.subject, SUCCESSOR_PREDICATE, target, CONF_SUPERSEDED_BY
                 return
 
 
@@ -499,9 +498,9 @@ def _succession_phrases(
                 if not target or target == note.subject:
                     continue
                 if direction == "by":
-                    yield note.subject, "superseded_by", target, CONF_SUPERSEDED_BY
+                    yield note.subject, SUCCESSOR_PREDICATE, target, CONF_SUPERSEDED_BY
                 else:
-                    yield note.subject, "supersedes", target, CONF_SUPERSEDED_BY
+                    yield note.subject, PREDECESSOR_PREDICATE, target, CONF_SUPERSEDED_BY
 
 
 def _link_facts(note: ParsedNote, links: _Links) -> Iterator[tuple[str, str, str, float]]:
