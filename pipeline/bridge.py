@@ -78,6 +78,17 @@ SHORT_STOP_WORDS: Final = frozenset(
 )
 
 _WORD = re.compile(r"\w+(?:['’]\w+)?")
+#: The ending of an English contraction or possessive: "what's" is the stop word "what",
+#: "council's" the word "council"; left on, the index's tokenizer splits off an "s" that,
+#: as a prefix, matches half of every note's words (excerpts, facts).
+_CLITIC = re.compile(r"(?:'(?:s|re|ve|ll|d|m)|n't)$")
+
+
+def _word(match: re.Match[str]) -> tuple[str, str]:
+    """A matched word with its apostrophe made ASCII, and that word without its clitic
+    unless the whole contraction is a stop word ("it's", "don't")."""
+    word = match.group(0).replace("’", "'")
+    return word, word if word in STOP_WORDS else _CLITIC.sub("", word)
 
 
 def content_words(text: str) -> list[str]:
@@ -85,7 +96,7 @@ def content_words(text: str) -> list[str]:
     "Go" count): a question without any is about nothing, and is answered no_match."""
     words: dict[str, None] = {}
     for match in _WORD.finditer(normalize_text(text)):
-        word = match.group(0).replace("’", "'").strip("_")
+        word = _word(match)[1].strip("_")
         if word and word not in STOP_WORDS and word not in SHORT_STOP_WORDS:
             words.setdefault(word, None)
     return list(words)
@@ -96,7 +107,11 @@ def query_terms(text: str) -> list[str]:
     the first ``MAX_QUERY_TERMS`` of them."""
     seen: dict[str, None] = {}
     for match in _WORD.finditer(normalize_text(text)):
-        word = match.group(0).replace("’", "'")
+        whole, word = _word(match)
+        if word in STOP_WORDS or word in SHORT_STOP_WORDS:
+            continue
+        if len(word) < MIN_TERM_CHARS:
+            word = whole  # "V8's": the word alone is too short to search for
         if len(word) >= MIN_TERM_CHARS and word not in STOP_WORDS and not word.isdigit():
             seen.setdefault(word, None)
             if len(seen) >= MAX_QUERY_TERMS:

@@ -123,6 +123,25 @@ def test_content_words_of_any_length_but_not_stop_words_or_symbols() -> None:
     assert content_words("% _ 🍌 '' --") == []
 
 
+def test_a_contraction_or_possessive_is_its_word_without_the_clitic() -> None:
+    # Left whole, "what's" split into "what" and an "s" that prefixes half of all words.
+    assert query_terms("what's the per-minute cap on the council's servers?") == [
+        "per",
+        "minute",
+        "cap",
+        "council",
+        "servers",
+    ]
+    assert query_terms("who’s in the team and shouldn't they know?") == ["team"]
+    assert content_words("what's up? it's he's") == []
+    assert content_words("who's") == []
+
+
+def test_a_word_too_short_without_its_clitic_is_searched_whole() -> None:
+    assert query_terms("V8's compressed pointers") == ["v8's", "compressed", "pointers"]
+    assert content_words("V8's compressed pointers") == ["v8", "compressed", "pointers"]
+
+
 def test_each_fused_place_stands_half_a_sigma_below_the_one_above() -> None:
     hits = [
         Hit("words.md", "Words", "wiki", 0.30, bm25=9.0),  # fused first by its words
