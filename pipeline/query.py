@@ -33,6 +33,7 @@ from pipeline.errors import (
 )
 from pipeline.fallback_log import record_fallback
 from pipeline.fusion import DENSE_WEIGHT, relative_scores
+from pipeline.kodb import text as kodb_text
 from pipeline.model import (
     Answer,
     Candidate,
@@ -670,18 +671,19 @@ class Pipeline:
             succession = self.kodb.succession()
         shown = [_with_note(h, registry.get(h.path)) for h in shown]
         shown = self._excerpted(text, _marked_hits(shown, succession), registry, opts, timer)
+        answer = Answer(
+            text,
+            "semantic",
+            None,
+            relevance,
+            tuple(shown),
+            (),
+            notice=notice,
+            time_window=window,
+            recency=recency,
+        )
         if relevance.label == "no_match" or not opts.subjects or opts.top_k == 0 or not shown:
-            return Answer(
-                text,
-                "semantic",
-                None,
-                relevance,
-                tuple(shown),
-                (),
-                notice=notice,
-                time_window=window,
-                recency=recency,
-            )
+            return answer
         today = self.today_of(opts).isoformat()
         about, floor = _about(shown, window, recency, relevance.floor_cosine, today, topic)
         with timer.stage("bridge_ms"):
@@ -699,21 +701,18 @@ class Pipeline:
         topic = self.topic_of(text, opts)
         words = (lambda: bridge.term_candidates(topic, self.kodb)) if opts.per_token else None
         subjects, candidates = self._subjects(
-            candidates, opts, timer, relevance, evidence, words=words, succession=succession
+            candidates,
+            opts,
+            timer,
+            relevance,
+            evidence,
+            words=words,
+            succession=succession,
+            question=self._question(text, opts, shown, registry),
         )
         if opts.crystal_only and not subjects and candidates:
             notice = "no crystal-ready subject among the relevant ones"
-        return Answer(
-            text,
-            "semantic",
-            None,
-            relevance,
-            tuple(shown),
-            subjects,
-            notice=notice,
-            time_window=window,
-            recency=recency,
-        )
+        return replace(answer, subjects=subjects, notice=notice)
 
     def window_of(self, text: str, opts: QueryOptions) -> TimeWindow | None:
         """The period ``text`` asks about, read against ``opts.today`` (else today)."""
@@ -839,6 +838,7 @@ class Pipeline:
                 top_bm25=best,
                 words=lambda: bridge.term_candidates(self.topic_of(text, opts), self.kodb),
                 succession=succession,
+                question=self._question(text, opts, hits, registry),
             )
             if opts.crystal_only and not subjects and candidates:
                 notice = "no crystal-ready subject among the relevant ones"
@@ -884,6 +884,19 @@ class Pipeline:
                 s.vault_language,
                 lambda rel: not self.private.is_private(rel),
             )
+
+    def _question(
+        self, text: str, opts: QueryOptions, hits: Sequence[Hit], registry: Mapping[str, Note]
+    ) -> list[tuple[str, ...]]:
+        """The question's words as the facts shown are read for them (``rank.speaks``):
+        each word's stems under the vault's language and the hit notes' own, and the whole
+        word, as excerpts match a note's words."""
+        languages: list[str | None] = [self.settings.vault_language]
+        for hit in hits:
+            note = registry.get(hit.path)
+            if note is not None and note.text_language:
+                languages.append(note.text_language)
+        return kodb_text.query_groups(self.terms_of(text, opts), (*languages, None))
 
     def _word_hits(
         self, text: str, opts: QueryOptions, topics: dict[str, bool] | None = None
@@ -951,6 +964,7 @@ class Pipeline:
         top_bm25: float | None = None,
         words: Callable[[], dict[str, Candidate]] | None = None,
         succession: Succession | None = None,
+        question: Sequence[tuple[str, ...]] = (),
     ) -> tuple[tuple[SubjectRank, ...], dict[str, Candidate]]:
         """The ranked subjects of an answer, and every candidate considered.
 
@@ -964,7 +978,16 @@ class Pipeline:
             found: Sequence[SubjectSummary], among: Mapping[str, Candidate] | None = None
         ) -> tuple[SubjectRank, ...]:
             chosen = candidates if among is None else among
-            return self._rank(found, opts, chosen, timer, relevance, evidence, top_bm25=top_bm25)
+            return self._rank(
+                found,
+                opts,
+                chosen,
+                timer,
+                relevance,
+                evidence,
+                top_bm25=top_bm25,
+                question=question,
+            )
 
         with timer.stage("kodb_ms"):
             counted = self._summaries(candidates, opts, evidence, sample=False)
@@ -1054,6 +1077,7 @@ class Pipeline:
         evidence: dict[str, float] | None,
         *,
         top_bm25: float | None = None,
+        question: Sequence[tuple[str, ...]] = (),
     ) -> tuple[SubjectRank, ...]:
         basis = self.basis() if relevance is not None else None
         bands: dict[float, Any] = {}  # candidates share their hits' cosines
@@ -1078,5 +1102,6 @@ class Pipeline:
                     order=self.order,
                     evidence_files=evidence,
                     crystal_only=opts.crystal_only,
+                    question=question,
                 )
             )

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from pipeline.kodb import text
 from pipeline.model import (
     SOURCE_TYPES,
     TITLE_PREDICATE,
@@ -143,18 +144,48 @@ def display_name(spellings: Mapping[str, int]) -> str:
     return min(spellings, key=lambda s: (-spellings[s], s))
 
 
+def question_words(
+    facts: Sequence[Fact], question: Sequence[tuple[str, ...]]
+) -> tuple[tuple[str, ...], ...]:
+    """The question's words (``text.query_groups``: each word's spellings) that the
+    subject's name does not hold: "who owns the billing service?" asks of Billing service
+    who owns it."""
+    if not question or not facts:
+        return ()
+    name = text.words(facts[0].subject_norm)
+    return tuple(g for g in question if not any(w.startswith(g) for w in name))
+
+
+def speaks(fact: Fact, asked: Sequence[tuple[str, ...]]) -> int:
+    """How many of the words ``asked`` the fact's predicate holds (a folded word of it
+    starting with one of a word's spellings, as excerpts match): "owner" or "owners" when
+    asked who owns it, "lead" who leads it. Only the predicate: a fact whose object merely
+    uses a question's word ("8.7 TB per copy" for "do we still keep a copy …?") crowded out
+    the one that answers (its status: superseded)."""
+    if not asked or predicate_preference(fact.predicate)[0] == 2:
+        return 0
+    named = text.words(fact.predicate.replace("_", " "))
+    return sum(1 for g in asked if any(w.startswith(g) for w in named))
+
+
 def representative_facts(
-    facts: Sequence[Fact], n: int, evidence: Mapping[str, float] | None = None
+    facts: Sequence[Fact],
+    n: int,
+    evidence: Mapping[str, float] | None = None,
+    question: Sequence[tuple[str, ...]] = (),
 ) -> tuple[FactView, ...]:
-    """Up to n facts: those from ``evidence`` files (the hit notes, path → cosine: the
-    evidence that matched this question) first; among those and then among the rest,
-    informative predicates before other properties before structural ones
-    (``model.predicate_preference``); within that, spread over source types and predicates,
-    then the better hit, the preferred predicate and the highest confidence. A fact that
-    only restates the subject's name (its note's ``title``) comes last."""
+    """Up to n facts: those from ``evidence`` files (the hit notes, path → cosine) first,
+    and among them one of each predicate naming more of the ``question``'s words
+    (``speaks``; only those files are read for it: KO-DB's stored sample of the others
+    does not depend on the question); then, among those and then the rest, informative
+    predicates before other properties before structural ones
+    (``model.predicate_preference``); within that, spread over source types and
+    predicates, then the better hit, the preferred predicate and the highest confidence.
+    A fact that only restates the subject's name (its note's ``title``) comes last."""
     if n <= 0 or not facts:
         return ()
     files = evidence or {}
+    asked = question_words(facts, question)
 
     def restates_name(f: Fact) -> bool:
         return f.predicate == TITLE_PREDICATE and normalize_text(f.object) == f.subject_norm
@@ -167,13 +198,20 @@ def representative_facts(
             *pool_key(f),
         ),
     )
-    # A fact from a hit beats the others; then an informative predicate beats a structural
-    # one; then an unseen type and predicate beat the rest; pool order (better hit, the
-    # preferred predicate, confidence) breaks ties. Each pick is the first fact in pool
-    # order with the smallest (restates, not from a hit, tier, seen count): the scan stops
-    # at the first one that reaches the smallest key still possible.
+    # A fact from a hit beats the others; then one whose predicate holds more of the
+    # question's words, until a fact of that predicate is shown; then an informative
+    # predicate beats a structural one; then an unseen type and predicate beat the rest;
+    # pool order (better hit, the preferred predicate, confidence) breaks ties. Each pick
+    # is the first fact in pool order with the smallest (restates, not from a hit, words,
+    # tier, seen count): the scan stops at the first one that reaches the smallest key
+    # still possible (the flags as first computed bound it: words only ever drop to 0).
     flags = [
-        (restates_name(f), f.source_file not in files, predicate_preference(f.predicate)[0])
+        (
+            restates_name(f),
+            f.source_file not in files,
+            -speaks(f, asked) if f.source_file in files else 0,
+            predicate_preference(f.predicate)[0],
+        )
         for f in pool
     ]
     left = Counter(flags)
@@ -181,13 +219,20 @@ def representative_facts(
     chosen: list[Fact] = []
     seen_types: set[str] = set()
     seen_preds: set[str] = set()
+
+    def seen_count(f: Fact) -> int:
+        return (f.source_type in seen_types) + (f.predicate in seen_preds)
+
     while len(chosen) < n and len(chosen) < len(pool):
         floor = (*min(k for k, c in left.items() if c), 0)
         best, best_key = -1, None
         for i, fact in enumerate(pool):
             if taken[i]:
                 continue
-            key = (*flags[i], (fact.source_type in seen_types) + (fact.predicate in seen_preds))
+            restates, elsewhere, words, tier = flags[i]
+            if words and fact.predicate in seen_preds:
+                words = 0  # the asked predicate once ("deciders" thrice said less)
+            key = (restates, elsewhere, words, tier, seen_count(fact))
             if best_key is None or key < best_key:
                 best, best_key = i, key
                 if key == floor:
@@ -211,6 +256,7 @@ def rank_subject(
     candidate: Candidate | None = None,
     band: Band | None = None,
     evidence_files: Mapping[str, float] | None = None,
+    question: Sequence[tuple[str, ...]] = (),
 ) -> SubjectRank:
     """Rank one subject on all of its facts (its summary with every fact as the sample)."""
     return rank_summary(
@@ -220,6 +266,7 @@ def rank_subject(
         candidate=candidate,
         band=band,
         evidence_files=evidence_files,
+        question=question,
     )
 
 
@@ -260,6 +307,7 @@ def rank_subjects(
     order: OrderRule = DEFAULT_ORDER,
     evidence_files: Mapping[str, float] | None = None,
     crystal_only: bool = False,
+    question: Sequence[tuple[str, ...]] = (),
 ) -> list[SubjectRank]:
     """Group facts by case-folded subject, rank each, order (``answer_order``), keep K.
 
@@ -267,7 +315,8 @@ def rank_subjects(
     other subjects are ranked after them all. ``band_of`` gives a semantic candidate's
     band, ``top_cosine`` and ``sigma`` (the answer's best hit and the vault's σ) place it in
     ``order``'s tiers, ``top_bm25`` (the best word score) a degraded one;
-    ``evidence_files`` (hit path → its score) picks the facts shown.
+    ``evidence_files`` (hit path → its score) and ``question`` (the question's words,
+    ``text.query_groups``) pick the facts shown.
     """
     return rank_summaries(
         summaries_from_facts(facts).values(),
@@ -282,6 +331,7 @@ def rank_subjects(
         order=order,
         evidence_files=evidence_files,
         crystal_only=crystal_only,
+        question=question,
     )
 
 
@@ -351,6 +401,7 @@ def _ranked(
     candidate: Candidate | None,
     band: Band | None,
     evidence_files: Mapping[str, float] | None,
+    question: Sequence[tuple[str, ...]],
 ) -> SubjectRank:
     return SubjectRank(
         subject=tally.subject,
@@ -364,7 +415,7 @@ def _ranked(
         best_bm25=candidate.bm25 if candidate else None,
         crystal_ready=tally.crystal_ready,
         predicates=tally.predicates,
-        facts=representative_facts(summary.sample, facts_per_subject, evidence_files),
+        facts=representative_facts(summary.sample, facts_per_subject, evidence_files, question),
         band=band,
         evidence=candidate.evidence if candidate else None,
     )
@@ -378,6 +429,7 @@ def rank_summary(
     candidate: Candidate | None = None,
     band: Band | None = None,
     evidence_files: Mapping[str, float] | None = None,
+    question: Sequence[tuple[str, ...]] = (),
 ) -> SubjectRank:
     """``rank_subject`` from a summary: the same SubjectRank as on all of the subject's
     facts when the sample holds every fact ``representative_facts`` would pick."""
@@ -388,6 +440,7 @@ def rank_summary(
         candidate=candidate,
         band=band,
         evidence_files=evidence_files,
+        question=question,
     )
 
 
@@ -405,6 +458,7 @@ def rank_summaries(
     order: OrderRule = DEFAULT_ORDER,
     evidence_files: Mapping[str, float] | None = None,
     crystal_only: bool = False,
+    question: Sequence[tuple[str, ...]] = (),
 ) -> list[SubjectRank]:
     """``rank_subjects`` on per-subject summaries (``KoDB.subject_summaries``) instead of
     all facts: the same list, at a cost that does not grow with a subject's facts."""
@@ -436,6 +490,7 @@ def rank_summaries(
             candidate=candidate,
             band=band,
             evidence_files=evidence_files,
+            question=question,
         )
         for _, summary, tally, candidate, band in ranked[:top_k]
     ]

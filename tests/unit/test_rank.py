@@ -8,8 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.kodb.text import query_groups
 from pipeline.model import SOURCE_TYPES, Fact, normalize_text, predicate_preference
-from pipeline.rank import OrderRule, rank_subjects, representative_facts, score_of
+from pipeline.rank import (
+    OrderRule,
+    question_words,
+    rank_subjects,
+    representative_facts,
+    score_of,
+    speaks,
+)
 
 
 def fact(
@@ -126,6 +134,86 @@ def test_representative_facts_prefer_confidence_then_spread() -> None:
     assert len(representative_facts(facts, 10)) == 4
 
 
+def _asked(question: str) -> list[tuple[str, ...]]:
+    from pipeline.bridge import query_terms
+
+    return query_groups(query_terms(question), ("english", None))
+
+
+def _billing(owner_file: str = "wiki/billing.md") -> list[Fact]:
+    def billing(file: str, stype: str, pred: str, obj: str, conf: float) -> Fact:
+        return fact("Billing service", file, stype, pred, obj, conf)
+
+    return [
+        billing("wiki/billing.md", "wiki", "summary", "Turns usage into bills.", 0.75),
+        billing("wiki/billing.md", "wiki", "status", "active", 0.9),
+        billing(owner_file, "wiki", "owner", "Platform team", 0.9),
+        billing(owner_file, "wiki", "owners", "Jonas Weber", 0.95),
+        billing("wiki/billing.md", "wiki", "links_to", "Owners guild", 0.8),
+        billing("s/run.md", "session", "context", "Billing owns the data.", 0.6),
+    ]
+
+
+HITS = {"wiki/billing.md": 0.5, "s/run.md": 0.3}
+
+
+def test_a_fact_whose_predicate_names_what_is_asked_is_shown_first() -> None:
+    facts = _billing()
+    assert [f.predicate for f in representative_facts(facts, 3, HITS)] == [
+        "summary",
+        "context",
+        "status",
+    ]
+    asked = _asked("who owns the billing service?")
+    # The owners before the rest; a link to "Owners guild" is structural and says nothing.
+    assert [f.predicate for f in representative_facts(facts, 3, HITS, asked)] == [
+        "owners",
+        "owner",
+        "context",
+    ]
+
+
+def test_a_question_word_in_an_object_is_no_answer() -> None:
+    # "8.7 TB per copy" crowded out "status: superseded" for "do we still keep a copy?".
+    facts = _billing()
+    asked = question_words(facts, _asked("who owns the billing service?"))
+    context, owner = facts[5], facts[2]
+    assert (speaks(context, asked), speaks(owner, asked)) == (0, 1)
+
+
+def test_the_asked_predicate_is_shown_once() -> None:
+    adr = [
+        fact("0026 Reject a monorepo", "adr/0026.md", "adr", "deciders", name, 0.9)
+        for name in ("Maya", "Priya", "Tom")
+    ]
+    adr += [
+        fact("0026 Reject a monorepo", "adr/0026.md", "adr", "decision", "No monorepo.", 0.8),
+        fact("0026 Reject a monorepo", "adr/0026.md", "adr", "summary", "Nineteen repos.", 0.8),
+    ]
+    asked = _asked("what did we decide?")
+    shown = representative_facts(adr, 3, {"adr/0026.md": 0.4}, asked)
+    assert [f.predicate for f in shown] == ["deciders", "decision", "summary"]
+
+
+def test_only_the_facts_of_hit_notes_are_read_for_the_question() -> None:
+    # KO-DB's stored sample of a file that is no hit does not depend on the question, so
+    # reading its facts for the question would answer unlike all of the facts do.
+    facts = _billing(owner_file="wiki/team.md")
+    asked = _asked("who owns the billing service?")
+    shown = representative_facts(facts, 3, HITS, asked)
+    assert [f.predicate for f in shown] == ["summary", "context", "status"]
+
+
+def test_the_words_of_the_subjects_own_name_are_not_what_is_asked() -> None:
+    facts = _billing()
+    asked = _asked("billing service status")
+    assert [g[0] for g in question_words(facts, asked)] == ["status"]
+    assert [f.predicate for f in representative_facts(facts, 1, HITS, asked)] == ["status"]
+    assert representative_facts(facts, 1, HITS, _asked("billing service")) == (
+        representative_facts(facts, 1, HITS)
+    )
+
+
 def test_the_same_triple_from_two_extractors_is_two_facts_from_one_source() -> None:
     # Ownership is part of a fact's identity, so an imported copy of an extracted fact is
     # its own row. Ranking counts facts (the seed's rule): it adds to raw_facts and to the
@@ -162,8 +250,11 @@ def test_the_default_order_never_jumps_more_cosine_or_score_never_ranks_lower(
     assert rule.key(lo, None, 1.0, 0.1, 0, many) <= rule.key(lo, None, 1.0, 0.1, 0, few)
 
 
-def _picks_by_full_scan(facts: list[Fact], n: int, evidence: dict[str, float]) -> list[Fact]:
+def _picks_by_full_scan(
+    facts: list[Fact], n: int, evidence: dict[str, float], question: tuple = ()
+) -> list[Fact]:
     """representative_facts' rule with every remaining fact compared at each pick."""
+    asked = question_words(facts, question)
     pool = sorted(
         facts,
         key=lambda f: (
@@ -186,6 +277,9 @@ def _picks_by_full_scan(facts: list[Fact], n: int, evidence: dict[str, float]) -
                 pool[i].predicate == "title"
                 and normalize_text(pool[i].object) == pool[i].subject_norm,
                 pool[i].source_file not in evidence,
+                -speaks(pool[i], asked)
+                if pool[i].source_file in evidence and pool[i].predicate not in preds
+                else 0,
                 predicate_preference(pool[i].predicate)[0],
                 (pool[i].source_type in types) + (pool[i].predicate in preds),
                 i,
@@ -202,7 +296,9 @@ def _picks_by_full_scan(facts: list[Fact], n: int, evidence: dict[str, float]) -
 @given(
     rows=st.lists(
         st.tuples(
-            st.sampled_from(("is", "has", "title", "decision", "summary", "mentioned_in")),
+            st.sampled_from(
+                ("is", "has", "title", "decision", "summary", "mentioned_in", "has_owner")
+            ),
             st.sampled_from(("Redis", "redis", "x", "y")),
             st.sampled_from((0.1, 0.5, 0.5, 0.9)),
             st.sampled_from(SOURCE_TYPES),
@@ -212,13 +308,17 @@ def _picks_by_full_scan(facts: list[Fact], n: int, evidence: dict[str, float]) -
     ),
     n=st.integers(0, 5),
     evidence=st.dictionaries(st.sampled_from(("a.md", "b.md")), st.sampled_from((0.4, 0.8))),
+    question=st.sampled_from(((), (("has",),), (("own", "owns"), ("is",)), (("redi",),))),
 )
 def test_representative_facts_picks_what_a_full_scan_picks(
-    rows: list[tuple[str, str, float, str, str]], n: int, evidence: dict[str, float]
+    rows: list[tuple[str, str, float, str, str]],
+    n: int,
+    evidence: dict[str, float],
+    question: tuple[tuple[str, ...], ...],
 ) -> None:
     facts = [Fact("Redis", p, o, c, t, f) for p, o, c, t, f in rows]  # type: ignore[arg-type]
-    got = representative_facts(facts, n, evidence)
-    expected = _picks_by_full_scan(facts, n, evidence)
+    got = representative_facts(facts, n, evidence, question)
+    expected = _picks_by_full_scan(facts, n, evidence, question)
     assert [(f.predicate, f.object, f.source_file) for f in got] == [
         (f.predicate, f.object, f.source_file) for f in expected
     ]

@@ -79,6 +79,10 @@ fact_rows = st.lists(
     min_size=1,
     max_size=60,
 )
+#: Questions whose words name some predicates (``rank.speaks``), or a subject's name.
+questions = st.sampled_from(
+    ((), (("has",),), (("is",), ("valu", "value")), (("ä",),), (("redi", "redis"),))
+)
 #: Evidence cosines with ties, so the evidence order falls back to confidence.
 evidence_maps = st.dictionaries(
     st.sampled_from(FILES), st.sampled_from((0.3, 0.7, 0.7, 0.9)), max_size=4
@@ -149,6 +153,7 @@ def _both(
     evidence: dict[str, float],
     only: bool,
     crystal_only: bool,
+    question: tuple[tuple[str, ...], ...] = (),
 ) -> tuple[list[object], list[object]]:
     """(all-facts ranking, summaries ranking) of the same subjects and options."""
     candidates = {
@@ -165,6 +170,7 @@ def _both(
         "sigma": 0.05,
         "evidence_files": evidence,
         "crystal_only": crystal_only,
+        "question": question,
     }
     facts = db.facts_for_subjects(norms)
     if only:
@@ -193,6 +199,7 @@ def test_summaries_rank_like_all_facts_on_random_fact_sets(db: KoDB) -> None:
         crystal_only=st.booleans(),
         layer=st.sampled_from(LAYERS),
         stored=st.booleans(),
+        question=questions,
     )
     def check(
         rows: list[tuple[str, ...]],
@@ -204,6 +211,7 @@ def test_summaries_rank_like_all_facts_on_random_fact_sets(db: KoDB) -> None:
         crystal_only: bool,
         layer: str,
         stored: bool,
+        question: tuple[tuple[str, ...], ...],
     ) -> None:
         tag = f"t{next(_examples)}"
         facts = _facts(rows, tag, hub)
@@ -213,7 +221,14 @@ def test_summaries_rank_like_all_facts_on_random_fact_sets(db: KoDB) -> None:
         norms = [*sorted({f.subject_norm for f in facts}), f"absent {tag}"]
         view = _view(db, layer, norms)
         old, new = _both(
-            view, norms, n=n, cap=cap, evidence=evidence, only=only, crystal_only=crystal_only
+            view,
+            norms,
+            n=n,
+            cap=cap,
+            evidence=evidence,
+            only=only,
+            crystal_only=crystal_only,
+            question=question,
         )
         assert new == old
 
