@@ -54,7 +54,7 @@ STOP_WORDS_EN: Final = frozenset(
     that the their theirs them themselves then there these they this those through too under
     until very was wasn't were weren't what when where which while who whom why will with
     would you your yours yourself yourselves know knows tell does anything something thing
-    things use used using get got way ways want need
+    things use used using get got way ways want need won't shan't ain't
     """.split()
 )
 STOP_WORDS_HU: Final = frozenset(

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from pipeline.bridge import MIN_TERM_CHARS
 from pipeline.kodb import text
 from pipeline.model import (
     SOURCE_TYPES,
@@ -149,11 +150,16 @@ def question_words(
 ) -> tuple[tuple[str, ...], ...]:
     """The question's words (``text.query_groups``: each word's spellings) that the
     subject's name does not hold: "who owns the billing service?" asks of Billing service
-    who owns it."""
+    who owns it. A letter or two split off a word ("O'Neill", "V8's") asks for nothing: as
+    a prefix it would name half of all predicates."""
     if not question or not facts:
         return ()
     name = text.words(facts[0].subject_norm)
-    return tuple(g for g in question if not any(w.startswith(g) for w in name))
+    return tuple(
+        g
+        for g in question
+        if max(map(len, g)) >= MIN_TERM_CHARS and not any(w.startswith(g) for w in name)
+    )
 
 
 def speaks(fact: Fact, asked: Sequence[tuple[str, ...]]) -> int:

@@ -681,8 +681,10 @@ class ResidentKodb:
         predicate already shown; after ``j`` picks at most ``j`` of each are shown. Within a
         class spanning at least ``n`` predicates outside ``title``, a predicate not shown
         is always left, so a partition's second fact (type and predicate shown) never
-        wins; and a partition's first fact wins only while fewer than ``n`` first facts of
-        its type come before it (their predicates cannot all be shown). With ``n`` facts
+        wins; and, in other files, a partition's first fact wins only while fewer than
+        ``n`` first facts of its type come before it (their predicates cannot all be
+        shown; in evidence files a predicate naming the question's words comes first, so
+        every first fact is kept there). With ``n`` facts
         of evidence files outside ``title`` (none restates the name), no other fact is
         picked. A smaller pool holding every pick gives the same picks in the same order.
         Facts under ``title`` (which may restate the name) are all kept."""
@@ -720,28 +722,25 @@ class ResidentKodb:
     def _evidence_tier(self, chosen: Sequence[int], n: int) -> list[int]:
         """The evidence files' facts that may be picked: all of a predicate class that
         spans fewer than ``n`` predicates; of the others, in each file the first fact of
-        each partition, of those the first ``n`` of each type (see ``_sample``)."""
+        each partition (see ``_sample``). Not only the first ``n`` of each type: a
+        predicate that names a word of the question comes first (``rank.speaks``), and
+        this copy does not know the question."""
         if not chosen:
             return []
         d = self._data
         idx = np.asarray(chosen, dtype=np.int64)
         parts = (np.searchsorted(d.part_start, idx, "right") - 1).tolist()
-        files, preds, types = d.file[idx].tolist(), d.pred[idx].tolist(), d.stype[idx].tolist()
+        files, preds = d.file[idx].tolist(), d.pred[idx].tolist()
         title = self._title_pred
         spanning = self._spanning_classes(preds, n)
-        firsts: dict[tuple[int, int], tuple[int, int, int]] = {}
+        firsts: dict[tuple[int, int], int] = {}
         picked: list[int] = []
-        for pos, part, f, pred, kind in zip(chosen, parts, files, preds, types, strict=True):
+        for pos, part, f, pred in zip(chosen, parts, files, preds, strict=True):
             if pred == title or self._class_of(pred) not in spanning:
                 picked.append(pos)
             else:
-                firsts.setdefault((f, part), (pos, pred, kind))  # chosen is in partition order
-        by_file: dict[int, dict[int, tuple[int, int, int]]] = {}
-        for (f, part), head in firsts.items():
-            by_file.setdefault(f, {})[part] = head
-        for heads in by_file.values():
-            kept = self._first_per_type(heads, n)
-            picked.extend(head for part, (head, _, _) in heads.items() if part in kept)
+                firsts.setdefault((f, part), pos)  # chosen is in partition order
+        picked.extend(firsts.values())
         return picked
 
     def _class_of(self, pred: int) -> int:

@@ -135,6 +135,7 @@ def test_a_contraction_or_possessive_is_its_word_without_the_clitic() -> None:
     assert query_terms("who’s in the team and shouldn't they know?") == ["team"]
     assert content_words("what's up? it's he's") == []
     assert content_words("who's") == []
+    assert content_words("won't shan't ain't") == []  # not "wo", "sha", "ai"
 
 
 def test_a_word_too_short_without_its_clitic_is_searched_whole() -> None:

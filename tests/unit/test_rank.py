@@ -204,6 +204,15 @@ def test_only_the_facts_of_hit_notes_are_read_for_the_question() -> None:
     assert [f.predicate for f in shown] == ["summary", "context", "status"]
 
 
+def test_a_letter_split_off_a_word_asks_for_nothing() -> None:
+    facts = _billing()
+    assert question_words(facts, _asked("what did O'Neill change in V8's heap?")) == (
+        ("neill",),
+        ("chang", "change"),
+        ("heap",),
+    )
+
+
 def test_the_words_of_the_subjects_own_name_are_not_what_is_asked() -> None:
     facts = _billing()
     asked = _asked("billing service status")

@@ -45,7 +45,14 @@ def _fact(subject: str, predicate: str = "is", obj: str = "x", **kw: object) -> 
     return Fact(subject, predicate, obj, **values)  # type: ignore[arg-type]
 
 
-def _ranked(view: object, facts_view: object, norms: list[str], n: int, evidence: dict) -> tuple:
+def _ranked(
+    view: object,
+    facts_view: object,
+    norms: list[str],
+    n: int,
+    evidence: dict,
+    question: tuple[tuple[str, ...], ...] = (),
+) -> tuple:
     """(ranking on every fact, ranking on the view's summaries) of the same subjects."""
     candidates = {s: Candidate(s, "own", 0.6, None) for s in norms}
     opts = {
@@ -54,6 +61,7 @@ def _ranked(view: object, facts_view: object, norms: list[str], n: int, evidence
         "facts_per_predicate_cap": 3,
         "candidates": candidates,
         "evidence_files": evidence,
+        "question": question,
     }
     old = rank_subjects(facts_view.facts_for_subjects(norms), **opts)  # type: ignore[attr-defined]
     found = view.subject_summaries(norms, sample_size=n, evidence_files=evidence)  # type: ignore[attr-defined]
@@ -243,7 +251,9 @@ def test_summaries_restricted_to_some_files_go_to_the_base(db: KoDB) -> None:
 #: the copy keeps only each type's first partitions (``ResidentKodb._reachable``).
 rich_rows = st.lists(
     st.tuples(
-        st.sampled_from(("p1", "p2", "decision", "summary", "mentioned_in", "context")),
+        st.sampled_from(
+            ("p1", "p2", "decision", "summary", "mentioned_in", "context", "lead", "owner")
+        ),
         st.sampled_from(SOURCE_TYPES),
         st.sampled_from((0.3, 0.5, 0.5, 0.9)),
         st.sampled_from(("wiki/a.md", "wiki/b.md", "adr/c.md", "sessions/d.md")),
@@ -268,8 +278,9 @@ def test_resident_samples_rank_like_all_facts_when_every_type_has_many_predicate
         evidence=st.dictionaries(
             st.sampled_from(("wiki/a.md", "adr/c.md")), st.sampled_from((0.3, 0.7)), max_size=1
         ),
+        question=st.sampled_from(((), (("lead", "leads"),), (("own", "owns"), ("cont",)))),
     )
-    def check(rows: list[tuple], n: int, evidence: dict) -> None:
+    def check(rows: list[tuple], n: int, evidence: dict, question: tuple) -> None:
         tag = f"rich{next(_examples)}"
         facts = [
             _fact(f"Hub {tag}", p, o, confidence=c, source_type=t, source_file=f)
@@ -277,10 +288,27 @@ def test_resident_samples_rank_like_all_facts_when_every_type_has_many_predicate
         ]
         db.import_facts(facts)
         resident = ResidentKodb(db, db.resident_copy())
-        old, new = _ranked(resident, db, [f"hub {tag}"], n, evidence)
+        old, new = _ranked(resident, db, [f"hub {tag}"], n, evidence, question)
         assert new == old
 
     check()
+
+
+def test_a_hit_notes_predicate_named_by_the_question_is_in_the_copys_sample(db: KoDB) -> None:
+    # Three better "other property" facts in the hit note: the copy kept only the first
+    # three of the class, so the lead the question asks for was missing from its sample.
+    hit = "wiki/billing.md"
+    db.import_facts(
+        [
+            *(_fact("Billing", p, "v", confidence=0.9, source_file=hit) for p in ("tier", "plan")),
+            _fact("Billing", "region", "eu", confidence=0.9, source_file=hit),
+            _fact("Billing", "lead", "Ann", confidence=0.5, source_file=hit),
+        ]
+    )
+    resident = ResidentKodb(db, db.resident_copy())
+    old, new = _ranked(resident, db, ["billing"], 3, {hit: 0.8}, (("lead", "leads"),))
+    assert new == old
+    assert [f.predicate for f in new[0].facts] == ["lead", "plan", "region"]  # type: ignore[attr-defined]
 
 
 def test_the_third_fact_comes_from_a_third_type_and_a_third_predicate(db: KoDB) -> None:
