@@ -33,7 +33,6 @@ from pipeline.errors import (
 )
 from pipeline.fallback_log import record_fallback
 from pipeline.fusion import DENSE_WEIGHT, relative_scores
-from pipeline.kodb import text as kodb_text
 from pipeline.model import (
     Answer,
     Candidate,
@@ -891,6 +890,8 @@ class Pipeline:
         """The question's words as the facts shown are read for them (``rank.speaks``):
         each word's stems under the vault's language and the hit notes' own, and the whole
         word, as excerpts match a note's words."""
+        from pipeline.kodb import text as kodb_text  # the package loads SQLAlchemy: not on --help
+
         languages: list[str | None] = [self.settings.vault_language]
         for hit in hits:
             note = registry.get(hit.path)

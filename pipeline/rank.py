@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from pipeline.bridge import MIN_TERM_CHARS
-from pipeline.kodb import text
 from pipeline.model import (
     SOURCE_TYPES,
     TITLE_PREDICATE,
@@ -154,6 +153,8 @@ def question_words(
     a prefix it would name half of all predicates."""
     if not question or not facts:
         return ()
+    from pipeline.kodb import text  # the package loads SQLAlchemy: not on --help
+
     name = text.words(facts[0].subject_norm)
     return tuple(
         g
@@ -170,6 +171,8 @@ def speaks(fact: Fact, asked: Sequence[tuple[str, ...]]) -> int:
     the one that answers (its status: superseded)."""
     if not asked or predicate_preference(fact.predicate)[0] == 2:
         return 0
+    from pipeline.kodb import text
+
     named = text.words(fact.predicate.replace("_", " "))
     return sum(1 for g in asked if any(w.startswith(g) for w in named))
 

@@ -60,3 +60,25 @@ def test_a_hook_call_through_the_entry_point_stays_light(tmp_path) -> None:  # t
     assert "pipeline.hook" in imported  # the lines are there, and the hook ran
     heavy = {"torch", "numpy", "sqlalchemy", "neo4j", "click", "rich"}
     assert imported & heavy == set()
+
+
+def test_help_itself_loads_no_database_model_or_graph_driver(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # `vault-ko --help` lists the commands, so it imports their modules: none of them may
+    # load SQLAlchemy at import time (a module-level import of a KO-DB helper did, and
+    # tripled --help's time).
+    code = "import sys\nsys.argv = ['vault-ko', '--help']\nfrom pipeline.cli import main\nmain()\n"
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert result.returncode == 0 and "Usage" in result.stdout
+    imported = {
+        line.rsplit("|", 1)[1].strip()
+        for line in result.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert "click" in imported  # the lines are there, and --help ran
+    assert imported & {"torch", "numpy", "sqlalchemy", "neo4j", "onnxruntime"} == set()
