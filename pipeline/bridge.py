@@ -112,7 +112,7 @@ def query_terms(text: str) -> list[str]:
             continue
         if len(word) < MIN_TERM_CHARS:
             word = whole  # "V8's": the word alone is too short to search for
-        if len(word) >= MIN_TERM_CHARS and word not in STOP_WORDS and not word.isdigit():
+        if len(word) >= MIN_TERM_CHARS and not word.isdigit():
             seen.setdefault(word, None)
             if len(seen) >= MAX_QUERY_TERMS:
                 break

@@ -156,11 +156,7 @@ def question_words(
     from pipeline.kodb import text  # the package loads SQLAlchemy: not on --help
 
     name = text.words(facts[0].subject_norm)
-    return tuple(
-        g
-        for g in question
-        if max(map(len, g)) >= MIN_TERM_CHARS and not any(w.startswith(g) for w in name)
-    )
+    return tuple(g for g in question if max(map(len, g)) >= MIN_TERM_CHARS and not _holds(name, g))
 
 
 def speaks(fact: Fact, asked: Sequence[tuple[str, ...]]) -> int:
@@ -174,7 +170,12 @@ def speaks(fact: Fact, asked: Sequence[tuple[str, ...]]) -> int:
     from pipeline.kodb import text
 
     named = text.words(fact.predicate.replace("_", " "))
-    return sum(1 for g in asked if any(w.startswith(g) for w in named))
+    return sum(1 for g in asked if _holds(named, g))
+
+
+def _holds(words: Sequence[str], spellings: tuple[str, ...]) -> bool:
+    """Whether one of ``words`` starts with one of a question word's ``spellings``."""
+    return any(w.startswith(spellings) for w in words)
 
 
 def representative_facts(
