@@ -77,6 +77,16 @@ SHORT_STOP_WORDS: Final = frozenset(
     """.split()
 )
 
+#: Words that ask for a person. English ones anywhere ("… and who's in it?"); Hungarian ones
+#: only as the first word, since "ki" is also a verb's particle ("mikor adtuk ki?").
+WHO_WORDS_EN: Final = frozenset({"who", "whom", "whose"})
+WHO_WORDS_HU: Final = frozenset(
+    """
+    ki kik kit kiket kinek kiknek kié kiké kivel kikkel kitől kiktől kihez kikhez kiről
+    kikről kiért kikért
+    """.split()
+)
+
 _WORD = re.compile(r"\w+(?:['’]\w+)?")
 #: The ending of an English contraction or possessive: "what's" is the stop word "what",
 #: "council's" the word "council"; left on, the index's tokenizer splits off an "s" that,
@@ -100,6 +110,12 @@ def content_words(text: str) -> list[str]:
         if word and word not in STOP_WORDS and word not in SHORT_STOP_WORDS:
             words.setdefault(word, None)
     return list(words)
+
+
+def asks_who(text: str) -> bool:
+    """Whether the question asks who: for a person, a team, their role."""
+    words = [_word(m)[1] for m in _WORD.finditer(normalize_text(text))]
+    return bool(words) and (words[0] in WHO_WORDS_HU or not WHO_WORDS_EN.isdisjoint(words))
 
 
 def query_terms(text: str) -> list[str]:

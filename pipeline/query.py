@@ -49,7 +49,7 @@ from pipeline.model import (
 )
 from pipeline.noisefloor import profile_for
 from pipeline.privacy import PrivateNotes, redact
-from pipeline.rank import DEFAULT_ORDER, OrderRule, rank_summaries
+from pipeline.rank import DEFAULT_ORDER, WHO, OrderRule, rank_summaries
 from pipeline.succession import Succession, order_with_successors
 from pipeline.timewindow import (
     RECENT_TIER_SIGMAS,
@@ -889,7 +889,8 @@ class Pipeline:
     ) -> list[tuple[str, ...]]:
         """The question's words as the facts shown are read for them (``rank.speaks``):
         each word's stems under the vault's language and the hit notes' own, and the whole
-        word, as excerpts match a note's words."""
+        word, as excerpts match a note's words; and ``rank.WHO`` when it asks who
+        (``bridge.asks_who``)."""
         from pipeline.kodb import text as kodb_text  # the package loads SQLAlchemy: not on --help
 
         languages: list[str | None] = [self.settings.vault_language]
@@ -897,7 +898,8 @@ class Pipeline:
             note = registry.get(hit.path)
             if note is not None and note.text_language:
                 languages.append(note.text_language)
-        return kodb_text.query_groups(self.terms_of(text, opts), (*languages, None))
+        groups = kodb_text.query_groups(self.terms_of(text, opts), (*languages, None))
+        return [*groups, WHO] if bridge.asks_who(text) else groups
 
     def _word_hits(
         self, text: str, opts: QueryOptions, topics: dict[str, bool] | None = None

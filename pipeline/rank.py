@@ -144,33 +144,60 @@ def display_name(spellings: Mapping[str, int]) -> str:
     return min(spellings, key=lambda s: (-spellings[s], s))
 
 
+#: The group a question asking who adds to its words (``bridge.asks_who``): the folded
+#: words of predicates that name people, a team or a role, in English and Hungarian. Matched
+#: whole, not as prefixes: "author" is not "authorization", "host" would be "hostname".
+WHO: Final = tuple(
+    sorted(
+        """
+        owner owners lead leads leader leaders member members manager managers maintainer
+        maintainers decider deciders participant participants attendee attendees author
+        authors assignee assignees reviewer reviewers approver approvers contact contacts
+        chair chairs liaison liaisons operator operators responsible role roles team teams
+        people person sponsor sponsors organiser organisers organizer organizers
+        coordinator coordinators steward stewards staff by
+        tulajdonos tulajdonosok felelos felelosok vezeto vezetok tag tagok tagja tagjai
+        resztvevo resztvevok donteshozo donteshozok szerzo szerzok szerep szerepe szerepkor
+        kapcsolattarto gazda gazdaja ugyeletes csapat
+        """.split()
+    )
+)
+_PEOPLE: Final = frozenset(WHO)
+
+
 def question_words(
     facts: Sequence[Fact], question: Sequence[tuple[str, ...]]
 ) -> tuple[tuple[str, ...], ...]:
     """The question's words (``text.query_groups``: each word's spellings) that the
     subject's name does not hold: "who owns the billing service?" asks of Billing service
     who owns it. A letter or two split off a word ("O'Neill", "V8's") asks for nothing: as
-    a prefix it would name half of all predicates."""
+    a prefix it would name half of all predicates. ``WHO`` is kept whatever the name."""
     if not question or not facts:
         return ()
     from pipeline.kodb import text  # the package loads SQLAlchemy: not on --help
 
     name = text.words(facts[0].subject_norm)
-    return tuple(g for g in question if max(map(len, g)) >= MIN_TERM_CHARS and not _holds(name, g))
+    return tuple(
+        g
+        for g in question
+        if g == WHO or (max(map(len, g)) >= MIN_TERM_CHARS and not _holds(name, g))
+    )
 
 
 def speaks(fact: Fact, asked: Sequence[tuple[str, ...]]) -> int:
     """How many of the words ``asked`` the fact's predicate holds (a folded word of it
     starting with one of a word's spellings, as excerpts match): "owner" or "owners" when
-    asked who owns it, "lead" who leads it. Only the predicate: a fact whose object merely
-    uses a question's word ("8.7 TB per copy" for "do we still keep a copy …?") crowded out
-    the one that answers (its status: superseded)."""
+    asked who owns it, "lead" who leads it; ``WHO``, a predicate naming people, a team or a
+    role ("members" for "who is on the team?"). Only the predicate: a fact whose object
+    merely uses a question's word ("8.7 TB per copy" for "do we still keep a copy …?")
+    crowded out the one that answers (its status: superseded)."""
     if not asked or predicate_preference(fact.predicate)[0] == 2:
         return 0
     from pipeline.kodb import text
 
     named = text.words(fact.predicate.replace("_", " "))
-    return sum(1 for g in asked if _holds(named, g))
+    people = not _PEOPLE.isdisjoint(named)
+    return sum(1 for g in asked if (people if g == WHO else _holds(named, g)))
 
 
 def _holds(words: Sequence[str], spellings: tuple[str, ...]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.bridge import (
+    asks_who,
     content_words,
     query_terms,
     rank_cosines,
@@ -136,6 +137,25 @@ def test_a_contraction_or_possessive_is_its_word_without_the_clitic() -> None:
     assert content_words("what's up? it's he's") == []
     assert content_words("who's") == []
     assert content_words("won't shan't ain't") == []  # not "wo", "sha", "ai"
+
+
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [
+        ("who is on the platform team?", True),
+        ("who leads it and who's in it?", True),
+        ("Whose idea was the monorepo spike?", True),
+        ("find the team who owns billing", True),
+        ("Ki vezeti a platform csapatot?", True),
+        ("Kinek kell szólni az ügyeletben?", True),
+        ("mikor adtuk ki a 2.0-s verziót?", False),  # "ki" here is the verb's particle
+        ("what is the status of the monorepo?", False),
+        ("whole-team retro notes", False),
+        ("", False),
+    ],
+)
+def test_a_question_asks_who_by_its_question_word(question: str, asks: bool) -> None:
+    assert asks_who(question) is asks
 
 
 def test_a_word_too_short_without_its_clitic_is_searched_whole() -> None:

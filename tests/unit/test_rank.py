@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from pipeline.kodb.text import query_groups
 from pipeline.model import SOURCE_TYPES, Fact, normalize_text, predicate_preference
 from pipeline.rank import (
+    WHO,
     OrderRule,
     question_words,
     rank_subjects,
@@ -135,9 +136,11 @@ def test_representative_facts_prefer_confidence_then_spread() -> None:
 
 
 def _asked(question: str) -> list[tuple[str, ...]]:
-    from pipeline.bridge import query_terms
+    """The question's groups as the query reads them (``Pipeline._question``)."""
+    from pipeline.bridge import asks_who, query_terms
 
-    return query_groups(query_terms(question), ("english", None))
+    groups = query_groups(query_terms(question), ("english", None))
+    return [*groups, WHO] if asks_who(question) else groups
 
 
 def _billing(owner_file: str = "wiki/billing.md") -> list[Fact]:
@@ -176,8 +179,8 @@ def test_a_fact_whose_predicate_names_what_is_asked_is_shown_first() -> None:
 def test_a_question_word_in_an_object_is_no_answer() -> None:
     # "8.7 TB per copy" crowded out "status: superseded" for "do we still keep a copy?".
     facts = _billing()
-    asked = question_words(facts, _asked("who owns the billing service?"))
-    context, owner = facts[5], facts[2]
+    asked = question_words(facts, _asked("which team owns the billing service?"))
+    context, owner = facts[5], facts[2]  # "Billing owns the data.", "Platform team"
     assert (speaks(context, asked), speaks(owner, asked)) == (0, 1)
 
 
@@ -202,6 +205,55 @@ def test_only_the_facts_of_hit_notes_are_read_for_the_question() -> None:
     asked = _asked("who owns the billing service?")
     shown = representative_facts(facts, 3, HITS, asked)
     assert [f.predicate for f in shown] == ["summary", "context", "status"]
+
+
+def _team() -> list[Fact]:
+    def team(pred: str, obj: str, conf: float = 0.9) -> Fact:
+        return fact("Platform team", "wiki/platform-team.md", "wiki", pred, obj, conf)
+
+    return [
+        team("summary", "Owns the shared infrastructure.", 0.75),
+        team("status", "active"),
+        team("authorization", "SSO"),
+        *(team("members", name) for name in ("Maya Okafor", "Dávid Kovács")),
+        team("lead", "Maya Okafor"),
+        team("manager", "Sam Ortiz"),
+    ]
+
+
+TEAM_HIT = {"wiki/platform-team.md": 0.4}
+
+
+def test_a_question_asking_who_shows_the_people_first() -> None:
+    # "who is on the platform team?": every other word is a stop word or the team's name.
+    shown = representative_facts(_team(), 3, TEAM_HIT, _asked("who is on the platform team?"))
+    assert [f.predicate for f in shown] == ["lead", "manager", "members"]
+    without = representative_facts(_team(), 3, TEAM_HIT, _asked("what is the platform team?"))
+    assert [f.predicate for f in without] == ["summary", "status", "authorization"]
+
+
+def test_a_predicate_the_question_names_comes_before_other_people() -> None:
+    asked = _asked("who leads the platform team and who's in it?")
+    shown = representative_facts(_team(), 2, TEAM_HIT, asked)
+    assert [f.predicate for f in shown] == ["lead", "manager"]
+
+
+def test_people_predicates_are_whole_words_and_kept_whatever_the_name() -> None:
+    facts = _team()
+    asked = question_words(facts, [WHO])  # "team" is in the subject's name: WHO stays
+    assert asked == (WHO,)
+    by_pred = {f.predicate: speaks(f, asked) for f in facts}
+    assert by_pred == {
+        "summary": 0,
+        "status": 0,
+        "authorization": 0,  # not "author"
+        "members": 1,
+        "lead": 1,
+        "manager": 1,
+    }
+    owned = fact("Billing", "b.md", "wiki", "owned_by", "Platform team")
+    assert speaks(owned, (WHO,)) == 1
+    assert speaks(fact("Billing", "b.md", "wiki", "links_to", "Maintainers"), (WHO,)) == 0
 
 
 def test_a_letter_split_off_a_word_asks_for_nothing() -> None:
