@@ -61,7 +61,7 @@ from pipeline.graph.backends import Backend, backend_for
 from pipeline.graph.breaker import Breaker
 from pipeline.graph.cypher import CypherLoadError, load_query
 from pipeline.graph.dialects import detect_dialect
-from pipeline.graph.local_state import HOST, LocalFiles
+from pipeline.graph.local_state import HOST, LocalFiles, LocalRecord
 from pipeline.graph.records import (
     GraphHit,
     GraphNote,
@@ -230,8 +230,24 @@ def resolve_target(settings: Settings) -> GraphTarget:
         user=settings.graph_user,
         database=settings.graph_database or record.database,
         http_url=settings.graph_http_url or record.http_url,
-        not_started=None,
+        not_started=_not_running(local, record),
     )
+
+
+def _not_running(local: LocalFiles, record: LocalRecord) -> str | None:
+    """Why the recorded local server is not this vault's to talk to, or None when it is.
+    Whatever now listens on a stopped server's port, or the server of the vault this one
+    was copied from, is another vault's graph: its answers and a sync's writes would be
+    about the wrong notes."""
+    if record.pid is None:
+        return "the local graph is stopped (`vault-ko graph down`); run `vault-ko graph up`"
+    if not local.is_our_server(record.pid):
+        return (
+            f"the local graph is not running (pid {record.pid} in {local.record_path} is not "
+            "this vault's server: it stopped, or the vault was copied with its state); run "
+            "`vault-ko graph up`"
+        )
+    return None
 
 
 # --- the client -----------------------------------------------------------------------

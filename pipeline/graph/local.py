@@ -34,13 +34,19 @@ from pipeline import statefile
 from pipeline.config import Settings
 from pipeline.errors import GraphError, LocalGraphError
 from pipeline.graph.breaker import STOPPED_REASON, Breaker
-from pipeline.graph.local_state import HOST, ROOT_USER, LocalFiles, LocalRecord
+from pipeline.graph.local_state import (
+    HOST,
+    ROOT_USER,
+    SERVER_CLASS,
+    LocalFiles,
+    LocalRecord,
+    alive,
+)
 
 log = logging.getLogger(__name__)
 
 PACKAGE = "arcadedb_embedded"
 PACKAGE_PIN = "arcadedb-embedded==26.10.2.post1"
-SERVER_CLASS = "com.arcadedb.server.ArcadeDBServer"
 #: all-MiniLM-L6-v2, the bundled default model, has 384 dimensions.
 DEFAULT_DIMS = 384
 #: Generous: a cold JVM on a slow CI disk starts far slower than a warm one.
@@ -154,26 +160,6 @@ def _port_answers(port: int, timeout: float = 0.5) -> bool:
         return False
 
 
-def _process_state(pid: int) -> str | None:
-    """The /proc state letter of ``pid`` (None when /proc has no entry or no /proc)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[-1].split()[0]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie answers kill(0) but is gone; containers without an init may keep zombies.
-    return _process_state(pid) != "Z"
-
-
 class LocalGraph(LocalFiles):
     """The local ArcadeDB server of one state dir."""
 
@@ -220,22 +206,12 @@ class LocalGraph(LocalFiles):
         return "\n".join(text.rstrip().splitlines()[-lines:])
 
     # -- process -------------------------------------------------------------------------
-    def _is_our_server(self, pid: int) -> bool:
-        if not _alive(pid):
-            return False
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            return True  # no /proc (macOS): trust the live pid
-        marker = f"-Darcadedb.server.rootPath={self.root_path}".encode()
-        return SERVER_CLASS.encode() in cmdline and marker in cmdline
-
     def info(self) -> LocalInfo:
         """Running or not, from the record and the process table (no network)."""
         record = self.read_record()
         if record is None or record.pid is None:
             return LocalInfo(self.state_dir, record, running=False, stale_pid=None)
-        if self._is_our_server(record.pid):
+        if self.is_our_server(record.pid):
             return LocalInfo(self.state_dir, record, running=True, stale_pid=None)
         return LocalInfo(self.state_dir, record, running=False, stale_pid=record.pid)
 
@@ -297,7 +273,7 @@ class LocalGraph(LocalFiles):
         import neo4j
 
         while True:
-            if not _alive(pid):
+            if not alive(pid):
                 raise _Exited()
             if _port_answers(record.bolt_port):
                 try:
@@ -435,13 +411,13 @@ class LocalGraph(LocalFiles):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while _alive(pid) and time.monotonic() < deadline:
+        while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        if _alive(pid):
+        if alive(pid):
             log.warning("local graph pid %s ignored SIGTERM for %.0fs; killing it", pid, timeout)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            while _alive(pid) and time.monotonic() < deadline + 5:
+            while alive(pid) and time.monotonic() < deadline + 5:
                 time.sleep(0.1)
 
     def down(self, timeout: float = DEFAULT_STOP_TIMEOUT) -> bool:

@@ -13,6 +13,7 @@ imports neither, so there is no import circle between the client and the local m
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from pipeline.errors import LocalGraphError
 HOST = "127.0.0.1"
 DATABASE = "vault"
 ROOT_USER = "root"
+SERVER_CLASS = "com.arcadedb.server.ArcadeDBServer"
 
 
 @dataclass(frozen=True)
@@ -76,3 +78,37 @@ class LocalFiles:
             return None
         except OSError as exc:
             raise LocalGraphError(f"cannot read {self.password_path}: {exc}") from exc
+
+    def is_our_server(self, pid: int) -> bool:
+        """Whether ``pid`` is this state dir's ArcadeDB server: alive, and started with this
+        root path (a copied vault's record names the original's server, whose password the
+        copy also holds)."""
+        if not alive(pid):
+            return False
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return True  # no /proc (macOS): trust the live pid
+        marker = f"-Darcadedb.server.rootPath={self.root_path}".encode()
+        return SERVER_CLASS.encode() in cmdline and marker in cmdline
+
+
+def _process_state(pid: int) -> str | None:
+    """The /proc state letter of ``pid`` (None when /proc has no entry or no /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[0]
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie answers kill(0) but is gone; containers without an init may keep zombies.
+    return _process_state(pid) != "Z"

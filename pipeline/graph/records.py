@@ -32,7 +32,7 @@ class GraphTarget:
     user: str
     database: str | None
     http_url: str | None  # ArcadeDB's HTTP API, when known (settings or the local record)
-    not_started: str | None  # why there is no graph to talk to (no local record yet)
+    not_started: str | None  # why there is no graph to talk to (none started, or not ours)
 
     @property
     def shown_url(self) -> str:

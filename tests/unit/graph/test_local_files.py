@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 
 import pipeline.graph
+from pipeline.config import Settings
 from pipeline.errors import LocalGraphError
 from pipeline.graph import local as local_mod
+from pipeline.graph.client import resolve_target
 from pipeline.graph.local import LocalGraph, LocalRecord, hash_password
-from pipeline.graph.records import GraphStatus
+from pipeline.graph.local_state import SERVER_CLASS
+from pipeline.graph.records import GraphStatus, GraphTarget
 
 
 def test_password_hash_matches_arcadedb_format() -> None:
@@ -138,3 +141,43 @@ def test_client_and_local_manager_do_not_import_each_other() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False"]
+
+
+def _sleeper(*args: str) -> subprocess.Popen[bytes]:
+    """A live process whose command line carries ``args`` (as a server's would)."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *args])
+
+
+def _target(tmp_path: Path, **values: object) -> GraphTarget:
+    settings = Settings(vault=tmp_path, state_dir=tmp_path / ".vault-ko", **values)
+    return resolve_target(settings)
+
+
+def test_a_copied_vaults_record_does_not_reach_the_originals_server(tmp_path: Path) -> None:
+    # `cp -r vault copy` copies .vault-ko: its record names the original's server, whose
+    # password the copy holds too, so a sync of the copy wrote into the original's graph.
+    local = LocalGraph(tmp_path / ".vault-ko")
+    original = _sleeper(SERVER_CLASS, "-Darcadedb.server.rootPath=/elsewhere/graph/server")
+    ours = _sleeper(SERVER_CLASS, f"-Darcadedb.server.rootPath={local.root_path}")
+    try:
+        write_record(local, pid=original.pid)
+        target = _target(tmp_path)
+        assert target.not_started is not None
+        assert f"pid {original.pid}" in target.not_started and "graph up" in target.not_started
+        write_record(local, pid=ours.pid)
+        assert _target(tmp_path).not_started is None
+        assert _target(tmp_path).url == "bolt://127.0.0.1:40001"
+    finally:
+        for process in (original, ours):
+            process.kill()
+            process.wait()
+
+
+def test_a_stopped_local_graph_says_to_start_it(tmp_path: Path) -> None:
+    local = LocalGraph(tmp_path / ".vault-ko")
+    write_record(local, pid=None, stopped_at=1.0)
+    reason = _target(tmp_path).not_started
+    assert reason is not None and "graph down" in reason and "graph up" in reason
+    # A graph the settings name is the user's to run: no record is consulted for it.
+    named = _target(tmp_path, graph_url="bolt://127.0.0.1:40001")
+    assert named.not_started is None
