@@ -58,7 +58,7 @@ from pipeline.errors import GraphError, GraphQueryError, GraphUnavailable, Vault
 from pipeline.graph import records
 from pipeline.graph.arcadedb_http import ArcadeHttpError
 from pipeline.graph.backends import Backend, backend_for
-from pipeline.graph.breaker import Breaker
+from pipeline.graph.breaker import STOPPED_REASON, Breaker
 from pipeline.graph.cypher import CypherLoadError, load_query
 from pipeline.graph.dialects import detect_dialect
 from pipeline.graph.local_state import HOST, LocalFiles, LocalRecord
@@ -240,7 +240,8 @@ def _not_running(local: LocalFiles, record: LocalRecord) -> str | None:
     was copied from, is another vault's graph: its answers and a sync's writes would be
     about the wrong notes."""
     if record.pid is None:
-        return "the local graph is stopped (`vault-ko graph down`); run `vault-ko graph up`"
+        why = STOPPED_REASON if record.stopped_at is not None else "not started"
+        return f"the local graph was {why}; run `vault-ko graph up`"
     if not local.is_our_server(record.pid):
         return (
             f"the local graph is not running (pid {record.pid} in {local.record_path} is not "

@@ -177,7 +177,7 @@ def test_a_stopped_local_graph_says_to_start_it(tmp_path: Path) -> None:
     local = LocalGraph(tmp_path / ".vault-ko")
     write_record(local, pid=None, stopped_at=1.0)
     reason = _target(tmp_path).not_started
-    assert reason is not None and "graph down" in reason and "graph up" in reason
+    assert reason == "the local graph was stopped by `vault-ko graph down`; run `vault-ko graph up`"
     # A graph the settings name is the user's to run: no record is consulted for it.
     named = _target(tmp_path, graph_url="bolt://127.0.0.1:40001")
     assert named.not_started is None
