@@ -61,7 +61,7 @@ from pipeline.vault.extract import (
     link_key,
 )
 from pipeline.vault.parse import ParsedNote, parse_note, read_note_bytes
-from pipeline.vault.scan import ScannedFile, content_hash, scan_vault
+from pipeline.vault.scan import ScannedFile, content_hash, scan_vault, under
 
 if TYPE_CHECKING:
     from pipeline.kodb import KoDB
@@ -247,19 +247,23 @@ def ingest_vault(
         )
     registry = kodb.notes()
     unnamed: list[tuple[str, str]] = []
-    files = scan_vault(settings, unnamed)
+    unlisted: list[tuple[str, str]] = []
+    files = scan_vault(settings, unnamed, unlisted)
     on_disk = {f.path: f for f in files}
+    # A folder that cannot be listed holds notes we cannot see, not notes that are gone.
+    unknown = {p for p in registry if under(p, (folder for folder, _ in unlisted))}
 
     skipped: list[SkippedNote] = [SkippedNote(path, reason) for path, reason in unnamed]
+    skipped += [_unlisted(folder, why, unknown) for folder, why in unlisted]
     private = PrivateNotes.from_settings(settings)
     parsed, read_skipped, counts, restamped = _read_changed(
         settings, files, registry, force, progress, private
     )
     skipped += read_skipped
-    removed = sorted(set(registry) - set(on_disk))
-    # The registry as this run leaves it: kept rows (unchanged and skipped notes) and the
-    # parsed notes' new rows.
-    after = {p: n for p, n in registry.items() if p in on_disk} | {
+    removed = sorted(set(registry) - set(on_disk) - unknown)
+    # The registry as this run leaves it: kept rows (unchanged and skipped notes, and those
+    # of folders that could not be listed) and the parsed notes' new rows.
+    after = {p: n for p, n in registry.items() if p in on_disk or p in unknown} | {
         p: n.note for p, n in parsed.items()
     }
     resolver = LinkResolver.build(after.values(), private.is_private)
@@ -303,6 +307,16 @@ def ingest_vault(
         resummarised=len(resummarised),
     )
     return _report(kodb, changes, started)
+
+
+def _unlisted(folder: str, why: str, unknown: set[str]) -> SkippedNote:
+    """The skip of a folder that could not be listed: its synced notes keep their facts."""
+    kept = sum(under(p, (folder,)) for p in unknown)
+    return SkippedNote(
+        "." if folder == "." else f"{folder}/",
+        f"cannot list this folder ({why}); the {kept} notes synced from it keep their "
+        "facts until it can be read",
+    )
 
 
 def _read_changed(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -35,7 +35,7 @@ from pipeline.ingest import SkippedNote, skip_reason
 from pipeline.model import Calibration, Note
 from pipeline.vault.parse import read_note
 from pipeline.vault.passages import text_version
-from pipeline.vault.scan import ScannedFile, scan_vault, source_type_for
+from pipeline.vault.scan import ScannedFile, scan_vault, source_type_for, under
 from pipeline.watch import watcher_status
 
 if TYPE_CHECKING:
@@ -102,8 +102,12 @@ def orphan_fact_files(
         if name in known:
             continue
         path = Path(name)
-        if not (path if path.is_absolute() else settings.vault / path).exists():
+        try:
+            (path if path.is_absolute() else settings.vault / path).stat()
+        except (FileNotFoundError, NotADirectoryError):
             gone.append(name)
+        except OSError:
+            continue  # there, or not known to be gone (an unreadable folder)
     return tuple(sorted(gone))
 
 
@@ -134,12 +138,16 @@ def check_freshness(
     warnings: list[str] = []
 
     model_id, dims = _model(settings, errors)
-    files = scan_vault(settings)
+    unlisted: list[tuple[str, str]] = []
+    files = scan_vault(settings, unreadable=unlisted)
+    # Its notes would count as missing: what is in a folder we cannot list is not known.
+    errors += [f"cannot list the vault folder {folder}: {why}" for folder, why in unlisted]
     kodb, kodb_check, registry = _read_registry(settings, kodb, app, errors)
     graph_check, states = _read_graph(settings, graph, app, errors)
     if dims is None and states and model_id is not None:
         dims = _stored_width(states, model_id)
-    comparison = _compare(settings, files, registry, states, model_id, dims)
+    folders = [folder for folder, _ in unlisted]
+    comparison = _compare(settings, files, registry, states, model_id, dims, folders)
     kodb_check, calibration = _check_kodb(
         settings, kodb, kodb_check, files, registry, model_id, dims, options, now, errors
     )
@@ -222,11 +230,13 @@ def _compare(
     states: Mapping[str, NoteState] | None,
     model_id: str | None,
     dims: int | None,
+    unlisted: Sequence[str] = (),
 ) -> _Comparison:
     """Classify the notes on disk against the graph's states, when all three are known.
 
     With the registry alone (the graph down) the notes are still read, so the bad-input
-    ones are known and listed while the counts that need the graph stay unknown."""
+    ones are known and listed while the counts that need the graph stay unknown. A note in
+    a folder that could not be listed (``unlisted``) is not called orphaned."""
     nothing = Classification((), (), (), (), ())
     if registry is None:
         return _Comparison(False, nothing, [], 0, read=False)
@@ -239,7 +249,10 @@ def _compare(
         model=model_id,
         dims=dims,
         text_version=text_version(settings.embed_long_notes),  # the sync's own rules
-        present=(s.path for s in skipped),
+        present=[
+            *(s.path for s in skipped),
+            *(p for p in states if under(p, unlisted)),
+        ],
     )
     return _Comparison(True, classification, skipped, reread, read=True)
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.model import NoteStamp, UnsyncedEdits
-from pipeline.vault.scan import ScannedFile, content_hash, read_note_bytes, scan_vault
+from pipeline.vault.scan import ScannedFile, content_hash, read_note_bytes, scan_vault, under
 
 #: Differing files read to tell an edit sync will apply; past it they count unread.
 VERIFY_LIMIT = 50
@@ -31,9 +31,11 @@ VERIFY_LIMIT = 50
 def unsynced_edits(settings: Settings, registry: Mapping[str, NoteStamp]) -> UnsyncedEdits:
     """How the notes on disk differ from KO-DB's registry, ``registry`` (its
     ``note_stamps``; private notes included: only counts leave here, never a path)."""
-    files = scan_vault(settings)
+    unlisted: list[tuple[str, str]] = []
+    files = scan_vault(settings, unreadable=unlisted)
     on_disk = {f.path for f in files}
-    removed = sum(path not in on_disk for path in registry)
+    folders = [folder for folder, _ in unlisted]  # unknown there, not removed (as sync keeps them)
+    removed = sum(path not in on_disk and not under(path, folders) for path in registry)
     # Sync refuses a file over the limit by its size (a note grown past it keeps its row):
     # never an edit, and not one to count towards the limit either.
     notes = [f for f in files if f.bytes <= settings.vault_max_note_bytes]

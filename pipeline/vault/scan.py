@@ -171,19 +171,30 @@ def shown_name(text: str) -> str:
 
 
 def scan_vault(
-    settings: Settings, rejected: list[tuple[str, str]] | None = None
+    settings: Settings,
+    rejected: list[tuple[str, str]] | None = None,
+    unreadable: list[tuple[str, str]] | None = None,
 ) -> list[ScannedFile]:
     """All notes of the vault, sorted by their vault-relative path.
 
     A note whose path is not valid UTF-8 cannot be stored (KO-DB and the graph keep text):
-    it is left out, and ``(shown path, reason)`` appended to ``rejected`` when given."""
+    it is left out, and ``(shown path, reason)`` appended to ``rejected`` when given. A
+    folder that cannot be listed (its permissions, an I/O error) appends ``(its
+    vault-relative path, "." for the vault itself, reason)`` to ``unreadable``: the notes
+    in it are unknown, not gone (``under``)."""
     root = settings.vault.resolve()
     state_dir = settings.state_dir.resolve() if settings.state_dir else None
     excludes = tuple(settings.vault_exclude_globs)
     found: dict[str, ScannedFile] = {}
     seen_dirs: set[Path] = {root}
 
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+    def cannot_list(exc: OSError) -> None:
+        if unreadable is not None:
+            where = Path(exc.filename or root)
+            rel = where.relative_to(root).as_posix() if _inside(where, root) else "."
+            unreadable.append((shown_name(rel), exc.strerror or str(exc)))
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=cannot_list, followlinks=True):
         current = Path(dirpath)
         keep: list[str] = []
         for name in sorted(dirnames):
@@ -240,3 +251,8 @@ def scan_vault(
                 bytes=st.st_size,
             )
     return [found[k] for k in sorted(found)]
+
+
+def under(path: str, folders: Iterable[str]) -> bool:
+    """Whether the vault-relative ``path`` lies in one of ``folders`` ("." is the vault)."""
+    return any(f == "." or path.startswith(f + "/") for f in folders)

@@ -629,3 +629,22 @@ def test_a_vault_embedded_by_its_head_is_stale_once_long_notes_are_cut(synced) -
         )
     report = run(synced)
     assert report.status == "stale" and set(report.classification.stale) == set(graph.states)
+
+
+def test_a_fact_file_that_cannot_be_read_is_not_called_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Path.exists() raises PermissionError for a file in a folder we may not search: the
+    # whole check died with it, and reported the graph and KO-DB as down.
+    (tmp_path / "here.md").write_text("x")
+    settings = Settings(vault=tmp_path, state_dir=tmp_path / ".vault-ko")
+    real = Path.stat
+
+    def stat(self: Path, **kw: object) -> os.stat_result:
+        if self.name == "locked.md":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "stat", stat)
+    files = {"here.md": 1, "locked.md": 1, "gone.md": 1}
+    assert fr_check.orphan_fact_files(settings, files, []) == ("gone.md",)

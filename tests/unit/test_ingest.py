@@ -18,6 +18,7 @@ from pipeline.config import Settings, load_settings
 from pipeline.ingest import IngestReport, LinkResolver, ingest_vault
 from pipeline.kodb import KoDB
 from pipeline.model import Fact, Note
+from pipeline.vault.edits import unsynced_edits
 from pipeline.vault.extract import extract_facts
 from pipeline.vault.parse import read_note
 from pipeline.vault.scan import scan_vault
@@ -204,6 +205,36 @@ def test_deleted_note_loses_its_facts(vault: Path, kodb: KoDB) -> None:
     assert report.removed == 1
     assert "adr/0001-use-redis.md" not in kodb.notes()
     assert not any(path == "adr/0001-use-redis.md" for path, *_ in stored(kodb))
+
+
+def _unlistable(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """``folder`` cannot be listed, as a chmod 000 folder cannot (root reads it anyway)."""
+    real = os.scandir
+
+    def scandir(path: object = ".") -> object:
+        if Path(os.fsdecode(path)).resolve() == folder.resolve():  # type: ignore[arg-type]
+            raise PermissionError(13, "Permission denied", os.fsdecode(path))  # type: ignore[arg-type]
+        return real(path)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(os, "scandir", scandir)
+
+
+@pytest.mark.parametrize("folder", ["adr", "."], ids=["a folder", "the vault itself"])
+def test_a_folder_that_cannot_be_listed_keeps_its_notes(
+    vault: Path, kodb: KoDB, monkeypatch: pytest.MonkeyPatch, folder: str
+) -> None:
+    run(vault, kodb)
+    before, notes = stored(kodb), set(kodb.notes())
+    _unlistable(monkeypatch, vault / folder)
+    report = run(vault, kodb)
+    assert report.removed == 0
+    assert set(kodb.notes()) == notes and stored(kodb) == before
+    shown = "." if folder == "." else f"{folder}/"
+    (skip,) = [s for s in report.skipped if s.path == shown]
+    assert "cannot list this folder (Permission denied)" in skip.reason
+    kept = sum(folder == "." or p.startswith("adr/") for p in notes)
+    assert f"the {kept} notes synced from it keep their facts" in skip.reason
+    assert unsynced_edits(settings_for(vault), kodb.note_stamps()).removed == 0
 
 
 def test_note_turned_bad_keeps_its_old_facts(vault: Path, kodb: KoDB) -> None:
