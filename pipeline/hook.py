@@ -23,6 +23,7 @@ to inject out, or nothing at all.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import threading
@@ -76,11 +77,21 @@ def fast_path_args(argv: Sequence[str]) -> dict[str, Any] | None:
             try:
                 budget = float(raw)
             except ValueError:
-                return None
+                budget = math.nan
+            if not budget >= 0:  # NaN too
+                return _refused(f"--budget must be seconds, 0 or more, not {raw!r}")
+        elif seen_hook and arg not in ("--help", "-h"):
+            return _refused(f"no such hook option: {arg}")
         else:
             return None
         i += 1
     return {"vault": vault, "budget": budget} if seen_hook else None
+
+
+def _refused(problem: str) -> dict[str, Any]:
+    """``run_hook`` arguments that log ``problem`` and exit 0: a usage error's exit 2 would
+    make an agent tool (Claude Code's UserPromptSubmit) block every prompt."""
+    return {"refused": f"{problem} (nothing injected)"}
 
 
 def _is_verbose(arg: str) -> bool:
@@ -94,10 +105,15 @@ def run_hook(
     stdin: IO[bytes] | None = None,
     stdout: IO[str] | None = None,
     env: dict[str, str] | None = None,
+    refused: str | None = None,
 ) -> int:
-    """Answer one hook event; always 0. Prints the hook JSON, or nothing."""
+    """Answer one hook event; always 0. Prints the hook JSON, or nothing (``refused``: the
+    arguments were wrong; that is logged and nothing is answered)."""
     out = stdout if stdout is not None else sys.stdout
     state_dir: Path | None = None
+    if refused is not None:
+        _log(None, refused)
+        return 0
     try:
         from pipeline.config import CONFIG_FILE, STATE_DIR, load_settings
 
@@ -133,8 +149,12 @@ def run_hook(
     except BaseException as exc:  # the agent must never fail because of us
         if isinstance(exc, KeyboardInterrupt):
             return 0
-        # Our own refusals are one line; anything else keeps its traceback for a bug report.
-        trace = "" if isinstance(exc, HookInputError) else "\n" + traceback.format_exc()
+        # Our own refusals and errors (a bad setting) are one line; anything else keeps its
+        # traceback for a bug report.
+        from pipeline.errors import VaultKoError
+
+        ours = isinstance(exc, HookInputError | VaultKoError)
+        trace = "" if ours else "\n" + traceback.format_exc()
         _log(state_dir, f"no context: {type(exc).__name__}: {exc}{trace}")
     return 0
 

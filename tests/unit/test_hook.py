@@ -26,12 +26,53 @@ from pipeline.render import to_context_pack
         (["hook", "--vault", "/w", "--budget=2"], {"vault": "/w", "budget": 2.0}),
         (["hook", "--help"], None),
         (["query", "hook"], None),
-        (["hook", "--budget", "soon"], None),
         ([], None),
     ],
 )
 def test_the_fast_path_takes_plain_hook_calls_only(argv: list[str], expected: object) -> None:
     assert hook.fast_path_args(argv) == expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["hook", "--budget", "soon"], "--budget must be seconds, 0 or more, not 'soon'"),
+        (["hook", "--budget=-1"], "--budget must be seconds, 0 or more, not '-1'"),
+        (["hook", "--budget", "nan"], "not 'nan'"),
+        (["--vault", "/v", "hook", "--bogus"], "no such hook option: --bogus"),
+    ],
+)
+def test_wrong_hook_arguments_exit_0_with_one_line(
+    argv: list[str], problem: str, tmp_path: Path
+) -> None:
+    # A usage error's exit 2 makes Claude Code block the prompt: a typo would block them all.
+    args = hook.fast_path_args(argv)
+    assert args is not None and problem in args["refused"]
+    done = subprocess.run(
+        [sys.executable, "-c", "from pipeline.cli import main; main()", *argv],
+        input=b'{"prompt": "who owns billing?"}',
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert (done.returncode, done.stdout) == (0, b"")
+    assert problem in done.stderr.decode() and "Traceback" not in done.stderr.decode()
+
+
+def test_a_bad_setting_is_one_line_on_stderr(tmp_path: Path) -> None:
+    (tmp_path / ".vault-ko").mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", "from pipeline.cli import main; main()", "hook"],
+        input=b'{"prompt": "who owns billing?"}',
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={"VAULT_KO_HOOK_BUDGET": "-1", "VAULT_KO_VAULT": str(tmp_path), "PATH": ""},
+    )
+    err = done.stderr.decode()
+    assert (done.returncode, done.stdout) == (0, b"")
+    assert "ConfigError: VAULT_KO_HOOK_BUDGET must be more than 0" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def run(vault: Path, stdin: bytes, **kw: object) -> tuple[int, str]:
