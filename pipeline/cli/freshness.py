@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pipeline.cli._common import AppContext, emit_json, out, pass_app
-from pipeline.errors import InputError, VaultKoError
+from pipeline.errors import EXIT_INPUT, ConfigError, InputError, VaultKoError
 
 if TYPE_CHECKING:
     from pipeline.freshness import FreshnessReport
@@ -85,7 +85,8 @@ def freshness_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def run_freshness(app: AppContext, vault: str | None, **kw: Any) -> int:
-    """Check, render in the chosen format, and return the exit code (0 / 1 / 2)."""
+    """Check, render in the chosen format, and return the exit code (0 / 1 / 2; 3 for bad
+    settings)."""
     from pipeline.app import App
     from pipeline.freshness import (
         FreshnessOptions,
@@ -94,6 +95,7 @@ def run_freshness(app: AppContext, vault: str | None, **kw: Any) -> int:
         write_textfile,
     )
 
+    bad_settings = False
     try:
         settings = app.settings(
             vault,
@@ -110,6 +112,7 @@ def run_freshness(app: AppContext, vault: str | None, **kw: Any) -> int:
             report = check_freshness(settings, options, app=stores)
     except VaultKoError as exc:
         report = FreshnessReport.failed(str(exc), vault=str(vault or app.vault or "."))
+        bad_settings = isinstance(exc, ConfigError)
     except Exception as exc:  # a monitor must answer "error", never a traceback
         log.debug("freshness check failed", exc_info=True)
         report = FreshnessReport.failed(
@@ -130,7 +133,9 @@ def run_freshness(app: AppContext, vault: str | None, **kw: Any) -> int:
         click.echo(to_prometheus(report), nl=False)
     else:
         out.print(to_rich(report, verbose=kw["verbose"]))
-    return report.exit_code
+    # Printed too (a monitor reads "error" and no sample it cannot know), but a bad setting
+    # exits as it does for every command.
+    return EXIT_INPUT if bad_settings else report.exit_code
 
 
 @click.command("freshness")
@@ -277,7 +282,8 @@ def _health_table(report: FreshnessReport, *, verbose: bool = False) -> Table:
     health.add_row("KO-DB", _kodb_health(report))
     cal = report.calibration
     detail = "; ".join(cal.reasons) if cal.reasons else f"{_age(cal.age_seconds)} old"
-    counted = "" if cal.checked else " (not counted: --no-calibration-check)"
+    ran = report.kodb.checked  # a check stopped before KO-DB did not read the calibration
+    counted = "" if cal.checked or not ran else " (not counted: --no-calibration-check)"
     health.add_row("calibration", f"{cal.status}: {detail}{counted}")
     health.add_row("fallback answers since last check", str(report.fallback_answers))
     health.add_row("notes re-read (changed on disk)", str(report.reread))
@@ -290,6 +296,8 @@ def _health_table(report: FreshnessReport, *, verbose: bool = False) -> Table:
 def _graph_health(report: FreshnessReport) -> str | Text:
     """The graph's row: up with latency, dialect, agent and URL; or down and why."""
     g = report.graph
+    if not g.checked:
+        return "unknown: not checked (the reason is above)"
     if g.up:
         latency = f"{g.latency_ms:.1f} ms" if g.latency_ms is not None else "-"
         return f"up, {latency}, {g.dialect or '?'} ({g.agent or '?'}) {g.url}"
@@ -299,6 +307,8 @@ def _graph_health(report: FreshnessReport) -> str | Text:
 def _kodb_health(report: FreshnessReport) -> str | Text:
     """KO-DB's row: up with dialect, facts and orphan facts; or down and why."""
     k = report.kodb
+    if not k.checked:
+        return "unknown: not checked (the reason is above)"
     if k.up:
         return f"{k.dialect}, {k.facts} facts, {k.orphan_facts} whose source file is gone" + (
             f" ({_paths(k.orphan_fact_files)})" if k.orphan_fact_files else ""

@@ -95,7 +95,9 @@ def _check_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]
 
 def _note_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
     """The vault's notes: on disk, by embedding state and source type, coverage, age."""
-    yield "vault_notes", "Notes on disk in the vault.", [({}, report.notes_on_disk)]
+    # A check that stopped before the stores (bad settings) did not count the notes either.
+    on_disk = report.notes_on_disk if report.kodb.checked else None
+    yield "vault_notes", "Notes on disk in the vault.", _known(on_disk)
     counts: dict[str, int] = {}
     if report.compared:  # else the graph was not read: no count is known
         counts = report.classification.counts(NOTE_STATES)
@@ -131,7 +133,7 @@ def _calibration_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Sam
     yield (
         "calibration_ok",
         "1 when the stored noise-floor calibration is current.",
-        [({}, int(cal.status == "ok"))],
+        _known(None if cal.status == "unknown" else int(cal.status == "ok")),
     )
     yield (
         "calibration_status",
@@ -144,7 +146,8 @@ def _calibration_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Sam
 def _graph_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
     """The graph: up, probe latency, server info, note nodes."""
     g = report.graph
-    yield "graph_up", "1 when the graph answered the probe.", [({}, int(g.up))]
+    up = int(g.up) if g.checked else None
+    yield "graph_up", "1 when the graph answered the probe.", _known(up)
     yield (
         "graph_latency_seconds",
         "Round-trip time of the graph probe.",
@@ -161,12 +164,12 @@ def _graph_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]
 def _kodb_gauges(report: FreshnessReport) -> Iterator[tuple[str, str, Samples]]:
     """KO-DB: up, facts, orphan facts."""
     k = report.kodb
-    yield "kodb_up", "1 when KO-DB answered.", [({}, int(k.up))]
-    yield "kodb_facts", "Facts in KO-DB.", [({}, k.facts)]
+    yield "kodb_up", "1 when KO-DB answered.", _known(int(k.up) if k.checked else None)
+    yield "kodb_facts", "Facts in KO-DB.", _known(k.facts if k.checked else None)
     yield (
         "kodb_orphan_facts",
         "KO-DB facts whose source file no longer exists.",
-        [({}, k.orphan_facts)],
+        _known(k.orphan_facts if k.checked else None),
     )
 
 

@@ -149,10 +149,12 @@ class GraphCheck:
     reason: str | None  # why it is down, in words
     notes: int | None = None  # Note nodes in the graph (None when not read)
     detail: str | None = None  # the driver's own error text, when it says more than reason
+    checked: bool = True  # False: the check stopped before it (up is then not known)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "up": self.up,
+            "up": self.up if self.checked else None,
+            "checked": self.checked,
             "url": self.url,
             "dialect": self.dialect,
             "agent": self.agent,
@@ -175,10 +177,12 @@ class KodbCheck:
     facts: int = 0
     orphan_facts: int = 0  # facts whose source file no longer exists
     orphan_fact_files: tuple[str, ...] = ()
+    checked: bool = True  # False: the check stopped before it (up is then not known)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "up": self.up,
+            "up": self.up if self.checked else None,
+            "checked": self.checked,
             "url": self.url,
             "dialect": self.dialect,
             "reason": self.reason,
@@ -243,8 +247,8 @@ class FreshnessReport:
             oldest_stale_seconds=None,
             by_type=(),
             calibration=CalibrationCheck("unknown", ("not checked",), checked=False),
-            graph=GraphCheck(False, None, None, None, None, "not checked"),
-            kodb=KodbCheck(up=False, url="", reason="not checked"),
+            graph=GraphCheck(False, None, None, None, None, "not checked", checked=False),
+            kodb=KodbCheck(up=False, url="", reason="not checked", checked=False),
             fallback_answers=0,
             reread=0,
             compared=False,

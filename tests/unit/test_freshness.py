@@ -504,10 +504,21 @@ def test_cli_bad_settings_still_print_an_error_report(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         freshness_standalone, ["--vault", str(vault), "--format", "prometheus"]
     )
-    assert result.exit_code == 2
+    assert result.exit_code == 3  # a bad setting, as for every command
     names = {f.name for f in text_string_to_metric_families(result.output)}
     assert "vault_ko_freshness_status" in names
     assert 'vault_ko_freshness_status{status="error"} 1' in result.output
+    # The check stopped before the stores: "down" or "0 notes" would raise false alerts.
+    samples = {s.name for f in text_string_to_metric_families(result.output) for s in f.samples}
+    unknown = {"vault_ko_graph_up", "vault_ko_kodb_up", "vault_ko_kodb_facts"}
+    assert not samples & (unknown | {"vault_ko_vault_notes", "vault_ko_calibration_ok"})
+    as_json = CliRunner().invoke(freshness_standalone, ["--vault", str(vault), "--json"])
+    data = json.loads(as_json.output)
+    assert as_json.exit_code == 3 and "not_a_setting" in data["reasons"][0]
+    assert (data["graph"]["up"], data["graph"]["checked"]) == (None, False)
+    assert (data["kodb"]["up"], data["kodb"]["checked"]) == (None, False)
+    shown = CliRunner().invoke(freshness_standalone, ["--vault", str(vault)], terminal_width=200)
+    assert "DOWN" not in shown.output and "--no-calibration-check" not in shown.output
 
 
 def test_cli_textfile_is_written_whole_for_the_node_exporter(tmp_path: Path) -> None:
