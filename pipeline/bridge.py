@@ -77,9 +77,18 @@ SHORT_STOP_WORDS: Final = frozenset(
     """.split()
 )
 
-#: Words that ask for a person. English ones anywhere ("… and who's in it?"); Hungarian ones
-#: only as the first word, since "ki" is also a verb's particle ("mikor adtuk ki?").
+#: Words that ask for a person. English ones where a question or clause starts ("… and
+#: who's in it?", "to whom …", "do you know who …"), not after a noun, where they start a
+#: relative clause ("a book whose author died in 1960"); Hungarian ones only as the first
+#: word, since "ki" is also a verb's particle ("mikor adtuk ki?").
 WHO_WORDS_EN: Final = frozenset({"who", "whom", "whose"})
+_WHO_AFTER: Final = frozenset(
+    """
+    and or but then so also to for with from by of about know knows knew tell ask asked
+    wonder remember find out see check show list is was are were
+    """.split()
+)
+_CLAUSE_END = re.compile(r"[,;:—–(\[]\s*$")
 WHO_WORDS_HU: Final = frozenset(
     """
     ki kik kit kiket kinek kiknek kié kiké kivel kikkel kitől kiktől kihez kikhez kiről
@@ -114,8 +123,20 @@ def content_words(text: str) -> list[str]:
 
 def asks_who(text: str) -> bool:
     """Whether the question asks who: for a person, a team, their role."""
-    words = [_word(m)[1] for m in _WORD.finditer(normalize_text(text))]
-    return bool(words) and (words[0] in WHO_WORDS_HU or not WHO_WORDS_EN.isdisjoint(words))
+    text = normalize_text(text)
+    matches = list(_WORD.finditer(text))
+    if not matches:
+        return False
+    words = [_word(m)[1] for m in matches]
+    if words[0] in WHO_WORDS_HU:
+        return True
+    for i, word in enumerate(words):
+        if word not in WHO_WORDS_EN:
+            continue
+        before = text[matches[i - 1].end() : matches[i].start()] if i else ""
+        if i == 0 or words[i - 1] in _WHO_AFTER or _CLAUSE_END.search(before):
+            return True
+    return False
 
 
 def query_terms(text: str) -> list[str]:
