@@ -41,7 +41,7 @@ from pipeline.config import Settings
 from pipeline.errors import VaultBusy, VaultKoError
 from pipeline.lock import vault_lock
 from pipeline.memory import release_free_memory
-from pipeline.vault.scan import ALWAYS_SKIPPED_DIRS, NOTE_SUFFIX, glob_match
+from pipeline.vault.scan import NOTE_SUFFIX, glob_match, hidden
 
 if TYPE_CHECKING:
     from pipeline.app import App
@@ -133,10 +133,10 @@ class NoteFilter:
             return False  # outside the vault (a symlink's target): the scan does not follow
         if p.resolve() == self._state or self._state in p.resolve().parents:
             return False
-        if any(part in ALWAYS_SKIPPED_DIRS for part in rel.parts[:-1]):
+        if any(hidden(part) for part in rel.parts[:-1]):
             return False
         name = rel.name
-        if name in ALWAYS_SKIPPED_DIRS or any(fnmatch.fnmatch(name, t) for t in TEMPORARY):
+        if hidden(name) or any(fnmatch.fnmatch(name, t) for t in TEMPORARY):
             return False
         if glob_match(rel.as_posix(), self._excludes):
             return False

@@ -26,13 +26,18 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from pipeline.config import STATE_DIR, Settings
+from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.model import Note, NoteStamp, SourceType
 
-#: Folders never scanned, whatever the settings say: the editor's config, its trash,
-#: version control, and vault-ko's own state.
-ALWAYS_SKIPPED_DIRS = frozenset({".obsidian", ".trash", ".git", STATE_DIR})
+
+def hidden(name: str) -> bool:
+    """A file or folder never scanned, whatever the settings say: its name starts with a
+    dot, as the editor's config, its trash, version control and vault-ko's own state do,
+    and Obsidian shows none of them (a sync tool's old versions in ``.stversions``, a
+    repository's ``.github`` templates)."""
+    return name.startswith(".")
+
 
 NOTE_SUFFIX = ".md"
 
@@ -187,6 +192,11 @@ def scan_vault(
     excludes = tuple(settings.vault_exclude_globs)
     found: dict[str, ScannedFile] = {}
     seen_dirs: set[Path] = {root}
+    links: dict[str, str] = {}  # a linked note's path -> its target's (vault-relative)
+
+    def skip(rel: str, why: str) -> None:
+        if rejected is not None:
+            rejected.append((shown_name(rel), why))
 
     def cannot_list(exc: OSError) -> None:
         if unreadable is not None:
@@ -199,7 +209,7 @@ def scan_vault(
         keep: list[str] = []
         for name in sorted(dirnames):
             sub = current / name
-            if name in ALWAYS_SKIPPED_DIRS:
+            if hidden(name):
                 continue
             real = _real(sub)
             # Linked folders are walked only once and only inside the vault (no loops, no
@@ -220,27 +230,32 @@ def scan_vault(
         rel_dir = current.relative_to(root).as_posix()
         prefix = "" if rel_dir == "." else rel_dir + "/"
         for name in filenames:
-            if not name.endswith(NOTE_SUFFIX):
+            if not name.endswith(NOTE_SUFFIX) or hidden(name):
                 continue
             full = os.path.join(dirpath, name)
             try:
                 st = os.lstat(full)
             except OSError:
                 continue  # removed while we walk
+            rel = prefix + name
+            if glob_match(rel, excludes):
+                continue
             if stat.S_ISLNK(st.st_mode):
                 real = _real(Path(full))
-                if real is None or not _inside(real, root):
+                if real is None:
+                    skip(rel, "a symlink loop")
+                    continue
+                if not _inside(real, root):
+                    skip(rel, "a symlink that leads out of the vault (not followed)")
                     continue
                 try:
                     st = os.stat(full)
                 except OSError:
-                    continue  # a dangling link
-            rel = prefix + name
-            if glob_match(rel, excludes):
-                continue
+                    skip(rel, "a symlink to nothing (its target is gone)")
+                    continue
+                links[rel] = real.relative_to(root).as_posix()
             if not rel.isascii() and rel != shown_name(rel):
-                if rejected is not None:
-                    rejected.append((shown_name(rel), "the file name is not valid UTF-8"))
+                skip(rel, "the file name is not valid UTF-8")
                 continue
             if not stat.S_ISREG(st.st_mode):
                 continue
@@ -250,6 +265,18 @@ def scan_vault(
                 mtime=st.st_mtime,
                 bytes=st.st_size,
             )
+    # A note linked to another note of the vault is that note: read twice, one file would
+    # count as two sources of every fact it states.
+    targets: dict[str, str] = {}
+    for rel in sorted(links):
+        target = links[rel]
+        if rel not in found:
+            continue
+        if (target in found and target not in links) or target in targets:
+            del found[rel]
+            skip(rel, f"a symlink to {shown_name(targets.get(target, target))}, read once there")
+        else:
+            targets[target] = rel
     return [found[k] for k in sorted(found)]
 
 

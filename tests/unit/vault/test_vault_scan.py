@@ -99,7 +99,35 @@ def test_symlinks_escaping_the_vault_are_skipped(tmp_path: Path) -> None:
     (vault / "linked-dir").symlink_to(outside / "dir")
     (vault / "wiki/link-in.md").symlink_to(vault / "wiki/a.md")
     (vault / "wiki/loop").symlink_to(vault / "wiki")
-    assert [p for p, _ in scan(vault)] == ["wiki/a.md", "wiki/link-in.md"]
+    (vault / "wiki/self-a.md").symlink_to(vault / "wiki/self-b.md")
+    (vault / "wiki/self-b.md").symlink_to(vault / "wiki/self-a.md")
+    (vault / "wiki/dangling.md").symlink_to(vault / "wiki/gone.md")
+    make(vault, ".hidden/b.md")
+    (vault / "wiki/to-hidden.md").symlink_to(vault / ".hidden/b.md")
+    (vault / "wiki/to-hidden-too.md").symlink_to(vault / ".hidden/b.md")
+    rejected: list[tuple[str, str]] = []
+    settings = load_settings(vault, env={}, cwd=vault)
+    # A link to a note of the vault is that note, read once (it counted as a second source
+    # of every fact); a note reached only through links is read at the first link.
+    assert [f.path for f in scan_vault(settings, rejected)] == [
+        "wiki/a.md",
+        "wiki/to-hidden-too.md",
+    ]
+    assert dict(rejected) == {
+        "wiki/dangling.md": "a symlink to nothing (its target is gone)",
+        "wiki/link-in.md": "a symlink to wiki/a.md, read once there",
+        "wiki/link-out.md": "a symlink that leads out of the vault (not followed)",
+        "wiki/self-a.md": "a symlink loop",
+        "wiki/self-b.md": "a symlink loop",
+        "wiki/to-hidden.md": "a symlink to wiki/to-hidden-too.md, read once there",
+    }
+
+
+def test_hidden_folders_and_notes_are_not_scanned(tmp_path: Path) -> None:
+    # Obsidian shows none of them: a sync tool's old versions would answer as current notes.
+    make(tmp_path, "a.md", ".stversions/a~20260101.md", ".github/PULL_REQUEST_TEMPLATE.md")
+    make(tmp_path, "wiki/.draft.md", "wiki/b.md")
+    assert [p for p, _ in scan(tmp_path)] == ["a.md", "wiki/b.md"]
 
 
 @pytest.mark.parametrize(
