@@ -115,7 +115,8 @@ def graph_down(app: AppContext, as_json: bool) -> None:
 def graph_status(ctx: click.Context, as_json: bool) -> None:
     """Probe the graph once (no retries) and report it; exit 0 when up, 2 when down.
 
-    --json prints exactly {up, url, dialect, agent, latency_ms, reason}.
+    --json prints exactly {up, url, dialect, agent, latency_ms, reason, detail}: the reason
+    in words, and the driver's own text when it says more.
     """
     # Imported here: the client pulls in numpy and tenacity, which `vault-ko --help` and
     # the other commands' start-up need not pay for.
@@ -129,7 +130,11 @@ def graph_status(ctx: click.Context, as_json: bool) -> None:
         breaker = stores.graph.breaker.read()
         info = stores.local_graph().info()
     if as_json:
-        emit_json(status.to_dict())
+        # The reason in words, as the table and freshness --json give it; the driver's own
+        # text beside it, as freshness has it.
+        said = graph_reason(status.reason, status.url) if status.reason else None
+        detail = status.reason if status.reason and status.reason != said else None
+        emit_json(status.to_dict() | {"reason": said, "detail": detail})
     else:
         table = Table(title="vault-ko graph", show_header=False)
         table.add_column("field", style="bold")

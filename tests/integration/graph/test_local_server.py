@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.integration
 
-STATUS_KEYS = ["up", "url", "dialect", "agent", "latency_ms", "reason"]
+STATUS_KEYS = ["up", "url", "dialect", "agent", "latency_ms", "reason", "detail"]
 
 
 def status_json(vault: Path, env: dict[str, str] | None = None) -> tuple[int, dict]:
@@ -44,7 +44,7 @@ def test_status_json_reports_the_running_server(local_graph: LocalGraphHandle) -
     assert list(data) == STATUS_KEYS
     assert data["up"] is True and data["url"] == local_graph.url
     assert data["dialect"] == "arcadedb" and "ArcadeDB" in data["agent"]
-    assert data["latency_ms"] > 0 and data["reason"] is None
+    assert data["latency_ms"] > 0 and data["reason"] is None and data["detail"] is None
 
 
 def test_status_json_on_a_closed_port_is_down_with_a_reason(tmp_path: Path) -> None:
@@ -53,7 +53,9 @@ def test_status_json_on_a_closed_port_is_down_with_a_reason(tmp_path: Path) -> N
     assert list(data) == STATUS_KEYS
     assert data["up"] is False and data["url"] == "bolt://127.0.0.1:1"
     assert data["dialect"] is None and data["latency_ms"] is None
-    assert "unavailable" in data["reason"]
+    # In words, as the table and freshness say it; the driver's text beside it.
+    assert data["reason"] == "the graph is not reachable at 127.0.0.1:1 (connection refused)"
+    assert "unavailable" in data["detail"]
 
 
 def test_status_of_a_vault_without_a_graph_says_how_to_start_it(tmp_path: Path) -> None:
