@@ -352,9 +352,14 @@ def _error_handlers(api: FastAPI) -> None:
         # FastAPI's own answer quotes the whole input (a 20 MB body came back as 20.6 MB).
         errors = exc.errors()
         problems = _problems(errors)
+        summary = _summary(problems, len(errors))
+        sent = request.headers.get("content-type", "")
+        if request.method == "POST" and "json" not in sent.casefold():
+            # curl -d sends a form: "Input should be a valid dictionary" did not say why.
+            summary += " (send the body as JSON, with Content-Type: application/json)"
         return JSONResponse(
             {
-                "error": _summary(problems, len(errors)),
+                "error": summary,
                 "kind": "ValidationError",
                 "detail": problems,
             },

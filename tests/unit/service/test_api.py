@@ -83,6 +83,12 @@ def test_bad_requests_are_422_with_the_reason(tmp_path: Path) -> None:
             sessions = [{"id": "a", "prompt": "x"}, {"id": "a", "prompt": "y"}]
             r = await c.post("/session-context", json={"sessions": sessions})
             assert r.status_code == 422 and "duplicate" in r.json()["error"]
+            # curl -d sends a form; the 422 says what to send instead.
+            r = await c.post("/query", data={"question": "x"})
+            assert r.status_code == 422
+            assert "with Content-Type: application/json" in r.json()["error"]
+            r = await c.post("/query", json={"question": ""})
+            assert "Content-Type" not in r.json()["error"]
 
     anyio.run(go)
 
