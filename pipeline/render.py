@@ -471,7 +471,8 @@ def legend(answer: Answer) -> str:
         "             facts from the question's notes first, then decisions, reasons and "
         "summaries before",
         "             properties, links and tags; a fact longer than two lines ends with …",
-        "             (--json and --format md have it whole).",
+        "             (--json and --format md have it whole); (+N more): the property has N "
+        "more values.",
         "  More: docs/ranking.md (the order and the score), docs/relevance.md (the labels).",
     ]
     if answer.mode == "fallback":

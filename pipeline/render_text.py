@@ -10,11 +10,12 @@ imported when an answer is printed, never by the hook.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipeline.model import Answer, FactView, Hit, SubjectRank
+from pipeline.model import Answer, FactView, Hit, SubjectRank, predicate_preference
 from pipeline.render import (
     EVIDENCE_WORDS,
     NOTES_SHOWN,
@@ -276,8 +277,9 @@ def _subject_lines(
         line.append(f" [{status}]", style="yellow")
     line.append("  " + _measures(s), style="dim")
     yield from _indented(console, line, f"{rank:>3}", SUBJECT_GUTTER, width)
+    more = _more_values(s)
     for fact in s.facts:
-        text = _fact_text(console, fact, width, notes)
+        text = _fact_text(console, fact, width, notes, more.pop(fact.predicate, 0))
         yield from _indented(console, text, "", FACT_INDENT, width)
 
 
@@ -292,9 +294,24 @@ def _measures(s: SubjectRank) -> str:
     return " · ".join(parts)
 
 
-def _fact_text(console: Console, fact: FactView, width: int, notes: Mapping[str, int]) -> Text:
+def _more_values(s: SubjectRank) -> dict[str, int]:
+    """How many more facts than shown each shown property predicate has ("members: Dávid
+    Kovács" alone read as the team's one member); prose and structural predicates say
+    nothing by their count."""
+    shown = Counter(f.predicate for f in s.facts)
+    return {
+        p: s.predicates.get(p, 0) - n
+        for p, n in shown.items()
+        if predicate_preference(p)[0] == 1 and s.predicates.get(p, 0) > n
+    }
+
+
+def _fact_text(
+    console: Console, fact: FactView, width: int, notes: Mapping[str, int], more: int = 0
+) -> Text:
     """``predicate: object · where`` (the note's number when it is listed above, else its
-    path) in at most ``FACT_LINES`` lines: a longer object ends at a word with "…"."""
+    path) in at most ``FACT_LINES`` lines: a longer object ends at a word with "…"; ``more``
+    other values of the predicate are said after the first of its facts ("(+3 more)")."""
     number = notes.get(fact.source_file)
     source = (
         f"note {number}"
@@ -308,6 +325,8 @@ def _fact_text(console: Console, fact: FactView, width: int, notes: Mapping[str,
 
         text = Text(f"{fact.predicate}: ", style="cyan")
         text.append(" ".join(words[:kept]) + ("…" if kept < len(words) else ""))
+        if more:
+            text.append(f" (+{more} more)", style="dim")
         text.append(f" · {source}", style="dim")
         return text
 

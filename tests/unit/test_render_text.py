@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from pipeline.model import Answer
+from pipeline.model import Answer, FactView
 from pipeline.render import answer_from_dict
 from pipeline.render_text import FACT_LINES, TEXT_SUBJECTS_SHOWN, TextAnswer
 
@@ -74,6 +74,7 @@ def test_a_long_fact_ends_at_a_word_within_its_lines() -> None:
         lines = body.count("\n") + 1
         assert lines <= FACT_LINES
         flat = " ".join(body.split()).rsplit(" · ", 1)[0]
+        flat = re.sub(r" \(\+\d+ more\)$", "", flat)  # said after the object, not in it
         if flat.endswith("…"):
             kept = flat[:-1]
             assert any(o.startswith(kept) and o[len(kept)] == " " for o in objects), flat
@@ -157,3 +158,21 @@ def test_a_note_found_by_its_date_alone_shows_no_score_not_a_zero() -> None:
     rows = [line for line in text.splitlines() if re.match(r"\s+[12]\s", line)]
     assert rows[0].split()[:2] == ["1", "–"]
     assert rows[1].split()[:2] == ["2", "2.50"]
+
+
+def test_a_property_shown_with_more_values_says_how_many_more() -> None:
+    # "members: Dávid Kovács" alone read as the team's one member.
+    answer = redis_answer()
+    subject = answer.subjects[0]
+    fact = FactView("members", "Dávid Kovács", 0.95, "wiki", "wiki/platform-team.md")
+    summary = FactView("summary", "Owns the platform.", 0.75, "wiki", "wiki/platform-team.md")
+    team = replace(
+        subject,
+        facts=(fact, summary),
+        predicates={"members": 4, "summary": 1, "context": 9},
+    )
+    text = text_at(replace(answer, subjects=(team,)), 100)
+    assert "members: Dávid Kovács (+3 more) · " in text
+    assert "summary: Owns the platform. · " in text  # prose says nothing by its count
+    alone = replace(team, predicates={"members": 1, "summary": 1})
+    assert "more)" not in text_at(replace(answer, subjects=(alone,)), 100)
