@@ -21,7 +21,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -206,24 +206,11 @@ def scan_vault(
 
     for dirpath, dirnames, filenames in os.walk(root, onerror=cannot_list, followlinks=True):
         current = Path(dirpath)
-        keep: list[str] = []
-        for name in sorted(dirnames):
-            sub = current / name
-            if hidden(name):
-                continue
-            real = _real(sub)
-            # Linked folders are walked only once and only inside the vault (no loops, no
-            # reading outside what the user put in the vault).
-            if real is None or not _inside(real, root) or real in seen_dirs:
-                continue
-            if state_dir is not None and real == state_dir:
-                continue
-            rel_dir = sub.relative_to(root).as_posix()
-            if _dir_excluded(rel_dir, excludes):
-                continue
-            seen_dirs.add(real)
-            keep.append(name)
-        dirnames[:] = keep
+        dirnames[:] = [
+            name
+            for name in sorted(dirnames)
+            if _walked(current / name, root, state_dir, excludes, seen_dirs)
+        ]
 
         # Strings and one lstat per note, not Path objects: every run of a watcher scans
         # the whole vault.
@@ -241,19 +228,11 @@ def scan_vault(
             if glob_match(rel, excludes):
                 continue
             if stat.S_ISLNK(st.st_mode):
-                real = _real(Path(full))
-                if real is None:
-                    skip(rel, "a symlink loop")
+                followed = _follow(full, root)
+                if isinstance(followed, str):
+                    skip(rel, followed)
                     continue
-                if not _inside(real, root):
-                    skip(rel, "a symlink that leads out of the vault (not followed)")
-                    continue
-                try:
-                    st = os.stat(full)
-                except OSError:
-                    skip(rel, "a symlink to nothing (its target is gone)")
-                    continue
-                links[rel] = real.relative_to(root).as_posix()
+                st, links[rel] = followed
             if not rel.isascii() and rel != shown_name(rel):
                 skip(rel, "the file name is not valid UTF-8")
                 continue
@@ -265,19 +244,61 @@ def scan_vault(
                 mtime=st.st_mtime,
                 bytes=st.st_size,
             )
-    # A note linked to another note of the vault is that note: read twice, one file would
-    # count as two sources of every fact it states.
-    targets: dict[str, str] = {}
+    for rel, target in _read_elsewhere(found, links).items():
+        del found[rel]
+        skip(rel, f"a symlink to {shown_name(target)}, read once there")
+    return [found[k] for k in sorted(found)]
+
+
+def _walked(
+    sub: Path, root: Path, state_dir: Path | None, excludes: tuple[str, ...], seen: set[Path]
+) -> bool:
+    """Whether the scan goes into folder ``sub`` (added to ``seen`` when it does): not hidden,
+    not the state dir, not excluded; a linked folder only once and only inside the vault
+    (no loops, no reading outside what the user put in the vault)."""
+    if hidden(sub.name):
+        return False
+    real = _real(sub)
+    if real is None or not _inside(real, root) or real in seen:
+        return False
+    if state_dir is not None and real == state_dir:
+        return False
+    if _dir_excluded(sub.relative_to(root).as_posix(), excludes):
+        return False
+    seen.add(real)
+    return True
+
+
+def _follow(full: str, root: Path) -> tuple[os.stat_result, str] | str:
+    """A linked note's stat and its target's vault-relative path, or why it is skipped."""
+    real = _real(Path(full))
+    if real is None:
+        return "a symlink loop"
+    if not _inside(real, root):
+        return "a symlink that leads out of the vault (not followed)"
+    try:
+        return os.stat(full), real.relative_to(root).as_posix()
+    except OSError:
+        return "a symlink to nothing (its target is gone)"
+
+
+def _read_elsewhere(found: Mapping[str, ScannedFile], links: Mapping[str, str]) -> dict[str, str]:
+    """The linked notes read as another path (link -> that path): a note linked to another
+    note of the vault is that note; read twice, one file would count as two sources of every
+    fact it states. A target reached only through links is read at its first link."""
+    read_at: dict[str, str] = {}  # a target -> where it is read
+    elsewhere: dict[str, str] = {}
     for rel in sorted(links):
         target = links[rel]
         if rel not in found:
             continue
-        if (target in found and target not in links) or target in targets:
-            del found[rel]
-            skip(rel, f"a symlink to {shown_name(targets.get(target, target))}, read once there")
+        if target in found and target not in links:
+            elsewhere[rel] = target
+        elif target in read_at:
+            elsewhere[rel] = read_at[target]
         else:
-            targets[target] = rel
-    return [found[k] for k in sorted(found)]
+            read_at[target] = rel
+    return elsewhere
 
 
 def under(path: str, folders: Iterable[str]) -> bool:
