@@ -77,18 +77,19 @@ SHORT_STOP_WORDS: Final = frozenset(
     """.split()
 )
 
-#: Words that ask for a person. English ones where a question or clause starts ("… and
-#: who's in it?", "to whom …", "do you know who …"), not after a noun, where they start a
-#: relative clause ("a book whose author died in 1960"); Hungarian ones only as the first
-#: word, since "ki" is also a verb's particle ("mikor adtuk ki?").
+#: Words that ask for a person, where a question or clause starts ("… and who's in it?",
+#: "to whom …", "can you tell me who …", "És ki a felelős?"), not after a noun, where an
+#: English one starts a relative clause ("a book whose author died in 1960") and "ki" is
+#: a Hungarian verb's particle ("mikor adtuk ki?").
 WHO_WORDS_EN: Final = frozenset({"who", "whom", "whose"})
 _WHO_AFTER: Final = frozenset(
     """
-    and or but then so also to for with from by of about know knows knew tell ask asked
-    wonder remember find out see check show list is was are were
+    and or but then so also to for with from by of about on know knows knew tell ask asked
+    wonder remember find out see check show list is was are were me us you idea sure
+    és de meg akkor vajon szerinted tudod tudja
     """.split()
 )
-_CLAUSE_END = re.compile(r"[,;:—–(\[]\s*$")
+_CLAUSE_END = re.compile(r"(?:[,;:—–(\[]|\s-)\s*$")
 WHO_WORDS_HU: Final = frozenset(
     """
     ki kik kit kiket kinek kiknek kié kiké kivel kikkel kitől kiktől kihez kikhez kiről
@@ -128,10 +129,8 @@ def asks_who(text: str) -> bool:
     if not matches:
         return False
     words = [_word(m)[1] for m in matches]
-    if words[0] in WHO_WORDS_HU:
-        return True
     for i, word in enumerate(words):
-        if word not in WHO_WORDS_EN:
+        if word not in WHO_WORDS_EN and word not in WHO_WORDS_HU:
             continue
         before = text[matches[i - 1].end() : matches[i].start()] if i else ""
         if i == 0 or words[i - 1] in _WHO_AFTER or _CLAUSE_END.search(before):

@@ -70,7 +70,7 @@ def fast_path_args(argv: Sequence[str]) -> dict[str, Any] | None:
             pass
         elif arg == "hook" and not seen_hook:
             seen_hook = True
-        elif seen_hook and arg.startswith("--budget"):
+        elif seen_hook and (arg == "--budget" or arg.startswith("--budget=")):
             raw = arg.split("=", 1)[1] if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
             if "=" not in arg:
                 i += 1
@@ -78,7 +78,7 @@ def fast_path_args(argv: Sequence[str]) -> dict[str, Any] | None:
                 budget = float(raw)
             except ValueError:
                 budget = math.nan
-            if not budget >= 0:  # NaN too
+            if not 0 <= budget < math.inf:  # NaN too; inf would overflow the thread's wait
                 return _refused(f"--budget must be seconds, 0 or more, not {raw!r}")
         elif seen_hook and arg not in ("--help", "-h"):
             return _refused(f"no such hook option: {arg}")

@@ -155,7 +155,7 @@ WHO: Final = tuple(
         authors assignee assignees reviewer reviewers approver approvers contact contacts
         chair chairs liaison liaisons operator operators responsible role roles team teams
         people person sponsor sponsors organiser organisers organizer organizers
-        coordinator coordinators steward stewards staff by
+        coordinator coordinators steward stewards staff
         tulajdonos tulajdonosok felelos felelosok vezeto vezetok tag tagok tagja tagjai
         resztvevo resztvevok donteshozo donteshozok szerzo szerzok szerep szerepe szerepkor
         kapcsolattarto gazda gazdaja ugyeletes csapat
@@ -163,6 +163,25 @@ WHO: Final = tuple(
     )
 )
 _PEOPLE: Final = frozenset(WHO)
+#: "<verb>_by" names who did it ("owned_by", "reviewed_by"); "superseded_by" or
+#: "blocked_by" names a thing.
+_DONE_BY: Final = frozenset(
+    """
+    owned maintained decided approved reviewed written authored assigned managed led run
+    created signed requested reported hosted organised organized chaired
+    """.split()
+)
+
+
+def names_people(words: Sequence[str]) -> bool:
+    """Whether a predicate's folded words name people, a team or a role (``WHO``): its
+    last word, the one the others qualify ("tech_lead", not "lead_time" or "team_size"),
+    or "<verb> by"."""
+    if not words:
+        return False
+    if words[-1] in _PEOPLE:
+        return True
+    return len(words) >= 2 and words[-1] == "by" and words[-2] in _DONE_BY
 
 
 def question_words(
@@ -196,7 +215,7 @@ def speaks(fact: Fact, asked: Sequence[tuple[str, ...]]) -> int:
     from pipeline.kodb import text
 
     named = text.words(fact.predicate.replace("_", " "))
-    people = not _PEOPLE.isdisjoint(named)
+    people = names_people(named)
     return sum(1 for g in asked if (people if g == WHO else _holds(named, g)))
 
 

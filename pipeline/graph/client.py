@@ -373,11 +373,27 @@ class GraphClient:
             self._abandon_driver()
             raise GraphTimeout(f"the graph did not answer within {bound:.1f} s") from None
 
+    def not_started(self) -> str | None:
+        """Why there is no graph to talk to right now, or None. The local record is read
+        again each time (a file and the server's command line): a long-lived process (the
+        service, a watcher, the MCP server) follows this vault's `graph up` and `graph down`,
+        and never talks to a server that is not this vault's."""
+        if self.settings.graph_url:
+            return self.target.not_started
+        now = resolve_target(self.settings)
+        if now.not_started or now.url == self.url:
+            return now.not_started
+        return (
+            f"the local graph now listens at {now.url}, not {self.url}; restart this process "
+            "to reach it"
+        )
+
     def circuit_open_reason(self) -> str | None:
         """Why calls would fail fast right now (breaker open or local graph not started),
         or None. No network I/O: the query stage asks it before loading the model."""
-        if self.target.not_started:
-            return self.target.not_started
+        why = self.not_started()
+        if why:
+            return why
         return self.breaker.open_reason()
 
     # -- the call protocol -------------------------------------------------------------
@@ -388,8 +404,9 @@ class GraphClient:
         if self._probing or getattr(self._bound, "direct", False):
             # probe() and the confirming ping: one attempt, no breaker; they judge the failure.
             return self._attempt(fn, until, bound)
-        if self.target.not_started:
-            raise GraphUnavailable(self.target.not_started)
+        why = self.not_started()
+        if why:
+            raise GraphUnavailable(why)
         probe = self.breaker.before_call()
         # A half-open probe is one attempt: the circuit exists to avoid retry storms.
         attempts = 1 if probe else self.settings.graph_retry_attempts
@@ -555,8 +572,9 @@ class GraphClient:
     def probe(self) -> GraphStatus:
         """One attempt, no retry, no breaker: is the graph up (and a version we support),
         what is it, how fast. Never raises."""
-        if self.target.not_started:
-            return GraphStatus(False, self.shown_url, None, None, None, self.target.not_started)
+        why = self.not_started()
+        if why:
+            return GraphStatus(False, self.shown_url, None, None, None, why)
         started = time.perf_counter()
         dialect: str | None = None
         self._probing = True

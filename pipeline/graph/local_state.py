@@ -23,6 +23,7 @@ HOST = "127.0.0.1"
 DATABASE = "vault"
 ROOT_USER = "root"
 SERVER_CLASS = "com.arcadedb.server.ArcadeDBServer"
+_ROOT_FLAG = b"-Darcadedb.server.rootPath="
 
 
 @dataclass(frozen=True)
@@ -89,8 +90,18 @@ class LocalFiles:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             return True  # no /proc (macOS): trust the live pid
-        marker = f"-Darcadedb.server.rootPath={self.root_path}".encode()
-        return SERVER_CLASS.encode() in cmdline and marker in cmdline
+        given = [a[len(_ROOT_FLAG) :] for a in cmdline if a.startswith(_ROOT_FLAG)]
+        if SERVER_CLASS.encode() not in cmdline or len(given) != 1:
+            return False
+        # The same folder however it was spelled when the server started (a relative or
+        # linked state dir): the server's own working directory anchors a relative one.
+        path = Path(os.fsdecode(given[0]))
+        try:
+            if not path.is_absolute():
+                path = Path(os.readlink(f"/proc/{pid}/cwd")) / path
+            return os.path.samefile(path, self.root_path)
+        except OSError:
+            return os.path.abspath(path) == os.path.abspath(self.root_path)
 
 
 def _process_state(pid: int) -> str | None:

@@ -30,6 +30,8 @@ def graph_reason(raw: str, url: str | None) -> str:
     then says more than a guess would."""
     where = f" at {_host_port(url)}" if url and _host_port(url) else ""
     lower = raw.lower()
+    if lower.startswith("the local graph"):  # the client's own words (client._not_running)
+        return raw
     if "slow, not down" in lower:
         return f"the graph{where} answers, but too slowly"
     if "refused the credentials" in lower:

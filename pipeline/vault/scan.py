@@ -198,11 +198,13 @@ def scan_vault(
         if rejected is not None:
             rejected.append((shown_name(rel), why))
 
-    def cannot_list(exc: OSError) -> None:
-        if unreadable is not None:
-            where = Path(exc.filename or root)
-            rel = where.relative_to(root).as_posix() if _inside(where, root) else "."
+    def cannot_read(rel: str, exc: OSError) -> None:
+        if unreadable is not None and shown_name(rel) not in {f for f, _ in unreadable}:
             unreadable.append((shown_name(rel), exc.strerror or str(exc)))
+
+    def cannot_list(exc: OSError) -> None:
+        where = Path(exc.filename or root)
+        cannot_read(where.relative_to(root).as_posix() if _inside(where, root) else ".", exc)
 
     for dirpath, dirnames, filenames in os.walk(root, onerror=cannot_list, followlinks=True):
         current = Path(dirpath)
@@ -222,8 +224,11 @@ def scan_vault(
             full = os.path.join(dirpath, name)
             try:
                 st = os.lstat(full)
-            except OSError:
+            except FileNotFoundError:
                 continue  # removed while we walk
+            except OSError as exc:  # a folder that can be listed but not entered (r--)
+                cannot_read(rel_dir, exc)
+                continue
             rel = prefix + name
             if glob_match(rel, excludes):
                 continue
@@ -244,7 +249,7 @@ def scan_vault(
                 mtime=st.st_mtime,
                 bytes=st.st_size,
             )
-    for rel, target in _read_elsewhere(found, links).items():
+    for rel, target in _read_elsewhere(found, links, root).items():
         del found[rel]
         skip(rel, f"a symlink to {shown_name(target)}, read once there")
     return [found[k] for k in sorted(found)]
@@ -276,24 +281,34 @@ def _follow(full: str, root: Path) -> tuple[os.stat_result, str] | str:
         return "a symlink loop"
     if not _inside(real, root):
         return "a symlink that leads out of the vault (not followed)"
+    target = real.relative_to(root).as_posix()
+    if any(hidden(part) for part in target.split("/")):
+        return "a symlink into a hidden folder (not read)"
     try:
-        return os.stat(full), real.relative_to(root).as_posix()
+        return os.stat(full), target
     except OSError:
         return "a symlink to nothing (its target is gone)"
 
 
-def _read_elsewhere(found: Mapping[str, ScannedFile], links: Mapping[str, str]) -> dict[str, str]:
+def _read_elsewhere(
+    found: Mapping[str, ScannedFile], links: Mapping[str, str], root: Path
+) -> dict[str, str]:
     """The linked notes read as another path (link -> that path): a note linked to another
     note of the vault is that note; read twice, one file would count as two sources of every
-    fact it states. A target reached only through links is read at its first link."""
-    read_at: dict[str, str] = {}  # a target -> where it is read
+    fact it states. A target reached only through links is read at its first link. The
+    notes found are known by where they really are (a linked folder is walked under its
+    link's name), resolved only when there are linked notes."""
+    if not links:
+        return {}
+    where = {os.path.realpath(root / rel): rel for rel in found if rel not in links}
+    read_at: dict[str, str] = {}  # a target (real path) -> where it is read
     elsewhere: dict[str, str] = {}
     for rel in sorted(links):
-        target = links[rel]
         if rel not in found:
             continue
-        if target in found and target not in links:
-            elsewhere[rel] = target
+        target = os.path.realpath(root / links[rel])
+        if target in where:
+            elsewhere[rel] = where[target]
         elif target in read_at:
             elsewhere[rel] = read_at[target]
         else:

@@ -153,6 +153,11 @@ def test_a_contraction_or_possessive_is_its_word_without_the_clitic() -> None:
         ("Ki vezeti a platform csapatot?", True),
         ("Kinek kell szólni az ügyeletben?", True),
         ("mikor adtuk ki a 2.0-s verziót?", False),  # "ki" here is the verb's particle
+        ("És ki a felelős a számlázásért?", True),
+        ("Szerinted ki vezeti a csapatot?", True),
+        ("can you tell me who owns billing?", True),
+        ("payments lead - who?", True),
+        ("a doc on who owns what", True),
         ("what is the status of the monorepo?", False),
         ("whole-team retro notes", False),
         ("", False),

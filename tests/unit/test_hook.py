@@ -39,6 +39,8 @@ def test_the_fast_path_takes_plain_hook_calls_only(argv: list[str], expected: ob
         (["hook", "--budget", "soon"], "--budget must be seconds, 0 or more, not 'soon'"),
         (["hook", "--budget=-1"], "--budget must be seconds, 0 or more, not '-1'"),
         (["hook", "--budget", "nan"], "not 'nan'"),
+        (["hook", "--budget", "inf"], "not 'inf'"),
+        (["hook", "--budgetx", "2"], "no such hook option: --budgetx"),
         (["--vault", "/v", "hook", "--bogus"], "no such hook option: --bogus"),
     ],
 )

@@ -253,6 +253,9 @@ def test_people_predicates_are_whole_words_and_kept_whatever_the_name() -> None:
     }
     owned = fact("Billing", "b.md", "wiki", "owned_by", "Platform team")
     assert speaks(owned, (WHO,)) == 1
+    assert speaks(fact("Billing", "b.md", "wiki", "tech_lead", "Maya"), (WHO,)) == 1
+    for thing in ("superseded_by", "blocked_by", "team_size", "lead_time"):  # not people
+        assert speaks(fact("Billing", "b.md", "wiki", thing, "x"), (WHO,)) == 0
     assert speaks(fact("Billing", "b.md", "wiki", "links_to", "Maintainers"), (WHO,)) == 0
 
 

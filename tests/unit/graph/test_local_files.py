@@ -181,3 +181,56 @@ def test_a_stopped_local_graph_says_to_start_it(tmp_path: Path) -> None:
     # A graph the settings name is the user's to run: no record is consulted for it.
     named = _target(tmp_path, graph_url="bolt://127.0.0.1:40001")
     assert named.not_started is None
+
+
+def test_a_long_lived_client_follows_the_record(tmp_path: Path) -> None:
+    # The service, a watcher and the MCP server keep one client for their life: started
+    # while the graph was down, they must reach it after `graph up`, and never a server
+    # that stopped being this vault's.
+    from pipeline.graph.client import GraphClient
+
+    local = LocalGraph(tmp_path / ".vault-ko")
+    ours = _sleeper(SERVER_CLASS, f"-Darcadedb.server.rootPath={local.root_path}")
+    try:
+        write_record(local, pid=None, stopped_at=1.0)
+        client = GraphClient(Settings(vault=tmp_path, state_dir=tmp_path / ".vault-ko"))
+        assert "graph down" in (client.not_started() or "")
+        write_record(local, pid=ours.pid)
+        assert client.not_started() is None
+        write_record(local, pid=ours.pid, bolt_port=40011)
+        assert "now listens at bolt://127.0.0.1:40011" in (client.not_started() or "")
+    finally:
+        ours.kill()
+        ours.wait()
+    write_record(local, pid=ours.pid)  # gone: not this vault's server any more
+    assert "is not this vault's server" in (client.not_started() or "")
+
+
+def test_the_server_is_ours_however_its_root_was_spelled(tmp_path: Path) -> None:
+    # A state dir reached through a link, or given relative to where `graph up` ran.
+    real = tmp_path / "real"
+    local = LocalGraph(real / ".vault-ko")
+    local.root_path.mkdir(parents=True)
+    (tmp_path / "linked").symlink_to(real)
+    linked = _sleeper(
+        SERVER_CLASS,
+        "-Darcadedb.server.rootPath=" + str(tmp_path / "linked/.vault-ko/graph/server"),
+    )
+    relative = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(60)",
+            SERVER_CLASS,
+            "-Darcadedb.server.rootPath=.vault-ko/graph/server",
+        ],
+        cwd=real,
+    )
+    other = _sleeper(SERVER_CLASS, f"-Darcadedb.server.rootPath={tmp_path}/other/graph/server")
+    try:
+        assert local.is_our_server(linked.pid) and local.is_our_server(relative.pid)
+        assert not local.is_our_server(other.pid)
+    finally:
+        for process in (linked, relative, other):
+            process.kill()
+            process.wait()

@@ -102,24 +102,25 @@ def test_symlinks_escaping_the_vault_are_skipped(tmp_path: Path) -> None:
     (vault / "wiki/self-a.md").symlink_to(vault / "wiki/self-b.md")
     (vault / "wiki/self-b.md").symlink_to(vault / "wiki/self-a.md")
     (vault / "wiki/dangling.md").symlink_to(vault / "wiki/gone.md")
-    make(vault, ".hidden/b.md")
+    make(vault, ".hidden/b.md", "docs/x.md")
     (vault / "wiki/to-hidden.md").symlink_to(vault / ".hidden/b.md")
-    (vault / "wiki/to-hidden-too.md").symlink_to(vault / ".hidden/b.md")
+    (vault / "a-docs").symlink_to(vault / "docs")  # walked first, under the link's name
+    (vault / "wiki/x.md").symlink_to(vault / "docs/x.md")
+    (vault / "wiki/x-again.md").symlink_to(vault / "docs/x.md")
     rejected: list[tuple[str, str]] = []
     settings = load_settings(vault, env={}, cwd=vault)
     # A link to a note of the vault is that note, read once (it counted as a second source
-    # of every fact); a note reached only through links is read at the first link.
-    assert [f.path for f in scan_vault(settings, rejected)] == [
-        "wiki/a.md",
-        "wiki/to-hidden-too.md",
-    ]
+    # of every fact), wherever the walk met it.
+    assert [f.path for f in scan_vault(settings, rejected)] == ["a-docs/x.md", "wiki/a.md"]
     assert dict(rejected) == {
         "wiki/dangling.md": "a symlink to nothing (its target is gone)",
         "wiki/link-in.md": "a symlink to wiki/a.md, read once there",
         "wiki/link-out.md": "a symlink that leads out of the vault (not followed)",
         "wiki/self-a.md": "a symlink loop",
         "wiki/self-b.md": "a symlink loop",
-        "wiki/to-hidden.md": "a symlink to wiki/to-hidden-too.md, read once there",
+        "wiki/to-hidden.md": "a symlink into a hidden folder (not read)",
+        "wiki/x-again.md": "a symlink to a-docs/x.md, read once there",
+        "wiki/x.md": "a symlink to a-docs/x.md, read once there",
     }
 
 
@@ -150,3 +151,22 @@ def test_hidden_folders_and_notes_are_not_scanned(tmp_path: Path) -> None:
 )
 def test_glob_semantics(path: str, pattern: str, expected: bool) -> None:
     assert glob_match(path, [pattern]) is expected
+
+
+def test_a_folder_listed_but_not_entered_is_unreadable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # chmod -R 644: the names can be listed, each note's lstat fails; not "removed".
+    make(tmp_path, "a.md", "locked/b.md", "locked/c.md")
+    real = os.lstat
+
+    def lstat(path: object, *args: object, **kw: object) -> os.stat_result:
+        if "locked" in os.fsdecode(path):  # type: ignore[arg-type]
+            raise PermissionError(13, "Permission denied", os.fsdecode(path))  # type: ignore[arg-type]
+        return real(path, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    unreadable: list[tuple[str, str]] = []
+    settings = load_settings(tmp_path, env={}, cwd=tmp_path)
+    assert [f.path for f in scan_vault(settings, unreadable=unreadable)] == ["a.md"]
+    assert unreadable == [("locked", "Permission denied")]
