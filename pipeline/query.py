@@ -234,6 +234,13 @@ def _dated_by(hit: Hit, today: str) -> bool:
     return hit.date is not None and hit.date <= today
 
 
+def _holds_text(note: Note | None) -> bool:
+    """Whether a hit's note holds more than its name. An empty file (what Obsidian makes
+    when an unresolved link is clicked) is embedded and indexed as its title alone: every
+    question naming it found it, labelled strong, and its answer said nothing."""
+    return note is None or note.bytes > 0
+
+
 def _with_note(hit: Hit, note: Note | None) -> Hit:
     """The hit with what the registry knows of its note: its summary and its date."""
     if note is None:
@@ -649,6 +656,9 @@ class Pipeline:
     ) -> Answer:
         """The stages after the search: relevance, bridge, KO-DB facts, rank (``topics``:
         ``names_topic`` of the questions already judged)."""
+        with timer.stage("kodb_ms"):
+            rows = self.kodb.notes_at(h.path for h in hits)
+        hits = [h for h in hits if _holds_text(rows.get(h.path))]
         with timer.stage("label_ms"):
             # The best cosine (hybrid hits are in fused order; the label stays a cosine one).
             cosines = [h.cosine for h in hits if h.cosine is not None]
@@ -666,7 +676,11 @@ class Pipeline:
         )
         shown = shown[: opts.hits]
         with timer.stage("kodb_ms"):
-            registry = dated if dated is not None else self.kodb.notes_at(h.path for h in shown)
+            registry = (
+                dated
+                if dated is not None
+                else {h.path: rows[h.path] for h in shown if h.path in rows}
+            )
             succession = self.kodb.succession()
         shown = [_with_note(h, registry.get(h.path)) for h in shown]
         shown = self._excerpted(text, _marked_hits(shown, succession), registry, opts, timer)
@@ -812,6 +826,7 @@ class Pipeline:
             return self._no_content(text, reason)
         with timer.stage("fulltext_ms"):
             hits, registry, window, recency, days = self._word_hits(text, opts, topics)
+        hits = [h for h in hits if _holds_text(registry.get(h.path))]
         with timer.stage("kodb_ms"):
             succession = self.kodb.succession()
         hits = self._excerpted(text, _marked_hits(hits, succession), registry, opts, timer)

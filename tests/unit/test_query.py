@@ -1034,3 +1034,16 @@ def test_a_failed_comparison_with_the_vault_never_costs_the_answer(tmp_path: Pat
     pipeline.app.kodb.note_stamps = broken  # type: ignore[method-assign]
     answer = pipeline.ask("why redis?", check_edits=True)
     assert answer.unsynced is None and answer.relevance.label == "strong"
+
+
+def test_an_empty_note_is_no_hit(tmp_path: Path) -> None:
+    # Obsidian makes an empty file when an unresolved link is clicked; embedded as its title
+    # alone, "how do we use terraform?" found it "strong" and the answer said nothing.
+    empty = Note("wiki/Terraform.md", "Terraform", "wiki", "h", 0.0, 0, "Terraform", None)
+    hits = [FakeHit("wiki/Terraform.md", "Terraform", "wiki", 0.85), *HITS]
+    p, _, _ = make(tmp_path, hits, notes=[*NOTES, empty])
+    a = p.ask("how do we use terraform?")
+    assert "wiki/Terraform.md" not in [h.path for h in a.hits]
+    assert a.relevance.top_cosine == pytest.approx(0.62)  # the best note that holds text
+    down, _, _ = make(tmp_path, hits, notes=[*NOTES, empty], down=True)
+    assert "wiki/Terraform.md" not in [h.path for h in down.ask("terraform").hits]
