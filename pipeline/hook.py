@@ -170,6 +170,8 @@ def _prompt_of(raw: bytes) -> str:
         event = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise HookInputError(f"stdin is not a JSON hook event: {exc}") from None
+    except RecursionError:  # 100,000 nested brackets: bad input, not a bug of ours
+        raise HookInputError("stdin is not a JSON hook event: nested too deeply") from None
     if not isinstance(event, dict):
         raise HookInputError("the hook event is not a JSON object")
     prompt = event.get("prompt")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BeforeValidator, Field, StrictBool, StrictInt, StrictStr
+from pydantic import WithJsonSchema
 
 from pipeline.app import App
 from pipeline.config import Settings
@@ -76,21 +76,25 @@ def check_text(name: str, text: Any) -> None:
         raise InputError(f"{name} must not be empty")
 
 
-def check_counts(**counts: Any) -> None:
-    """top_k, hits and facts_per_subject as the service takes them (None: the default)."""
-    for name, value in counts.items():
-        if value is None:
-            continue
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise InputError(f"{name} must be an integer")
-        if value < COUNT_MINIMUM[name]:
-            raise InputError(f"{name} must be at least {COUNT_MINIMUM[name]}")
-        if value > MAX_COUNT:
-            raise InputError(f"{name} must be at most {MAX_COUNT}")
+def check_counts(**counts: Any) -> dict[str, int | None]:
+    """top_k, hits and facts_per_subject as the service takes them (None: the default; 5.0
+    is 5, as JSON Schema's integer has it): the counts, as integers."""
+    checked: dict[str, int | None] = {}
+    for name, given in counts.items():
+        value = whole_number(given)
+        if value is not None:
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise InputError(f"{name} must be an integer")
+            if value < COUNT_MINIMUM[name]:
+                raise InputError(f"{name} must be at least {COUNT_MINIMUM[name]}")
+            if value > MAX_COUNT:
+                raise InputError(f"{name} must be at most {MAX_COUNT}")
+        checked[name] = value
+    return checked
 
 
 def check_preset(preset: Any) -> None:
-    if preset is not None and preset not in PRESETS:
+    if preset is not None and (not isinstance(preset, str) or preset not in PRESETS):
         raise InputError(f"preset must be one of {', '.join(sorted(PRESETS))}")
 
 
@@ -121,8 +125,10 @@ class VaultTools:
 
     def ask(self, question: str, **options: Any) -> dict[str, Any]:
         check_text("question", question)
-        check_counts(**{k: options.get(k) for k in COUNT_MINIMUM})
+        options |= check_counts(**{k: options.get(k) for k in COUNT_MINIMUM if k in options})
         check_preset(options.get("preset"))
+        if not isinstance(options.get("semantic", True), bool):
+            raise InputError("semantic must be true or false")
         opts = QueryOptions.from_settings(self.settings, **options)
         data = self._ask_service("/query", query_body(question, opts))
         if data is not None:
@@ -140,7 +146,8 @@ class VaultTools:
     ) -> dict[str, Any]:
         from pipeline.session import session_packs
 
-        check_counts(top_k=top_k, facts_per_subject=facts_per_subject)
+        counts = check_counts(top_k=top_k, facts_per_subject=facts_per_subject)
+        top_k, facts_per_subject = counts["top_k"], counts["facts_per_subject"]
         if not isinstance(sessions, list):
             raise InputError("sessions must be a list of {id, prompt}")
         if len(sessions) > MAX_SESSIONS:
@@ -181,15 +188,32 @@ class VaultTools:
         return redact_freshness(report, self.app.private)
 
 
-# The tools' parameters: types are checked by the SDK without coercion ("5" is not a number),
-# the bounds are stated in the schema an agent reads and checked by VaultTools, whose messages
-# name the parameter ("top_k must be at most 10000") and never quote a long value.
-Question = Annotated[
-    StrictStr, Field(json_schema_extra={"minLength": 1, "maxLength": MAX_QUESTION_CHARS})
-]
-Whole = Annotated[StrictInt, BeforeValidator(whole_number)]  # 5.0 is 5, as for the service
-Count = Annotated[Whole | None, Field(json_schema_extra={"minimum": 0, "maximum": MAX_COUNT})]
-Hits = Annotated[Whole | None, Field(json_schema_extra={"minimum": 1, "maximum": MAX_COUNT})]
+# The tools' parameters: the schema an agent reads states each type and bound, and
+# VaultTools checks them all, without coercion ("5" is not a number) and with messages that
+# name the parameter ("top_k must be at most 10000") and never quote the value. The SDK's
+# own check is left out: its errors quote the value ("input_value='…'").
+def _checked(schema: dict[str, Any]) -> Any:
+    return Annotated[Any, WithJsonSchema(schema)]
+
+
+Question = _checked({"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS})
+
+
+def _count(least: int) -> Any:
+    number = {"type": "integer", "minimum": least, "maximum": MAX_COUNT}
+    return _checked({"anyOf": [number, {"type": "null"}], "default": None})
+
+
+Count = _count(0)
+Hits = _count(1)
+Flag = _checked({"type": "boolean", "default": True})
+Preset = _checked({"anyOf": [{"type": "string"}, {"type": "null"}], "default": None})
+Sessions = _checked(
+    {
+        "type": "array",
+        "items": {"type": "object", "additionalProperties": {"type": "string"}},
+    }
+)
 
 
 def described(fn: Any) -> str:
@@ -220,8 +244,8 @@ def build_server(tools: VaultTools) -> FastMCP:
         top_k: Count = None,
         hits: Hits = None,
         facts_per_subject: Count = None,
-        semantic: StrictBool = True,
-        preset: StrictStr | None = None,
+        semantic: Flag = True,
+        preset: Preset = None,
     ) -> dict[str, Any]:
         """Ask the notes vault a question. Returns the answer JSON: relevance.label
         (strong/moderate/weak/no_match, or unscored in fallback) and relevance.precision
@@ -247,7 +271,7 @@ def build_server(tools: VaultTools) -> FastMCP:
 
     @tool
     def session_context(
-        sessions: list[dict[str, StrictStr]],
+        sessions: Sessions,
         top_k: Count = None,
         facts_per_subject: Count = None,
     ) -> dict[str, Any]:

@@ -20,10 +20,12 @@ def hook_cmd(app: AppContext, budget: float | None) -> None:
     Prints {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
     "additionalContext": …}} with a compact pack for weak and better answers, and nothing
     on no_match. The vault is --vault / VAULT_KO_VAULT / the usual folder search, never the
-    event's cwd. Uses the vault's service when it runs (`vault-ko serve`); otherwise a
-    degraded word-search answer, injected only when it names subjects. Never fails the
-    agent: errors and a spent budget print nothing, are logged to <state dir>/hook.log, and
-    exit 0. Private notes (vault_private_globs) never appear.
+    event's cwd. Uses the vault's service when it runs (`vault-ko serve`); otherwise it
+    answers by meaning in its own process (the prepared model, no torch), or by words when
+    the model is not prepared, injected only when it names subjects. Never fails the agent:
+    errors, wrong arguments and a spent budget print nothing, are logged (to <state
+    dir>/hook.log, or stderr before the vault is known), and exit 0. Private notes
+    (vault_private_globs) never appear.
     """
     from pipeline.hook import run_hook
 

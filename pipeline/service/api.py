@@ -371,8 +371,11 @@ def _error_handlers(api: FastAPI) -> None:
         # 400 (a body that is not UTF-8), 404, 405: the same JSON as every other error.
         kind = {400: "BadRequest", 404: "NotFound", 405: "MethodNotAllowed"}
         message = str(exc.detail)
-        if exc.status_code == 400:  # FastAPI's words for a body that does not decode
-            message = "the body could not be read: JSON must be UTF-8 text"
+        if exc.status_code == 400:  # FastAPI's words for a body its parser gave up on
+            message = (
+                "the body could not be read as JSON: it must be UTF-8 text, nested less deeply "
+                "than the parser reads, with numbers of at most 4300 digits"
+            )
         return JSONResponse(
             {"error": _cut(message, 500), "kind": kind.get(exc.status_code, "HTTPError")},
             status_code=exc.status_code,

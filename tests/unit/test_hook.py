@@ -90,7 +90,15 @@ def vault(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    "stdin", [b"not json", b"[1, 2]", b'{"session_id": "s"}', b'{"prompt": "  "}', b"\xff\xfe"]
+    "stdin",
+    [
+        b"not json",
+        b"[1, 2]",
+        b'{"session_id": "s"}',
+        b'{"prompt": "  "}',
+        b"\xff\xfe",
+        b"[" * 100_000,
+    ],
 )
 def test_unreadable_events_print_nothing_exit_0_and_are_logged(vault: Path, stdin: bytes) -> None:
     assert run(vault, stdin) == (0, "")

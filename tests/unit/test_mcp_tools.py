@@ -153,3 +153,50 @@ def test_a_service_answer_is_returned_as_it_came(tools: VaultTools) -> None:
     assert tools.ask("why redis?", top_k=3) == {"mode": "semantic"}
     assert service.bodies[0]["top_k"] == 3 and service.bodies[0]["question"] == "why redis?"
     assert tools.app.asked == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "message"),
+    [
+        ("ask", {"question": "x", "top_k": "SECRET-sk-live-1"}, "top_k must be an integer"),
+        ("ask", {"question": {"token": "SECRET-sk-live-2"}}, "question must be a string"),
+        ("ask", {"question": "x", "semantic": "SECRET-sk-live-3"}, "semantic must be true or"),
+        ("ask", {"question": "x", "preset": {"SECRET-sk-live-4": 1}}, "preset must be one of"),
+        ("session_context", {"sessions": "SECRET-sk-live-5"}, "sessions must be a list"),
+        ("session_context", {"sessions": [{"id": 5, "prompt": "x"}]}, "sessions[0].id must be"),
+    ],
+)
+def test_a_tool_error_of_a_wrong_type_never_quotes_the_value(
+    tools: VaultTools, tool: str, arguments: dict[str, Any], message: str
+) -> None:
+    # The SDK's own type check answered "input_value='SECRET…'": the tools check types too.
+    import anyio
+    from mcp.server.fastmcp.exceptions import ToolError
+
+    server = mcp_server.build_server(tools)
+
+    async def call() -> None:
+        await server.call_tool(tool, arguments)
+
+    with pytest.raises(ToolError) as caught:
+        anyio.run(call)
+    assert message in str(caught.value) and "SECRET" not in str(caught.value)
+    assert tools.app.asked == []  # type: ignore[attr-defined]
+
+
+def test_the_tools_schema_still_states_each_type_and_bound(tools: VaultTools) -> None:
+    import anyio
+
+    server = mcp_server.build_server(tools)
+    listed = {t.name: t.inputSchema for t in anyio.run(server.list_tools)}
+    ask = listed["ask"]["properties"]
+    assert ask["question"] == {
+        "maxLength": MAX_QUESTION_CHARS,
+        "minLength": 1,
+        "title": "Question",
+        "type": "string",
+    }
+    assert ask["hits"]["anyOf"][0] == {"maximum": MAX_COUNT, "minimum": 1, "type": "integer"}
+    assert ask["semantic"]["type"] == "boolean"
+    assert listed["session_context"]["properties"]["sessions"]["type"] == "array"
+    assert listed["ask"]["required"] == ["question"]
