@@ -603,6 +603,9 @@ def _report(kodb: KoDB, changes: _Changes, started: float) -> IngestReport:
 def note_text(note: ParsedNote, language: str = NO_STEMMING) -> NoteText:
     """What the full-text index holds of a note: its title and aliases, and its body, in
     its own ``lang:`` when it names a known one, else in ``language``."""
+    for key, used in (("title", "its first heading or file name"), ("subject", "its title")):
+        if isinstance(note.frontmatter.get(key), dict | list):
+            log.warning("%s: %s is a list or a mapping, not text; %s is used", note.path, key, used)
     stated = note.frontmatter.get("lang")
     own = language_of(stated)
     if stated is not None and own is None:

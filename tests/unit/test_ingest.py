@@ -785,3 +785,17 @@ def test_a_note_is_indexed_in_its_own_lang_else_the_vaults(
         text = note_text(parse_note(raw, "wiki/x.md", "wiki"), "english")
     assert text.language == language
     assert ("wiki/x.md: lang 'klingon' names no stemmer" in caplog.text) is warned
+
+
+def test_a_title_or_subject_that_is_a_list_is_warned_of(caplog: pytest.LogCaptureFixture) -> None:
+    # It was dropped without a word: "Pangolin" was never the note's subject.
+    from pipeline.ingest import note_text
+    from pipeline.vault.parse import parse_note
+
+    raw = b"---\ntitle: [First, Second]\nsubject: [Pangolin, Armadillo]\n---\n# Heading\n"
+    with caplog.at_level("WARNING", logger="pipeline.ingest"):
+        note = parse_note(raw, "wiki/x.md", "wiki")
+        note_text(note, "english")
+    assert note.title == "Heading"
+    assert "wiki/x.md: title is a list or a mapping, not text" in caplog.text
+    assert "wiki/x.md: subject is a list or a mapping, not text; its title is used" in caplog.text
