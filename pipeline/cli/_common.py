@@ -168,10 +168,21 @@ def require_writable_state_dir(settings: Settings, command: str) -> None:
 
 
 @contextmanager
-def writer_lock(settings: Settings, command: str, *, no_wait: bool) -> Iterator[None]:
+def writer_lock(
+    settings: Settings, command: str, *, no_wait: bool, creates: bool = True
+) -> Iterator[None]:
     """The vault's writer lock for a command that writes (see ``pipeline.lock``); while
     another run holds it, say so on stderr and wait, or with ``--no-wait`` fail (exit 2).
-    A state dir it cannot write to is refused first (``require_writable_state_dir``)."""
+    A state dir it cannot write to is refused first (``require_writable_state_dir``); a
+    command that only writes into stores ``sync`` made (``creates`` false) refuses a
+    folder without a state dir rather than make one, which would count it as a vault."""
+    if not creates and not settings.state_dir.is_dir():
+        from pipeline.errors import KodbError
+
+        raise KodbError(
+            f"{command}: {settings.vault} has no vault-ko state ({settings.state_dir}); "
+            "`vault-ko sync` makes it"
+        )
     require_writable_state_dir(settings, command)
 
     def waiting(holder: Holder) -> None:

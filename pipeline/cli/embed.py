@@ -54,7 +54,7 @@ def embed_command(
 
     settings = app.settings(vault, embed_model=model, embed_batch_size=batch_size)
     with (
-        writer_lock(settings, "vault-ko embed", no_wait=no_wait),
+        writer_lock(settings, "vault-ko embed", no_wait=no_wait, creates=False),
         App(settings, creates_kodb=False) as stores,
     ):
         # Reach the graph before opening KO-DB, so a dead graph fails within the retry

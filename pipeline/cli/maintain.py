@@ -70,7 +70,7 @@ def calibrate_cmd(app: AppContext, no_wait: bool, as_json: bool) -> None:
 
     settings = app.settings()
     with (
-        writer_lock(settings, "vault-ko calibrate", no_wait=no_wait),
+        writer_lock(settings, "vault-ko calibrate", no_wait=no_wait, creates=False),
         _open(settings, writer=False) as p,
     ):
         p.graph.ping()  # a dead graph fails here, before KO-DB and the model

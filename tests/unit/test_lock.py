@@ -173,3 +173,21 @@ def test_the_lock_file_names_the_holder_only_while_it_runs(tmp_path: Path) -> No
         holder = read_holder(tmp_path / LOCK_FILE)
         assert (holder.pid, holder.command) == (os.getpid(), "vault-ko calibrate")
     assert read_holder(tmp_path / LOCK_FILE).pid is None
+
+
+@pytest.mark.parametrize("command", ["embed", "calibrate"])
+def test_a_writer_into_synced_stores_makes_no_state_in_a_plain_folder(
+    tmp_path: Path, command: str
+) -> None:
+    # Its writer.lock made the folder count as a vault for the folder search.
+    main = [sys.executable, "-c", "from pipeline.cli import main; main()"]
+    done = subprocess.run(
+        [*main, "--vault", str(tmp_path), command],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=120,
+    )
+    assert done.returncode == EXIT_UNAVAILABLE
+    assert "has no vault-ko state" in done.stderr and "`vault-ko sync` makes it" in done.stderr
+    assert list(tmp_path.iterdir()) == []
