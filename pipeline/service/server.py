@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline import __version__
 from pipeline.app import App
 from pipeline.config import Settings
-from pipeline.errors import ConfigError, GraphError, ServiceError, VaultKoError
+from pipeline.errors import ConfigError, GraphError, KodbError, ServiceError, VaultKoError
 from pipeline.service.record import (
     ServiceRecord,
     is_loopback,
@@ -196,6 +196,15 @@ class _Server:
         self.server.run(sockets=[sock])
 
 
+def refuse_without_kodb(settings: Settings, *, watching: bool) -> None:
+    """A service without its SQLite KO-DB stops before it makes the state dir (its claim,
+    its record): the folder would then count as a vault. App says the same later for any
+    other KO-DB it cannot find; a watching service makes KO-DB (its first run fills it)."""
+    kodb = settings.state_dir / "ko.db"
+    if not watching and settings.kodb_url is None and not kodb.exists():
+        raise KodbError(f"no KO-DB at {kodb}: `vault-ko sync` (or `ingest`) makes it")
+
+
 def serve(
     settings: Settings,
     *,
@@ -213,6 +222,7 @@ def serve(
     from pipeline.service.api import create_api
     from pipeline.service.metrics import ServiceMetrics
 
+    refuse_without_kodb(settings, watching=watch is not None)
     claims, sock = _claim_and_bind(settings, host, port, token, watching=watch is not None)
     actual_port = sock.getsockname()[1]
     # The model's threads are set before anything loads it: warm-up, or a question's

@@ -191,3 +191,16 @@ def test_a_writer_into_synced_stores_makes_no_state_in_a_plain_folder(
     assert done.returncode == EXIT_UNAVAILABLE
     assert "has no vault-ko state" in done.stderr and "`vault-ko sync` makes it" in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_service_without_its_kodb_makes_no_state_in_a_plain_folder(tmp_path: Path) -> None:
+    main = [sys.executable, "-c", "from pipeline.cli import main; main()"]
+    done = subprocess.run(
+        [*main, "--vault", str(tmp_path), "serve"],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=120,
+    )
+    assert done.returncode == EXIT_UNAVAILABLE
+    assert "no KO-DB at" in done.stderr and list(tmp_path.iterdir()) == []
