@@ -84,13 +84,7 @@ def serve_cmd(
     non-loopback --host without a token or a bad setting, 2 when the state dir cannot be
     written, KO-DB is unreachable, the port is taken or another watcher keeps the vault.
     """
-    from pipeline.service.server import (
-        Started,
-        check_bind,
-        new_token,
-        refuse_without_kodb,
-        serve,
-    )
+    from pipeline.service.server import Started, new_token, preflight, serve
     from pipeline.watch import WatchSetup
 
     if generate_token and token:
@@ -100,8 +94,7 @@ def serve_cmd(
     if generate_token:
         token = new_token()
     settings = app.settings()
-    check_bind(host, token)  # before anything is opened: a refusal is the only output
-    refuse_without_kodb(settings, watching=watch)
+    preflight(settings, host, token, watching=watch)  # a refusal is the only output
     # It records itself in service.json there, and writes the breaker and fallback logs.
     require_writable_state_dir(settings, "vault-ko serve")
 

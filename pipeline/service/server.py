@@ -196,13 +196,22 @@ class _Server:
         self.server.run(sockets=[sock])
 
 
+def preflight(settings: Settings, host: str, token: str | None, *, watching: bool) -> None:
+    """What refuses a service before anything is opened or made: a bind off loopback
+    without a token, and a vault without any state (``refuse_without_kodb``)."""
+    check_bind(host, token)
+    refuse_without_kodb(settings, watching=watching)
+
+
 def refuse_without_kodb(settings: Settings, *, watching: bool) -> None:
-    """A service without its SQLite KO-DB stops before it makes the state dir (its claim,
-    its record): the folder would then count as a vault. App says the same later for any
-    other KO-DB it cannot find; a watching service makes KO-DB (its first run fills it)."""
+    """A service in a folder without vault-ko state stops before it makes the state dir
+    (its claim, its record): the folder would then count as a vault. With a state dir,
+    App says it when it opens KO-DB; a watching service makes KO-DB (its first run fills
+    it)."""
     kodb = settings.state_dir / "ko.db"
-    if not watching and settings.kodb_url is None and not kodb.exists():
-        raise KodbError(f"no KO-DB at {kodb}: `vault-ko sync` (or `ingest`) makes it")
+    if watching or settings.kodb_url is not None or settings.state_dir.exists():
+        return
+    raise KodbError(f"no KO-DB at {kodb}: `vault-ko sync` (or `ingest`) makes it")
 
 
 def serve(
