@@ -6,7 +6,8 @@ rewritten. Each write goes to a temp file with a unique name in the same folder 
 writers never share one), is fsync'ed, then renamed over the target with ``os.replace``,
 so a reader sees the old content or the new one, never half of it, and a crash leaves no
 torn file. ``locked`` serialises read-modify-write sequences across processes (an
-``flock`` on a side file, released on exit and on crash).
+``flock`` on a side file, released on exit and on crash). ``pid_alive`` tells whether the
+process a record names still runs.
 """
 
 from __future__ import annotations
@@ -92,3 +93,19 @@ def _fsync_dir(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether the process ``pid`` a record names still runs (a zombie does not: it answers
+    kill(0) but serves nothing, and containers without an init may keep zombies)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc entry to read (macOS): kill(0) answered
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"

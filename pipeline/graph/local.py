@@ -40,7 +40,6 @@ from pipeline.graph.local_state import (
     SERVER_CLASS,
     LocalFiles,
     LocalRecord,
-    alive,
 )
 
 log = logging.getLogger(__name__)
@@ -273,7 +272,7 @@ class LocalGraph(LocalFiles):
         import neo4j
 
         while True:
-            if not alive(pid):
+            if not statefile.pid_alive(pid):
                 raise _Exited()
             if _port_answers(record.bolt_port):
                 try:
@@ -411,13 +410,13 @@ class LocalGraph(LocalFiles):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while alive(pid) and time.monotonic() < deadline:
+        while statefile.pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        if alive(pid):
+        if statefile.pid_alive(pid):
             log.warning("local graph pid %s ignored SIGTERM for %.0fs; killing it", pid, timeout)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            while alive(pid) and time.monotonic() < deadline + 5:
+            while statefile.pid_alive(pid) and time.monotonic() < deadline + 5:
                 time.sleep(0.1)
 
     def down(self, timeout: float = DEFAULT_STOP_TIMEOUT) -> bool:

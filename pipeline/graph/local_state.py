@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import LocalGraphError
+from pipeline.statefile import pid_alive
 
 HOST = "127.0.0.1"
 DATABASE = "vault"
@@ -84,7 +85,7 @@ class LocalFiles:
         """Whether ``pid`` is this state dir's ArcadeDB server: alive, and started with this
         root path (a copied vault's record names the original's server, whose password the
         copy also holds)."""
-        if not alive(pid):
+        if not pid_alive(pid):
             return False
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -102,24 +103,3 @@ class LocalFiles:
             return os.path.samefile(path, self.root_path)
         except OSError:
             return os.path.abspath(path) == os.path.abspath(self.root_path)
-
-
-def _process_state(pid: int) -> str | None:
-    """The /proc state letter of ``pid`` (None when /proc has no entry or no /proc)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[-1].split()[0]
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie is not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie answers kill(0) but is gone; containers without an init may keep zombies.
-    return _process_state(pid) != "Z"

@@ -10,10 +10,8 @@ answered by it.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import ipaddress
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -105,25 +103,11 @@ def remove_record(state_dir: Path, pid: int) -> None:
         statefile.remove(record_path(state_dir))
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie answers kill(0) but serves nothing.
-    with contextlib.suppress(OSError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[-1].split()[0] != "Z"
-    return True
-
-
 def live_record(state_dir: Path, vault: Path, digest: str | None = None) -> ServiceRecord | None:
     """The record of a service running for ``vault`` (with settings of ``digest``, when
     given), or None (no network I/O)."""
     record = read_record(state_dir)
-    if record is None or record.vault != str(vault) or not pid_alive(record.pid):
+    if record is None or record.vault != str(vault) or not statefile.pid_alive(record.pid):
         return None
     if digest is not None and record.settings_digest != digest:
         return None
