@@ -351,11 +351,14 @@ class Answer:
 @dataclass(frozen=True)
 class UnsyncedEdits:
     """Notes on disk that differ from what answers are made of (``vault/edits.py``):
-    ``changed`` and ``added`` since the last sync, and ``removed`` (still answered from)."""
+    ``changed`` and ``added`` since the last sync, and ``removed`` (still answered from);
+    and ``unreadable``, those sync skips as they stand (bad input, too big), which no sync
+    brings into an answer until they are mended (not in ``total``: not edits to apply)."""
 
     changed: int = 0
     added: int = 0
     removed: int = 0
+    unreadable: int = 0
 
     @property
     def total(self) -> int:

@@ -31,8 +31,8 @@ from pipeline.noisefloor import is_tight_vault
 _FLOAT_DIGITS = 4
 #: The answer JSON's version: 2 added ``status`` and ``superseded_by`` to hits and
 #: subjects, ``date`` to hits and ``time_window``; 3 added ``relevance.precision``; 4 its
-#: ``lowest``, and ``unsynced``; 5 ``recency``.
-ANSWER_SCHEMA_VERSION = 5
+#: ``lowest``, and ``unsynced``; 5 ``recency``; 6 ``unsynced.unreadable``.
+ANSWER_SCHEMA_VERSION = 6
 
 
 def _num(value: float | None, digits: int | None = _FLOAT_DIGITS) -> float | None:
@@ -253,7 +253,12 @@ def answer_from_dict(data: dict[str, Any]) -> Answer:
 def _unsynced_from(data: dict[str, Any] | None) -> UnsyncedEdits | None:
     if data is None:
         return None
-    return UnsyncedEdits(int(data["changed"]), int(data["added"]), int(data["removed"]))
+    return UnsyncedEdits(
+        int(data["changed"]),
+        int(data["added"]),
+        int(data["removed"]),
+        int(data.get("unreadable", 0)),  # a service of schema 5 does not count them
+    )
 
 
 def answer_notes(answer: Answer) -> list[str]:
@@ -262,8 +267,29 @@ def answer_notes(answer: Answer) -> list[str]:
     what the answer cannot see since the last sync."""
     r = answer.relevance
     warning = None if answer.mode == "fallback" else r.warning
-    notes = (r.hint, warning, answer.notice, unsynced_words(answer.unsynced))
+    notes = (r.hint, warning, answer.notice, *sync_words(answer))
     return [n for n in notes if n]
+
+
+def sync_words(answer: Answer) -> list[str]:
+    """What the answer cannot see of the vault as it is on disk, in words: notes edited
+    since the last sync, and, where the answer is weak, unscored or silent, notes that
+    cannot be read at all (one of them may be what the question is about)."""
+    return [w for w in (unsynced_words(answer.unsynced), unread_words(answer)) if w]
+
+
+def unread_words(answer: Answer) -> str | None:
+    """Notes sync skips as they stand (``UnsyncedEdits.unreadable``), said where the vault
+    seems to know little; None for a strong or moderate answer, which found its notes."""
+    count = answer.unsynced.unreadable if answer.unsynced is not None else 0
+    if not count or answer.relevance.label in ("strong", "moderate"):
+        return None
+    which = "a note" if count == 1 else f"{count} notes"
+    return (
+        f"{which} of this vault cannot be read as {'it stands' if count == 1 else 'they stand'} "
+        "(bad input, or too big), so this answer cannot see "
+        f"{'it' if count == 1 else 'them'}: `vault-ko sync` says which and why"
+    )
 
 
 def unsynced_words(unsynced: UnsyncedEdits | None) -> str | None:
@@ -534,11 +560,10 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
     """Compact markdown for an agent's context window: the best notes, then the subjects."""
     lines = [f"## {heading or 'Vault context'}: {answer.query}", ""]
     r = answer.relevance
-    edits = unsynced_words(answer.unsynced)
+    edits = sync_words(answer)
     if r.label == "no_match":
         lines.append(f"_{silence_line(answer)}_")
-        if edits:
-            lines.append(f"_note: {edits}_")
+        lines += [f"_note: {said}_" for said in edits]
         return "\n".join(lines) + "\n"
     head = label_line(answer)
     if answer.degraded_reason:
@@ -546,7 +571,7 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
     lines.append(f"_{head}_")
     if (measured := precision_in_words(r.label, r.precision)) is not None:
         lines.append(f"_{measured}_")
-    for note in (r.hint, r.warning, answer.notice, edits):
+    for note in (r.hint, r.warning, answer.notice, *edits):
         if note:
             lines.append(f"_note: {note}_")
     lines += [f"_{said}_" for said in time_words(answer)]

@@ -27,8 +27,8 @@ from pipeline.render import (
     shown_status,
     silence_line,
     successors_in,
+    sync_words,
     time_words,
-    unsynced_words,
 )
 
 if TYPE_CHECKING:
@@ -117,10 +117,9 @@ def _head(answer: Answer) -> list[Text]:
 
     r = answer.relevance
     head = [Text(answer.query, style="bold")]
-    edits = unsynced_words(answer.unsynced)
     if r.label == "no_match":
         head.append(Text(silence_line(answer), style="dim"))
-        return head + ([Text(f"note: {edits}", style="italic")] if edits else [])
+        return head + [Text(f"note: {said}", style="italic") for said in sync_words(answer)]
     head.append(Text(label_in_words(answer), style=LABEL_STYLE.get(r.label, "red")))
     if answer.mode != "semantic" or r.calibration != "vault" or r.z is None:
         head.append(Text(label_line(answer), style="dim"))

@@ -9,15 +9,19 @@ a file whose mtime and size equal its registry row is unchanged (sync gives a to
 with the same bytes its new stamp, so a checkout is read once, by sync). A file that
 differs is an edit only if sync would apply it: its bytes differ from the row's, and it
 parses (the parser is imported only for such a file). One sync skips (bad input, or over
-``vault_max_note_bytes``) is not counted, since sync keeps what the note said before and
-says why, and counting it would nag every answer until the file is mended. Past
-``VERIFY_LIMIT`` differing files they count unread: reading thousands of notes would cost
-more than the answer.
+``vault_max_note_bytes``) is no edit, since sync keeps what the note said before and says
+why; it is counted apart, as ``unreadable``: the answer cannot see what it says now, and a
+question it alone answers would otherwise be told the vault knows nothing (the answer says
+so only when it is weak or silent, ``render.unread_words``). Past ``VERIFY_LIMIT``
+differing files they count unread: reading thousands of notes would cost more than the
+answer (an oversized one still counts as unreadable, by its size).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
+from typing import Final
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
@@ -39,30 +43,46 @@ def unsynced_edits(settings: Settings, registry: Mapping[str, NoteStamp]) -> Uns
     # Sync refuses a file over the limit by its size (a note grown past it keeps its row):
     # never an edit, and not one to count towards the limit either.
     notes = [f for f in files if f.bytes <= settings.vault_max_note_bytes]
+    oversized = len(files) - len(notes)
     new = [f for f in notes if f.path not in registry]
     touched = [
         f for f in notes if (k := registry.get(f.path)) is not None and not f.untouched_since(k)
     ]
     if len(new) + len(touched) > VERIFY_LIMIT:
-        return UnsyncedEdits(changed=len(touched), added=len(new), removed=removed)
-    added = sum(_would_apply(settings, f, None) for f in new)
-    changed = sum(_would_apply(settings, f, registry[f.path].content_hash) for f in touched)
-    return UnsyncedEdits(changed=changed, added=added, removed=removed)
+        return UnsyncedEdits(len(touched), len(new), removed, unreadable=oversized)
+    added = Counter(_would_apply(settings, f, None) for f in new)
+    changed = Counter(_would_apply(settings, f, registry[f.path].content_hash) for f in touched)
+    return UnsyncedEdits(
+        changed=changed[_APPLIES],
+        added=added[_APPLIES],
+        removed=removed,
+        unreadable=oversized + added[_UNREADABLE] + changed[_UNREADABLE],
+    )
 
 
-def _would_apply(settings: Settings, scanned: ScannedFile, known_hash: str | None) -> bool:
-    """Whether sync would write this file: its bytes differ from ``known_hash`` (None: a new
-    note) and they parse as a note (the parser is imported only then)."""
+#: ``_would_apply``'s answers: sync writes the file, it holds what sync has, or sync skips
+#: it as bad input.
+_APPLIES: Final = "applies"
+_SAME: Final = "same"
+_UNREADABLE: Final = "unreadable"
+
+
+def _would_apply(settings: Settings, scanned: ScannedFile, known_hash: str | None) -> str:
+    """What sync would do with this file: ``_APPLIES`` when its bytes differ from
+    ``known_hash`` (None: a new note) and parse as a note (the parser is imported only
+    then), ``_UNREADABLE`` when sync would skip it as bad input, else ``_SAME``."""
     try:
         raw, _ = read_note_bytes(settings.vault, scanned.path, settings.vault_max_note_bytes)
-    except InputError:
-        return False  # gone, unreadable or grown since the scan: sync will say which
+    except InputError as exc:
+        # Gone since the scan: the next answer counts it as deleted. Else sync skips it
+        # too (locked, grown past the limit), saying why.
+        return _SAME if isinstance(exc.__cause__, FileNotFoundError) else _UNREADABLE
     if known_hash is not None and content_hash(raw) == known_hash:
-        return False
+        return _SAME
     from pipeline.vault.parse import parse_note
 
     try:
         parse_note(raw, scanned.path, scanned.source_type, mtime=scanned.mtime)
     except InputError:
-        return False
-    return True
+        return _UNREADABLE
+    return _APPLIES

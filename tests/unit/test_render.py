@@ -201,7 +201,7 @@ def test_an_answer_says_what_its_band_is_measured_to_mean() -> None:
     rel = replace(relevance("strong"), precision=BandPrecision(0.796, 232, 6))
     answer = Answer("why redis?", "semantic", None, rel, (HIT,), (subject(),))
     d = to_dict(answer)
-    assert d["schema_version"] == 5
+    assert d["schema_version"] == 6
     assert d["relevance"]["precision"] == {
         "value": 0.796,
         "n": 232,
@@ -280,7 +280,7 @@ def test_an_answer_says_how_many_notes_edited_since_the_last_sync_it_cannot_see(
         unsynced=edits,
     )
     d = to_dict(answer)
-    assert d["unsynced"] == {"changed": 2, "added": 1, "removed": 0}
+    assert d["unsynced"] == {"changed": 2, "added": 1, "removed": 0, "unreadable": 0}
     assert answer_from_dict(d).unsynced == edits
     said = (
         "this answer does not reflect notes edited since the last sync (2 changed, 1 new): "
@@ -300,6 +300,40 @@ def test_an_answer_says_how_many_notes_edited_since_the_last_sync_it_cannot_see(
     plain = Answer("why redis?", "semantic", None, relevance("strong"), (HIT,), (subject(),))
     assert to_dict(plain)["unsynced"] is None
     assert "last sync" not in text_of(plain, width=400)
+
+
+def test_a_weak_or_silent_answer_says_notes_it_cannot_read_and_a_confident_one_does_not() -> None:
+    """A note sync skips as it stands may be the one the question is about: a weak,
+    unscored or no_match answer says so in every format; a strong or moderate one found its
+    notes, and the count stays in the JSON alone. A schema-5 answer (no count) reads as 0."""
+    from dataclasses import replace
+
+    from pipeline.model import UnsyncedEdits
+    from pipeline.render import answer_from_dict, to_context_pack, unread_words
+
+    base = Answer("zebra printer?", "semantic", None, relevance("weak"), (HIT,), (subject(),))
+    weak = replace(base, unsynced=UnsyncedEdits(unreadable=1))
+    said = unread_words(weak)
+    assert said is not None and said.startswith("a note of this vault cannot be read")
+    assert "`vault-ko sync` says which and why" in said
+    assert f"note: {said}" in text_of(weak, width=400)
+    assert f"_note: {said}_" in to_markdown(weak)
+    assert f"[{said}]" in (to_context_pack(weak, max_chars=20_000) or "")
+    silent = replace(weak, relevance=relevance("no_match"), subjects=())
+    assert f"note: {said}" in text_of(silent, width=400)
+    assert f"_note: {said}_" in to_markdown(silent)
+    two = unread_words(replace(weak, unsynced=UnsyncedEdits(unreadable=2)))
+    assert two is not None and two.startswith("2 notes of this vault cannot be read as they")
+    for label in ("strong", "moderate"):
+        sure = replace(weak, relevance=relevance(label))
+        assert unread_words(sure) is None
+        assert "cannot be read" not in text_of(sure, width=400)
+        assert to_dict(sure)["unsynced"]["unreadable"] == 1
+    assert unread_words(base) is None
+    d = to_dict(weak)
+    assert answer_from_dict(d).unsynced == UnsyncedEdits(unreadable=1)
+    del d["unsynced"]["unreadable"]
+    assert answer_from_dict(d).unsynced == UnsyncedEdits()
 
 
 def test_an_answer_ordered_newest_first_says_so_and_dates_its_notes() -> None:

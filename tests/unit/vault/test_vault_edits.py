@@ -51,26 +51,48 @@ def test_a_touched_note_with_the_same_bytes_is_no_edit(tmp_path: Path) -> None:
     assert unsynced_edits(settings, registry).total == 0
 
 
-def test_files_sync_would_skip_are_no_edits(tmp_path: Path) -> None:
+def test_files_sync_would_skip_are_no_edits_but_are_counted_unreadable(tmp_path: Path) -> None:
     """A new file that will not parse, one over the size limit, and a registered note grown
-    past it or turned bad: sync skips each (keeping what the note said) and says why, so an
-    answer that counted them would report them until the files are mended."""
+    past it or turned bad: sync skips each (keeping what the note said) and says why, so
+    they are no edits to apply; but the answer cannot see what they say now."""
     settings, registry = vault_with(tmp_path, {**NOTES, "wiki/grown.md": "# Grown\n"})
     limit = settings.vault_max_note_bytes
     (tmp_path / "wiki/broken.md").write_text("---\ntitle: [unclosed\n---\n# Broken\n")
     (tmp_path / "wiki/huge.md").write_text("x" * (limit + 1))
     (tmp_path / "wiki/grown.md").write_text("# Grown\n" + "x" * limit)
     (tmp_path / "wiki/redis.md").write_text("---\ntitle: [unclosed\n---\n# Redis\n")
-    assert unsynced_edits(settings, registry) == UnsyncedEdits()
+    edits = unsynced_edits(settings, registry)
+    assert edits == UnsyncedEdits(unreadable=4) and edits.total == 0
 
 
-def test_files_over_the_size_limit_never_count_even_past_the_read_limit(
+def test_a_note_that_cannot_be_opened_is_unreadable_and_one_gone_since_the_scan_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings, registry = vault_with(tmp_path, NOTES)
+    (tmp_path / "wiki/locked.md").write_text("# Locked\n")
+    (tmp_path / "wiki/gone.md").write_text("# Gone\n")
+    real = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        if self.name == "locked.md":
+            raise PermissionError(13, "Permission denied")
+        if self.name == "gone.md":
+            raise FileNotFoundError(2, "No such file or directory")
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    assert unsynced_edits(settings, registry) == UnsyncedEdits(unreadable=1)
+
+
+def test_files_over_the_size_limit_are_no_edits_even_past_the_read_limit(
     tmp_path: Path,
 ) -> None:
+    """Past the read limit nothing is read, and oversized files still count as unreadable,
+    by their size alone."""
     settings, registry = vault_with(tmp_path, NOTES)
     for i in range(VERIFY_LIMIT + 1):
         (tmp_path / f"wiki/huge{i}.md").write_text("x" * (settings.vault_max_note_bytes + 1))
-    assert unsynced_edits(settings, registry) == UnsyncedEdits()
+    assert unsynced_edits(settings, registry) == UnsyncedEdits(unreadable=VERIFY_LIMIT + 1)
 
 
 def test_the_state_folder_and_skipped_folders_are_not_notes(tmp_path: Path) -> None:
