@@ -205,8 +205,11 @@ class WarmAnswers:
         if made is not None and made[0] is copy and made[1] is held:
             return made[2]
         memo = copy.pipeline.kodb
-        # The memo's base hides private notes already.
-        pipeline = self.app.sharing(kodb=held.kodb.over(memo)).pipeline(include_private=True)
+        # The memo hides private notes from KO-DB already, but the graph's vectors and the
+        # answer's paths are hidden by the pipeline's own privacy, as the memo's is.
+        pipeline = self.app.sharing(kodb=held.kodb.over(memo)).pipeline(
+            include_private=not copy.pipeline.private
+        )
         self._resident_pipeline = (copy, held, pipeline)
         return pipeline
 

@@ -228,3 +228,35 @@ def test_a_child_that_fails_or_dies_is_one_clear_error(tmp_path: Path) -> None:
     reader.join(60)
     assert len(errors) == 1 and isinstance(errors[0], ServiceError)
     assert "the process reading KO-DB's facts died (exit code -9" in str(errors[0])
+
+
+def test_private_notes_stay_out_after_the_vectors_are_read_again_over_the_resident_facts(
+    local_graph: LocalGraphHandle, tmp_path: Path
+) -> None:
+    """A new generation (an embed, every edit under ``serve --watch``) while the facts are
+    resident: the vectors are read again through the resident facts' pipeline, which must
+    hide the private notes as the memo's does."""
+    settings = _vault(local_graph, tmp_path, private=True)
+    try:
+        with App(settings) as app:
+            opts = QueryOptions.from_settings(settings)
+            warm = _warm(app, opts)
+            public_vectors = warm.warm_vectors
+            with GraphClient(settings) as graph:
+                before = graph.generation()
+            with GraphClient(settings) as graph:  # KO-DB unchanged: the facts stay resident
+                graph.delete_notes(["wiki/kafka.md"])
+                assert graph.generation() != before
+            public_vectors -= 1
+            for _ in range(2):  # the copy, then the vectors read over the resident facts
+                warm.ask(QUESTIONS[0], opts)
+                warm.settle(120)
+                warm.settle_facts(120)
+            assert warm.warm_facts and warm.warm_vectors == public_vectors
+            for question in QUESTIONS:
+                served = warm.ask(question, opts)
+                assert "wiki/redis.md" not in json.dumps(_shown(served))
+                assert _shown(served) == _shown(app.pipeline().ask(question, opts))
+    finally:
+        with GraphClient(settings) as graph:
+            graph.delete_notes(list(graph.note_states()))
