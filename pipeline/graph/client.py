@@ -276,11 +276,13 @@ class GraphClient:
         self.agent: str | None = None
         self._backend: Backend | None = None
         self._server_checked = False
-        self._probing = False
         self._driver: neo4j.Driver | None = None
+        # Threads share the driver (the service's requests, its warm loads): one builds it.
+        self._driver_lock = threading.Lock()
         self._sleep = sleep
         # Per thread: .seconds, the bound of the current public call; .checking, inside the
-        # graph check (``ping``); .direct, inside the confirming ping (one attempt, no breaker).
+        # graph check (``ping``); .direct, inside the confirming ping or ``probe`` (one
+        # attempt, no breaker): another thread's calls meanwhile keep theirs.
         self._bound = threading.local()
         # The note states as last read, kept only after ``remember_states`` (see there).
         self._memo_lock = threading.Lock()
@@ -314,24 +316,31 @@ class GraphClient:
         return LocalFiles(self.settings.state_dir).password()
 
     def _get_driver(self) -> neo4j.Driver:
-        if self._driver is None:
-            import neo4j
+        driver = self._driver
+        if driver is not None:
+            return driver
+        with self._driver_lock:
+            if self._driver is None:
+                self._driver = self._new_driver()
+            return self._driver
 
-            password = self.password()
-            auth = (self.target.user, password) if password is not None else None
-            s = self.settings
-            self._driver = neo4j.GraphDatabase.driver(
-                self.url,
-                auth=auth,
-                connection_timeout=s.graph_connect_timeout,
-                # Waiting for a pooled connection is bounded like a call.
-                connection_acquisition_timeout=s.graph_connect_timeout + s.graph_retry_deadline,
-                # Our tenacity policy is the only retry layer.
-                max_transaction_retry_time=0,
-                disable_auto_commit_retries=True,
-                user_agent=f"vault-ko/{__version__}",
-            )
-        return self._driver
+    def _new_driver(self) -> neo4j.Driver:
+        import neo4j
+
+        password = self.password()
+        auth = (self.target.user, password) if password is not None else None
+        s = self.settings
+        return neo4j.GraphDatabase.driver(
+            self.url,
+            auth=auth,
+            connection_timeout=s.graph_connect_timeout,
+            # Waiting for a pooled connection is bounded like a call.
+            connection_acquisition_timeout=s.graph_connect_timeout + s.graph_retry_deadline,
+            # Our tenacity policy is the only retry layer.
+            max_transaction_retry_time=0,
+            disable_auto_commit_retries=True,
+            user_agent=f"vault-ko/{__version__}",
+        )
 
     def _abandon_driver(self) -> None:
         """Drop the driver after a call hung on it: its pool holds a connection that will
@@ -401,7 +410,7 @@ class GraphClient:
         """Run ``fn`` through the breaker, the retry policy and the exception translation."""
         bound = self._call_bound()
         until = time.monotonic() + bound
-        if self._probing or getattr(self._bound, "direct", False):
+        if getattr(self._bound, "direct", False):
             # probe() and the confirming ping: one attempt, no breaker; they judge the failure.
             return self._attempt(fn, until, bound)
         why = self.not_started()
@@ -577,7 +586,8 @@ class GraphClient:
             return GraphStatus(False, self.shown_url, None, None, None, why)
         started = time.perf_counter()
         dialect: str | None = None
-        self._probing = True
+        previous = getattr(self._bound, "direct", False)
+        self._bound.direct = True
         try:
             backend = self.backend
             dialect = backend.name
@@ -587,7 +597,7 @@ class GraphClient:
             reason = str(translate(exc, self.shown_url, self.target.user))
             return GraphStatus(False, self.shown_url, dialect, self.agent, None, reason)
         finally:
-            self._probing = False
+            self._bound.direct = previous
         latency = round((time.perf_counter() - started) * 1000.0, 2)
         return GraphStatus(True, self.shown_url, dialect, self.agent, latency, None)
 

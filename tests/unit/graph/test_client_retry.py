@@ -258,6 +258,35 @@ def test_probe_never_raises(fake_driver: Drivers, client_with: Clients) -> None:
     assert ok.latency_ms is not None and ok.latency_ms >= 0
 
 
+def test_a_probe_in_one_thread_leaves_another_thread_s_calls_their_retries_and_translation(
+    fake_driver: Drivers, client_with: Clients
+) -> None:
+    """The service probes the graph for /metrics while questions run: a call meanwhile
+    still fails as GraphUnavailable (answered degraded), never as the driver's error."""
+    import threading
+
+    inside, go = threading.Event(), threading.Event()
+    down = ne.ServiceUnavailable("refused")
+
+    class Slow(fake_driver):  # type: ignore[misc, valid-type]
+        def answer(self, text: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+            if not inside.is_set():  # the probe's first statement (run in a bounded thread)
+                inside.set()
+                go.wait(10)
+            return super().answer(text, params)  # type: ignore[no-any-return]
+
+    client = client_with(Slow(*[down] * 10))
+    prober = threading.Thread(target=client.probe, name="prober")
+    prober.start()
+    try:
+        assert inside.wait(10)
+        with pytest.raises(GraphUnavailable):
+            client.note_states()
+    finally:
+        go.set()
+        prober.join(10)
+
+
 def test_local_graph_not_started_is_unavailable_with_a_hint(tmp_path: Path) -> None:
     client = GraphClient(Settings(vault=tmp_path, state_dir=tmp_path / ".vault-ko"))
     with pytest.raises(GraphUnavailable, match="vault-ko graph up"):
