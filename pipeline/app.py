@@ -22,6 +22,7 @@ service's worker threads share one KO-DB engine, one Bolt driver and one model.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from pipeline.kodb.reader import KodbReader
     from pipeline.query import Pipeline
     from pipeline.rank import OrderRule
+
+log = logging.getLogger(__name__)
 
 #: The state file recording the KO-DB file that last passed an integrity check.
 VERIFIED_FILE = "kodb-verified.json"
@@ -113,11 +116,19 @@ class App:
         stamp = db.file_stamp()
         if stamp is None or not self._verify_kodb:  # a server's database checks its own
             return
-        marker = self.settings.state_dir / VERIFIED_FILE
-        if not self._creates_kodb and statefile.read_json(marker) == stamp:
+        if not self._creates_kodb and self._verified_stamp() == stamp:
             return
         db.check_integrity()
         self._record_verified(db)
+
+    def _verified_stamp(self) -> Any:
+        """The stamp the last check that passed recorded; None when there is none or it
+        cannot be read (damaged, say by a sync tool copying the state dir): checked again."""
+        try:
+            return statefile.read_json(self.settings.state_dir / VERIFIED_FILE)
+        except (OSError, ValueError) as exc:
+            log.debug("KO-DB's check record cannot be read (%s): checking KO-DB again", exc)
+            return None
 
     def _record_verified(self, db: KoDB) -> None:
         stamp = db.file_stamp()

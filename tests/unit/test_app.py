@@ -203,3 +203,24 @@ def test_a_reader_checks_a_kodb_once_until_its_file_changes(
         with App(settings, creates_kodb=False) as reader:
             reader.kodb  # noqa: B018
     assert checks == ["x"], "checked once after the change, then trusted again"
+
+
+@pytest.mark.parametrize("record", [b'{"trunc', b"\xff\xfe not text"])
+def test_a_damaged_check_record_is_checked_again_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: bytes
+) -> None:
+    """The state dir lives in the vault, which sync tools copy: a half-copied record."""
+    from pipeline.app import VERIFIED_FILE
+    from pipeline.kodb import KoDB
+
+    settings = load_settings(tmp_path, env={})
+    with App(settings) as app:
+        app.kodb.import_facts([])
+    (settings.state_dir / VERIFIED_FILE).write_bytes(record)
+    checks: list[str] = []
+    real = KoDB.check_integrity
+    monkeypatch.setattr(KoDB, "check_integrity", lambda db: checks.append("x") or real(db))
+    for _ in range(2):
+        with App(settings, creates_kodb=False) as reader:
+            reader.kodb  # noqa: B018
+    assert checks == ["x"], "checked once, and the record written again"
