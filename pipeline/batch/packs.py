@@ -12,13 +12,14 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from pipeline import statefile
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, InputError
 from pipeline.model import Answer
 from pipeline.render import to_dict, to_markdown
 
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 PACKS_FILE: Final = "packs.jsonl"
 STATE_FILE: Final = ".load-context.state"
 STATE_VERSION: Final = 1
+#: Packs quote the prompts, secrets and all: the owner's alone, like the hook's log.
+PACK_MODE: Final = 0o600
 
 Format = Literal["jsonl", "md"]
 
@@ -179,7 +182,9 @@ class JsonlSink:
             raise ConfigError(
                 f"{self.path} is shorter than {self._state.path} records; rerun without --resume"
             )
-        self._fh = self.path.open("r+b" if resume and exists else "w+b")
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, PACK_MODE)
+        os.fchmod(fd, PACK_MODE)  # one a run before this made keeps no wider mode
+        self._fh = os.fdopen(fd, "r+b")
         # Packs written after the last commit (a crash) are cut off; they are redone.
         self._fh.truncate(self._state.last_end if resume else 0)
         self._fh.seek(0, os.SEEK_END)
@@ -190,19 +195,21 @@ class JsonlSink:
 
     def write(self, pack: Pack) -> None:
         line = json.dumps(to_dict(pack), ensure_ascii=False, separators=(",", ":"))
-        self._fh.write(line.encode("utf-8") + b"\n")
+        with writing_to(self.path.parent):
+            self._fh.write(line.encode("utf-8") + b"\n")
         self._pending.append(pack.id)
 
     def commit(self) -> None:
         if not self._pending:
             return
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        end = self._fh.tell()
-        # Only the last entry of a commit needs the offset; earlier ones are before it.
-        entries: list[tuple[str, int | None]] = [(sid, None) for sid in self._pending[:-1]]
-        entries.append((self._pending[-1], end))
-        self._state.record(entries)
+        with writing_to(self.path.parent):
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+            end = self._fh.tell()
+            # Only the last entry of a commit needs the offset; earlier ones are before it.
+            entries: list[tuple[str, int | None]] = [(sid, None) for sid in self._pending[:-1]]
+            entries.append((self._pending[-1], end))
+            self._state.record(entries)
         self._pending.clear()
 
     def close(self) -> None:
@@ -265,12 +272,14 @@ class MarkdownSink:
 
     def write(self, pack: Pack) -> None:
         path = self._claim(pack.id)
-        statefile.write_text(path, pack_to_markdown(pack))
+        with writing_to(self.out_dir):
+            statefile.write_text(path, pack_to_markdown(pack), mode=PACK_MODE)
         self._pending.append(pack.id)
 
     def commit(self) -> None:
         if self._pending:
-            self._state.record([(sid, None) for sid in self._pending])
+            with writing_to(self.out_dir):
+                self._state.record([(sid, None) for sid in self._pending])
             self._pending.clear()
 
     def close(self) -> None:
@@ -280,7 +289,8 @@ class MarkdownSink:
 
 def open_sink(out_dir: Path, fmt: Format, opts: QueryOptions, *, resume: bool) -> PackSink:
     """The sink for a format; ``resume`` keeps what a previous run with the same options
-    committed (ConfigError when the options differ)."""
+    committed (ConfigError when the options differ). Writing into ``out_dir`` fails as
+    InputError naming it, at once or at any later pack (``writing_to``)."""
     header = {
         "top_k": opts.top_k,
         "hits": opts.hits,
@@ -289,8 +299,20 @@ def open_sink(out_dir: Path, fmt: Format, opts: QueryOptions, *, resume: bool) -
         "semantic": opts.semantic,
         "retrieval": opts.retrieval,
     }
-    if fmt == "jsonl":
-        return JsonlSink(out_dir, header, resume=resume)
-    if fmt == "md":
-        return MarkdownSink(out_dir, header, resume=resume)
-    raise ConfigError(f"unknown pack format {fmt!r}; choose jsonl or md")
+    sinks: dict[str, type[JsonlSink | MarkdownSink]] = {"jsonl": JsonlSink, "md": MarkdownSink}
+    if fmt not in sinks:
+        raise ConfigError(f"unknown pack format {fmt!r}; choose jsonl or md")
+    with writing_to(out_dir):
+        return sinks[fmt](out_dir, header, resume=resume)
+
+
+@contextmanager
+def writing_to(out_dir: Path) -> Iterator[None]:
+    """OSError while writing packs (a file where the folder should be, no permission, a
+    full disk) as one InputError naming the folder."""
+    try:
+        yield
+    except OSError as exc:
+        raise InputError(
+            f"cannot write the packs here: {exc.strerror or exc}", file=str(out_dir)
+        ) from exc

@@ -3,6 +3,7 @@ collection or on a vault with judged questions."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from pipeline.cli._common import emit_json, err, json_option
+from pipeline.errors import InputError
 
 if TYPE_CHECKING:
     from pipeline.evaluate.beir import Query
@@ -100,6 +102,8 @@ def eval_cmd(
     from pipeline.app import App
     from pipeline.evaluate import read_offtopic
 
+    if out is not None:
+        _check_out(out)  # before minutes of work, not after
     if fit_bands or collections:
         if not fit_bands:
             raise click.UsageError("--collection is for --fit-bands")
@@ -199,13 +203,32 @@ def _emit(
         if warn:
             err.print(f"warning: {warning}")
     markdown = to_markdown(report)
-    if out is not None:
-        out.write_text(markdown, encoding="utf-8")
-        err.print(f"eval: report written to {out}")
     if as_json:
         emit_json(report.to_dict(per_query=per_query))
     else:
         click.echo(markdown, nl=False)
+    if out is not None:
+        _write_out(out, markdown)
+
+
+def _check_out(out: Path) -> None:
+    """--out names a file that can be written: its folder exists and takes new files."""
+    folder = out.parent
+    if not folder.is_dir():
+        raise click.BadParameter(f"{folder} is not a folder", param_hint="--out")
+    if not os.access(out if out.exists() else folder, os.W_OK):
+        raise click.BadParameter(f"{out} cannot be written (permission denied)", param_hint="--out")
+
+
+def _write_out(out: Path, markdown: str) -> None:
+    """Write the report to --out; printed already, so a failure loses nothing."""
+    try:
+        out.write_text(markdown, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(
+            f"cannot write the report: {exc.strerror or exc} (it was printed)", file=str(out)
+        ) from exc
+    err.print(f"eval: report written to {out}")
 
 
 def _collection_specs(values: Sequence[str]) -> list[tuple[str, Path, Path | None]]:
@@ -266,9 +289,6 @@ def _fit_bands(
         models.add(report.model)
     fit = leave_one_out(by_collection)
     markdown = fit_markdown(fit, sorted(models), calibrations)
-    if out is not None:
-        out.write_text(markdown, encoding="utf-8")
-        err.print(f"eval: report written to {out}")
     if as_json:
         data = {"model": sorted(models), **fit.to_dict(), "calibration": calibrations}
         if points:
@@ -276,3 +296,5 @@ def _fit_bands(
         emit_json(data)
     else:
         click.echo(markdown, nl=False)
+    if out is not None:
+        _write_out(out, markdown)

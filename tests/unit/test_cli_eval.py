@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 import pipeline.evaluate as evaluate
 from pipeline.cli import cli
+from pipeline.errors import InputError
 from pipeline.evaluate.harness import CalibrationUsed, EvalReport, QueryOutcome
 
 JUDGED = [
@@ -115,6 +116,40 @@ def test_judged_runs_the_vault_eval_on_the_split_and_prints_its_warnings(
     assert "eval: report written to" in result.stderr  # rich may wrap the long path
     assert result.stdout == out.read_text(encoding="utf-8")
     assert result.stdout.startswith("# vault-ko eval: tiny")
+
+
+def test_an_out_file_that_cannot_be_written_is_refused_before_the_eval_runs(
+    tmp_path: Path, judged: Path, calls: list[Any]
+) -> None:
+    (tmp_path / "afile").write_text("x")
+    args = ["eval", str(tmp_path), "--judged", str(judged)]
+    for out, said in (
+        (tmp_path / "missing" / "r.md", "is not a folder"),
+        (tmp_path / "afile" / "r.md", "is not a folder"),
+    ):
+        result = CliRunner().invoke(cli, [*args, "--out", str(out)])
+        assert result.exit_code == 2 and said in result.output, result.output
+    assert calls == []
+
+
+def test_a_report_that_cannot_be_written_at_the_end_was_printed_and_fails_in_one_line(
+    tmp_path: Path, judged: Path, calls: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "r.md"
+
+    def full(self: Path, *a: Any, **kw: Any) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    result = CliRunner().invoke(
+        cli, ["eval", str(tmp_path), "--judged", str(judged), "--out", str(out)]
+    )
+    assert result.stdout.startswith("# vault-ko eval: tiny")
+    # The CLI's entry point prints a VaultKoError as one line with its exit code.
+    assert isinstance(result.exception, InputError)
+    assert str(result.exception).endswith(
+        "r.md: cannot write the report: No space left on device (it was printed)"
+    )
 
 
 def test_a_collection_run_prints_json_and_not_the_report_s_warnings(

@@ -608,3 +608,25 @@ def test_markdown_shortens_a_long_note_prompt_in_the_heading(tmp_path: Path) -> 
     answer = p.ask("redis " + "words " * 200)
     head = pack_to_markdown(Pack("x", answer.query, answer)).splitlines()[0]
     assert len(head) < 260 and head.endswith("…")
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "md"])
+def test_packs_are_the_owner_s_alone_as_they_quote_the_prompts(tmp_path: Path, fmt: str) -> None:
+    p, *_ = make(tmp_path)
+    out = tmp_path / "out"
+    (out).mkdir()
+    if fmt == "jsonl":
+        (out / "packs.jsonl").write_text("old\n")
+        (out / "packs.jsonl").chmod(0o644)  # from a run before packs were kept private
+    load_context(p, PROMPTS[:2], out, fmt=fmt)  # type: ignore[arg-type]
+    packs = [f for f in out.iterdir() if not f.name.startswith(".")]
+    assert packs and all(f.stat().st_mode & 0o777 == 0o600 for f in packs)
+
+
+def test_an_out_folder_that_cannot_be_written_is_one_error_naming_it(tmp_path: Path) -> None:
+    from pipeline.errors import InputError
+
+    p, *_ = make(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(InputError, match=r"afile/sub: cannot write the packs here: "):
+        load_context(p, PROMPTS[:2], tmp_path / "afile" / "sub")
