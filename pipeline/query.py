@@ -429,29 +429,41 @@ class Pipeline:
         except ModelUnavailable as exc:  # a process that must not load torch (the hook)
             return [], str(exc)
         self.embed_batches += batches
-        scan = opts.session_notes_only or any(
-            self.window_of(q, opts) or self.latest_of(q, opts) for q in questions
-        )
-        k = max(opts.hits, EPISODIC_SCAN) if scan else opts.hits
-        depth = max(k, FUSE_DEPTH) if opts.retrieval == "hybrid" else k
+        # Each question searched as deep as it would be alone: a batch's answers never
+        # depend on the other questions in it (how deep hybrid fuses moves its order).
+        ks = [self._depth(q, opts) for q in questions]
+        hybrid = opts.retrieval == "hybrid"
+        depths = [max(k, FUSE_DEPTH) if hybrid else k for k in ks]
         found: list[list[Hit]] = []
         lost = None
         with shared.stage("graph_ms"):
             try:
-                if search is not None:
-                    rows = search(vectors, depth)
-                else:
-                    rows = (self.index_search(v, depth) for v in vectors)
-                for hits in rows:  # lazily: what was found before a failure is kept
-                    found.append(list(hits))
+                for start, end in _runs(depths):
+                    part, depth = vectors[start:end], depths[start]
+                    if search is not None:
+                        rows = search(part, depth)
+                    else:
+                        rows = (self.index_search(v, depth) for v in part)
+                    for hits in rows:  # lazily: what was found before a failure is kept
+                        found.append(list(hits))
             except (GraphUnavailable, GraphQueryError) as exc:
                 lost = degraded_reason(exc)
-        if opts.retrieval == "hybrid":  # the questions searched (before a failure), fused
-            found, failed = self._fuse_all(questions, vectors, found, k, depth, shared, opts)
+        if hybrid:  # the questions searched (before a failure), fused
+            found, failed = self._fuse_all(questions, vectors, found, ks, depths, shared, opts)
             lost = lost or failed
         if lost is None:  # the graph that just failed would not score them either
             found = self._dated_all(questions, vectors, found, shared, opts, topics)
         return found, lost
+
+    def _depth(self, question: str, opts: QueryOptions) -> int:
+        """How many hits a question keeps: those shown, or ``EPISODIC_SCAN`` when it asks
+        for a period or the latest, or for session notes only (picked from more)."""
+        scan = (
+            opts.session_notes_only
+            or self.window_of(question, opts) is not None
+            or self.latest_of(question, opts) is not None
+        )
+        return max(opts.hits, EPISODIC_SCAN) if scan else opts.hits
 
     def _dated_all(
         self,
@@ -581,15 +593,16 @@ class Pipeline:
         questions: Sequence[str],
         vectors: Any,
         found: list[list[Hit]],
-        k: int,
-        depth: int,
+        ks: Sequence[int],
+        depths: Sequence[int],
         shared: Timer,
         opts: QueryOptions,
     ) -> tuple[list[list[Hit]], str | None]:
-        """Each searched question's hits fused (``_fuse``), in order, until the graph fails:
-        the questions fused before it, and why (the rest are answered degraded)."""
+        """Each searched question's hits fused (``_fuse``, each at its own ``ks`` and
+        ``depths``), in order, until the graph fails: the questions fused before it, and why
+        (the rest are answered degraded)."""
         fused: list[list[Hit]] = []
-        for q, v, dense in zip(questions, vectors, found, strict=False):
+        for q, v, dense, k, depth in zip(questions, vectors, found, ks, depths, strict=False):
             try:
                 fused.append(self._fuse(q, v, dense, k, depth, shared, opts))
             except (GraphUnavailable, GraphQueryError) as exc:
@@ -1123,3 +1136,12 @@ class Pipeline:
                     question=question,
                 )
             )
+
+
+def _runs(values: Sequence[int]) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each run of equal neighbours in ``values``, in order."""
+    start = 0
+    for i in range(1, len(values) + 1):
+        if i == len(values) or values[i] != values[start]:
+            yield start, i
+            start = i

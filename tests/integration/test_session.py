@@ -29,6 +29,14 @@ OFF_TOPIC = [
     "how tall is the eiffel tower",
     "mi a legjobb gulyásleves recept?",
 ]
+#: Beside a question asking for a period (searched deeper, hybrid fusing more hits), each
+#: of these had been labelled from the other's depth: "köszi!" moderate, alone weak.
+BESIDE_A_PERIOD = [
+    "the weather in Budapest tomorrow",
+    "what did we do in March?",
+    "köszi!",
+    "write a haiku about autumn",
+]
 
 
 def copy_vault(dest: Path) -> Path:
@@ -41,7 +49,7 @@ def prompts() -> list[str]:
     if EXAMPLE_PROMPTS.is_file():
         lines = [ln.strip() for ln in EXAMPLE_PROMPTS.read_text("utf-8").splitlines()]
     lines = [ln for ln in lines if ln] or ["what does the vault know about the warm cache?"]
-    return lines + OFF_TOPIC
+    return lines + OFF_TOPIC + BESIDE_A_PERIOD
 
 
 @pytest.fixture(scope="module")
