@@ -288,7 +288,51 @@ def build_server(tools: VaultTools) -> FastMCP:
         orphaned, calibration, graph and KO-DB health, fallback answers served."""
         return guarded(tools.freshness)
 
+    for registered in server._tool_manager.list_tools():
+        _strict_arguments(registered)
     return server
+
+
+def _strict_arguments(tool: Any) -> None:
+    """Refuse what a tool does not take, and say what is wrong without the value.
+
+    The SDK's argument model ignores unknown arguments (a misspelt ``topk`` would be
+    answered with the default) and its errors quote what was sent (``input_value=…``:
+    a secret in a question would land in the agent's transcript). Types are checked by
+    ``VaultTools`` (every parameter is Any here); this model checks names alone.
+    """
+    from pydantic import ConfigDict, ValidationError
+
+    base = tool.fn_metadata.arg_model
+    names = sorted(base.model_fields)
+
+    class Strict(base):  # type: ignore[misc, valid-type]
+        model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
+        @classmethod
+        def model_validate(cls, obj: Any, **kwargs: Any) -> Any:
+            try:
+                return super().model_validate(obj, **kwargs)
+            except ValidationError as exc:
+                raise ValueError(_argument_problems(exc, names)) from None
+
+    Strict.__name__ = base.__name__
+    tool.fn_metadata.arg_model = Strict
+    tool.parameters["additionalProperties"] = False
+
+
+def _argument_problems(exc: Any, names: list[str]) -> str:
+    """A pydantic error on a tool's arguments as one line naming each argument."""
+    said = []
+    for error in exc.errors(include_input=False, include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "the arguments"
+        if error["type"] == "missing":
+            said.append(f"{where} is required")
+        elif error["type"] == "extra_forbidden":
+            said.append(f"{where} is not an argument of this tool")
+        else:
+            said.append(f"{where}: {error['msg']}")
+    return "; ".join(said) + f" (its arguments: {', '.join(names) or 'none'})"
 
 
 def run(settings: Settings) -> None:

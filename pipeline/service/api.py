@@ -88,8 +88,9 @@ Day = Annotated[str, Field(json_schema_extra={"format": "date"}), AfterValidator
 class QueryRequest(BaseModel):
     """One question and the options `vault-ko query` has."""
 
-    # No coercion: "5" is not a number and false is not 0 (the schema says what it takes).
-    model_config = ConfigDict(strict=True, regex_engine="python-re")
+    # No coercion: "5" is not a number and false is not 0 (the schema says what it takes);
+    # no unknown field: a misspelt "topk" would be answered with the default.
+    model_config = ConfigDict(strict=True, regex_engine="python-re", extra="forbid")
 
     question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=NOT_BLANK)
     top_k: Count | None = Field(default=None, description="Subjects to return [20].")
@@ -111,14 +112,14 @@ class QueryRequest(BaseModel):
 
 
 class SessionPrompt(BaseModel):
-    model_config = ConfigDict(strict=True, regex_engine="python-re")
+    model_config = ConfigDict(strict=True, regex_engine="python-re", extra="forbid")
 
     id: str = Field(min_length=1, max_length=MAX_SESSION_ID_CHARS)
     prompt: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=NOT_BLANK)
 
 
 class SessionContextRequest(BaseModel):
-    model_config = ConfigDict(strict=True)
+    model_config = ConfigDict(strict=True, extra="forbid")
 
     sessions: list[SessionPrompt] = Field(
         max_length=MAX_SESSIONS, description="Each id once (a repeated id is a 422)."

@@ -164,6 +164,10 @@ def test_a_service_answer_is_returned_as_it_came(tools: VaultTools) -> None:
         ("ask", {"question": "x", "preset": {"SECRET-sk-live-4": 1}}, "preset must be one of"),
         ("session_context", {"sessions": "SECRET-sk-live-5"}, "sessions must be a list"),
         ("session_context", {"sessions": [{"id": 5, "prompt": "x"}]}, "sessions[0].id must be"),
+        # The SDK checks names: a missing question quoted every other argument it was sent.
+        ("ask", {"top_k": 3, "preset": "password=SECRET-6"}, "question is required (its argu"),
+        ("ask", {"question": "x", "topk": "SECRET-7"}, "topk is not an argument of this tool"),
+        ("freshness", {"SECRET-8": 1}, "SECRET"),
     ],
 )
 def test_a_tool_error_of_a_wrong_type_never_quotes_the_value(
@@ -180,7 +184,13 @@ def test_a_tool_error_of_a_wrong_type_never_quotes_the_value(
 
     with pytest.raises(ToolError) as caught:
         anyio.run(call)
-    assert message in str(caught.value) and "SECRET" not in str(caught.value)
+    said = str(caught.value)
+    if message == "SECRET":  # the argument's name is the secret: it is named, never its value
+        assert "is not an argument of this tool (its arguments: none)" in said
+        assert said.count("SECRET") == 1, said
+    else:
+        assert message in said and "SECRET" not in said, said
+    assert "pydantic" not in said
     assert tools.app.asked == []  # type: ignore[attr-defined]
 
 
@@ -200,3 +210,4 @@ def test_the_tools_schema_still_states_each_type_and_bound(tools: VaultTools) ->
     assert ask["semantic"]["type"] == "boolean"
     assert listed["session_context"]["properties"]["sessions"]["type"] == "array"
     assert listed["ask"]["required"] == ["question"]
+    assert all(schema["additionalProperties"] is False for schema in listed.values())

@@ -89,6 +89,18 @@ def test_bad_requests_are_422_with_the_reason(tmp_path: Path) -> None:
             assert "with Content-Type: application/json" in r.json()["error"]
             r = await c.post("/query", json={"question": ""})
             assert "Content-Type" not in r.json()["error"]
+            # A misspelt option had been answered with the default, without a word.
+            r = await c.post("/query", json={"question": "x", "topk": 5})
+            assert (
+                r.status_code == 422 and "topk: Extra inputs are not permitted" in r.json()["error"]
+            ), r.json()
+            sessions = [{"id": "a", "prompt": "x", "promt": "y"}]
+            r = await c.post("/session-context", json={"sessions": sessions, "k": 1})
+            assert r.status_code == 422, r.json()
+            assert {".".join(map(str, p["loc"])) for p in r.json()["detail"]} == {
+                "body.sessions.0.promt",
+                "body.k",
+            }
 
     anyio.run(go)
 
