@@ -21,7 +21,8 @@ MARK_NAME = "fallback.mark"
 def record_fallback(state_dir: Path, reason: str) -> None:
     """Note one fallback answer; never fails the answer itself."""
     try:
-        state_dir.mkdir(parents=True, exist_ok=True)
+        if not state_dir.is_dir():  # no vault's state here: an answer must not make one
+            return
         line = json.dumps({"at": time.time(), "reason": reason[:200]}, ensure_ascii=False)
         fd = os.open(state_dir / LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:

@@ -78,8 +78,10 @@ def fast_path_args(argv: Sequence[str]) -> dict[str, Any] | None:
                 budget = float(raw)
             except ValueError:
                 budget = math.nan
-            if not 0 <= budget < math.inf:  # NaN too; inf would overflow the thread's wait
-                return _refused(f"--budget must be seconds, 0 or more, not {raw!r}")
+            # As the hook_budget setting: 0 would never print anything; NaN is refused too,
+            # and inf would overflow the thread's wait.
+            if not 0 < budget < math.inf:
+                return _refused(f"--budget must be seconds, more than 0, not {raw!r}")
         elif seen_hook and arg not in ("--help", "-h"):
             return _refused(f"no such hook option: {arg}")
         else:
@@ -174,6 +176,9 @@ def _prompt_of(raw: bytes) -> str:
         raise HookInputError("stdin is not a JSON hook event: nested too deeply") from None
     if not isinstance(event, dict):
         raise HookInputError("the hook event is not a JSON object")
+    named = event.get("hook_event_name", EVENT_NAME)
+    if named != EVENT_NAME:  # another event's prompt field is not what the user typed
+        raise HookInputError(f"the hook answers {EVENT_NAME} events, not {str(named)[:40]!r}")
     prompt = event.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         raise HookInputError("the hook event has no prompt")
@@ -195,9 +200,16 @@ def answer_context(settings: Any, prompt: str, budget: float) -> str | None:
     else answered in this process."""
     from pipeline.errors import ServiceError
     from pipeline.render import answer_from_dict, to_context_pack
-    from pipeline.service.client import Deadline, find_service
+    from pipeline.service.client import MAX_QUESTION_CHARS, Deadline, find_service
 
     deadline = Deadline(budget)
+    if len(prompt) > MAX_QUESTION_CHARS:
+        # A pasted log as a prompt: its head, as the service takes it (a longer one was
+        # refused there, then answered here after the budget had gone).
+        _log(
+            settings.state_dir, f"the prompt was cut to its first {MAX_QUESTION_CHARS:,} characters"
+        )
+        prompt = prompt[:MAX_QUESTION_CHARS]
     service = find_service(settings)
     if service is not None:
         body = {
@@ -260,10 +272,11 @@ def _log(state_dir: Path | None, message: str) -> None:
     stamp = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid {os.getpid()}"
     line = f"{stamp}: {head}{sep}{trace}\n"
     try:
-        if state_dir is None:
+        # A folder without a state dir is no vault yet: writing the log there would make
+        # one (and the folder search would then count it as a vault).
+        if state_dir is None or not state_dir.is_dir():
             sys.stderr.write("vault-ko hook: " + line)
             return
-        state_dir.mkdir(parents=True, exist_ok=True)
         path = state_dir / LOG_NAME
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:

@@ -141,6 +141,9 @@ PRESETS: Final[dict[str, dict[str, Any]]] = {
     "episodic": {"hits": 3, "session_notes_only": True},
 }
 
+#: The reason of an answer by words that the caller asked for (the CLI's --no-semantic,
+#: the service's and MCP's semantic=false): not degraded, so never counted as a fallback.
+WORDS_ASKED: Final = "word search asked for (semantic search off)"
 #: How many notes episodic recall looks through to find three session notes.
 EPISODIC_SCAN: Final = 100
 #: A word held by at least this share of the vault's notes picks none of them out ("TSC" in
@@ -348,7 +351,7 @@ class Pipeline:
         shared = Timer()
         timers = [Timer() for _ in questions]
         answers: list[Answer | None] = [None] * len(questions)
-        reason = None if opts.semantic else "semantic search disabled (--no-semantic)"
+        reason = None if opts.semantic else WORDS_ASKED
         preload = getattr(self.embedder, "preload", None)
         if reason is None and callable(preload):
             preload()  # a fresh process reads the model while the stores answer
@@ -869,7 +872,8 @@ class Pipeline:
             )
             if opts.crystal_only and not subjects and candidates:
                 notice = "no crystal-ready subject among the relevant ones"
-        record_fallback(self.settings.state_dir, reason)
+        if opts.semantic:  # a word search asked for is no degraded answer to watch for
+            record_fallback(self.settings.state_dir, reason)
         relevance = Relevance.unmeasured(
             "unscored",
             "degraded mode: notes and subjects found by words (KO-DB full text), not by meaning",

@@ -10,7 +10,7 @@ from pipeline.cli._common import AppContext, pass_app
 @click.command("hook")
 @click.option(
     "--budget",
-    type=click.FloatRange(min=0.0),
+    type=click.FloatRange(min=0.0, min_open=True),
     help="Seconds after which nothing is printed [setting hook_budget, 1.5].",
 )
 @pass_app

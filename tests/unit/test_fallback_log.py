@@ -41,3 +41,10 @@ def test_the_fallback_log_is_readable_by_its_owner_only(tmp_path: Path) -> None:
     old.chmod(0o644)
     record_fallback(tmp_path, "graph unavailable: connection refused")
     assert old.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_folder_without_a_state_dir_gets_none(tmp_path: Path) -> None:
+    """A degraded answer in a plain folder (the hook, with VAULT_KO_VAULT set) must not
+    make a state dir: the folder search would then count the folder as a vault."""
+    record_fallback(tmp_path / ".vault-ko", "graph unavailable")
+    assert not (tmp_path / ".vault-ko").exists()

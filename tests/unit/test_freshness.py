@@ -363,6 +363,7 @@ def test_facts_whose_source_file_is_gone_are_counted(synced) -> None:
 
 def test_fallback_answers_are_counted_since_the_previous_check(synced) -> None:
     settings = synced[0]
+    settings.state_dir.mkdir(parents=True, exist_ok=True)  # a synced vault's
     record_fallback(settings.state_dir, "graph down")
     record_fallback(settings.state_dir, "graph down")
     assert run(synced).fallback_answers == 2

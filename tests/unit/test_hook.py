@@ -36,8 +36,8 @@ def test_the_fast_path_takes_plain_hook_calls_only(argv: list[str], expected: ob
 @pytest.mark.parametrize(
     ("argv", "problem"),
     [
-        (["hook", "--budget", "soon"], "--budget must be seconds, 0 or more, not 'soon'"),
-        (["hook", "--budget=-1"], "--budget must be seconds, 0 or more, not '-1'"),
+        (["hook", "--budget", "soon"], "--budget must be seconds, more than 0, not 'soon'"),
+        (["hook", "--budget=-1"], "--budget must be seconds, more than 0, not '-1'"),
         (["hook", "--budget", "nan"], "not 'nan'"),
         (["hook", "--budget", "inf"], "not 'inf'"),
         (["hook", "--budgetx", "2"], "no such hook option: --budgetx"),
@@ -98,6 +98,8 @@ def vault(tmp_path: Path) -> Path:
         b'{"prompt": "  "}',
         b"\xff\xfe",
         b"[" * 100_000,
+        # Another event's prompt field is not what the user typed.
+        b'{"hook_event_name": "PreToolUse", "prompt": "redis"}',
     ],
 )
 def test_unreadable_events_print_nothing_exit_0_and_are_logged(vault: Path, stdin: bytes) -> None:
@@ -163,6 +165,42 @@ def test_context_is_printed_as_the_user_prompt_submit_json(
             "additionalContext": "about redis",
         }
     }
+
+
+def test_a_prompt_longer_than_the_service_takes_is_asked_by_its_head(
+    vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pasted log as a prompt: the service refused it (422) and the budget had gone by
+    the time this process answered; both now see the same head, and the log says so."""
+    from pipeline.errors import ServiceError
+    from pipeline.service.client import MAX_QUESTION_CHARS
+
+    asked: list[str] = []
+
+    class Service:
+        def call(self, method: str, path: str, body: dict, **kw: object) -> dict:
+            asked.append(body["question"])
+            raise ServiceError("down")
+
+    monkeypatch.setattr("pipeline.service.client.find_service", lambda settings: Service())
+    monkeypatch.setattr(hook, "_in_process_context", lambda s, p, b: asked.append(p))
+    prompt = "redis " + "x" * MAX_QUESTION_CHARS
+    assert run(vault, json.dumps({"prompt": prompt}).encode()) == (0, "")
+    assert asked == [prompt[:MAX_QUESTION_CHARS]] * 2
+    assert "cut to its first 200,000 characters" in (vault / ".vault-ko" / "hook.log").read_text()
+
+
+def test_a_folder_that_is_no_vault_yet_gets_no_state_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """VAULT_KO_VAULT names a folder never synced: the log goes to stderr, and no
+    .vault-ko is made (the folder search would then count the folder as a vault)."""
+    out = io.StringIO()
+    env = {"VAULT_KO_VAULT": str(tmp_path)}
+    code = hook.run_hook(None, stdin=io.BytesIO(b'{"prompt": "redis"}'), stdout=out, env=env)
+    assert (code, out.getvalue()) == (0, "")
+    assert not (tmp_path / ".vault-ko").exists()
+    assert "vault-ko hook: " in capsys.readouterr().err
 
 
 def test_without_a_vault_the_hook_stays_silent(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from pipeline.model import (
     normalize_text,
     summaries_from_facts,
 )
-from pipeline.query import QueryOptions
+from pipeline.query import WORDS_ASKED, QueryOptions
 from pipeline.rank import score_of
 from pipeline.succession import PREDICATES, Succession
 
@@ -357,6 +357,7 @@ def test_short_content_words_still_count(tmp_path: Path, question: str) -> None:
 
 def test_fallback_when_graph_down_never_loads_the_model(tmp_path: Path) -> None:
     p, graph, emb = make(tmp_path, HITS, down=True)
+    (tmp_path / ".vault-ko").mkdir(exist_ok=True)  # a synced vault's state dir
     a = p.ask("what about the warm cache?")
     assert a.mode == "fallback"
     assert (a.degraded_reason or "").endswith("; answering from the notes' words")
@@ -371,6 +372,12 @@ def test_fallback_when_graph_down_never_loads_the_model(tmp_path: Path) -> None:
     assert "wiki/warm-cache.md" in [h.path for h in a.hits]
     assert a.hits[0].cosine is None and a.hits[0].bm25 == 7.0
     assert emb.calls == 0 and graph.searches == 0
+    assert (tmp_path / ".vault-ko" / "fallback.log").read_text().count("\n") == 1
+    asked = p.ask(
+        "what about the warm cache?", QueryOptions.from_settings(p.settings, semantic=False)
+    )
+    assert asked.mode == "fallback" and asked.degraded_reason == WORDS_ASKED
+    # A word search the caller asked for is no degraded answer for the monitor to count.
     assert (tmp_path / ".vault-ko" / "fallback.log").read_text().count("\n") == 1
 
 
