@@ -352,9 +352,12 @@ class Pipeline:
         timers = [Timer() for _ in questions]
         answers: list[Answer | None] = [None] * len(questions)
         reason = None if opts.semantic else WORDS_ASKED
-        preload = getattr(self.embedder, "preload", None)
-        if reason is None and callable(preload):
-            preload()  # a fresh process reads the model while the stores answer
+        # A fresh process reads the model while the graph is asked; not when the graph will
+        # fail at once (stopped, or its circuit open) nor for a word search.
+        if reason is None and (graph_checked or not self._fails_fast()):
+            preload = getattr(self.embedder, "preload", None)
+            if callable(preload):
+                preload()
         if reason is None and questions and not graph_checked:
             try:
                 with shared.stage("graph_check_ms"):
@@ -398,6 +401,12 @@ class Pipeline:
             answer = replace(answer, timings_ms=dict(timer.ms), unsynced=unsynced)
             out.append(redact(answer, self.private))
         return out
+
+    def _fails_fast(self) -> bool:
+        """Whether a call to the graph would fail without a round trip (the local graph
+        is not running, or the circuit is open): the graph check then says why."""
+        gate = getattr(self.app.graph, "circuit_open_reason", None)  # fakes may have none
+        return callable(gate) and gate() is not None
 
     def _unsynced_edits(self) -> UnsyncedEdits | None:
         """The vault's notes edited since the last sync (counts over every note, private ones

@@ -399,7 +399,7 @@ class GraphClient:
 
     def circuit_open_reason(self) -> str | None:
         """Why calls would fail fast right now (breaker open or local graph not started),
-        or None. No network I/O: the query stage asks it before loading the model."""
+        or None. No network I/O: the query stage asks it before reading the model."""
         why = self.not_started()
         if why:
             return why

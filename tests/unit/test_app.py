@@ -224,3 +224,26 @@ def test_a_damaged_check_record_is_checked_again_not_a_traceback(
         with App(settings, creates_kodb=False) as reader:
             reader.kodb  # noqa: B018
     assert checks == ["x"], "checked once, and the record written again"
+
+
+def test_a_graph_that_fails_at_once_and_a_word_search_never_start_reading_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The preload reads the model beside the graph's round trip; a stopped local graph
+    (or an open circuit) has none, and a word search needs no model: on a 2-core machine
+    the read would only slow the fallback answer."""
+    from pipeline.embed import LazyEmbedder
+    from pipeline.query import QueryOptions
+
+    preloads: list[int] = []
+    monkeypatch.setattr(LazyEmbedder, "preload", lambda self: preloads.append(1))
+    settings = load_settings(tmp_path, env={})  # its local graph was never started
+    with App(settings) as app:
+        stopped = app.pipeline().ask("warm cache")
+        assert stopped.mode == "fallback" and "vault-ko graph up" in (stopped.degraded_reason or "")
+        words = QueryOptions.from_settings(settings, semantic=False)
+        assert app.pipeline().ask("warm cache", words).mode == "fallback"
+    assert preloads == []
+    with App(settings, graph=UpGraph()) as app:  # type: ignore[arg-type]
+        app.pipeline().ask("warm cache")
+    assert preloads == [1]
