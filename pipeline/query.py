@@ -527,11 +527,15 @@ class Pipeline:
     ) -> tuple[str | None, str] | None:
         """The days a question about its period alone ("what happened in March 2026?") or
         the latest alone ("what happened at the last meeting?") asks for: its period's first
-        and last, or (None, today). None when it names a topic, or no time."""
+        and last, or (None, today); and the day a question names, topic or not ("who
+        attended the meeting on 2026-04-01?": that day's notes are the few it means). None
+        when it names a topic and a longer period, or no time."""
         window = self.window_of(text, opts)
         latest = self.latest_of(text, opts)
         if window is None and latest is None:
             return None
+        if window is not None and window.start == window.end:
+            return window.start, window.end
         if self.names_topic(text, opts, topics):
             return None
         today = self.today_of(opts).isoformat()

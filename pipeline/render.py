@@ -336,10 +336,14 @@ EVIDENCE_MEANING = {
 
 def window_words(w: TimeWindow) -> str:
     """What an answer says of the period it understood and what it did with it."""
-    span = f"{w.text} ({w.start} – {w.end})"
+    if w.start == w.end:  # one day
+        span = w.text if w.text == w.start else f"{w.text} ({w.start})"
+        kind, within = "day", "dated on it"
+    else:
+        span, kind, within = f"{w.text} ({w.start} – {w.end})", "period", "dated within it"
     if not w.applied:
-        return f"period {span}: no note is dated within it, so it was not applied"
-    said = f"period {span}: only notes dated within it"
+        return f"{kind} {span}: no note is {within}, so it was not applied"
+    said = f"{kind} {span}: only notes {within}"
     if w.undated:
         said += f", and {w.undated} undated (marked)"
     if w.outside:

@@ -129,6 +129,20 @@ def _hungarian(m: re.Match[str], today: date) -> tuple[date, date]:
     raise ValueError("a month named without a case ending: not a period")
 
 
+def _day(m: re.Match[str], today: date) -> tuple[date, date]:
+    """One day: ISO or dotted digits, or a month and its day, with a year or without (the
+    latest such day not after today); an impossible day (30 February) is no day."""
+    month = int(_group(m, "mm") or 0) or _month_of(m)
+    day_of_month = int(m.group("day"))
+    year = _year_of(m)
+    if year is None:
+        year = today.year
+        if date(year, month, day_of_month) > today:
+            year -= 1
+    day = date(year, month, day_of_month)
+    return day, day
+
+
 def _month(m: re.Match[str], today: date) -> tuple[date, date]:
     return _month_window(_month_of(m), _year_of(m), today)
 
@@ -174,6 +188,13 @@ _RULES: tuple[tuple[re.Pattern[str], Reader], ...] = tuple(
         # since February (2026) / since 2025
         (rf"\b{_SINCE}\s+{_EN_MONTH}\.?(?:\s+(?:of\s+)?{_YEAR})?\b", _since),
         (rf"\b{_SINCE}\s+{_YEAR}\b", _since),
+        # one day: 2026-04-01 / 2026.04.01. / April 1(st)(, 2026) / 1(st) (of) April (2026)
+        (rf"(?<![\w.-]){_YEAR}-(?P<mm>[01]\d)-(?P<day>[0-3]\d)(?![\w-])", _day),
+        (rf"(?<![\w.]){_YEAR}\.\s?(?P<mm>[01]\d)\.\s?(?P<day>[0-3]\d)\.?(?!\w)", _day),
+        (rf"\b{_EN_MONTH}\.?\s+(?P<day>[0-3]?\d)(?:st|nd|rd|th)?\b(?!:)(?:,?\s+{_YEAR}\b)?",
+         _day),
+        (rf"\b(?P<day>[0-3]?\d)(?:st|nd|rd|th)?\s+(?:of\s+)?{_EN_MONTH}\b\.?"
+         rf"(?:,?\s+{_YEAR}\b)?", _day),
         # the last two weeks / past 3 months / az elmúlt két hétben
         (rf"\b(?:the\s+)?(?:last|past|previous)\s+{_NUMBER}\s+{_UNIT}\b", _last_n),
         (rf"\b(?:az\s+)?(?:elmúlt|utolsó)\s+{_NUMBER}\s+{_UNIT}", _last_n),
@@ -193,7 +214,7 @@ _RULES: tuple[tuple[re.Pattern[str], Reader], ...] = tuple(
         (r"\b(?:last|previous)\s+year\b|\btavaly", _relative("last year")),
         (r"\byesterday\b|\btegnap", _relative("yesterday")),
         # in 2025 / during 2025 / 2025-ben
-        (rf"\b(?:in|during)\s+{_YEAR}\b", _year),
+        (rf"\b(?:in|during)\s+{_YEAR}\b(?!-\d)", _year),  # not a date's year
         (rf"\b{_YEAR}-(?:ban|ben)\b", _year),
     )
 )  # fmt: skip

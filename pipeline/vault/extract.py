@@ -28,6 +28,8 @@ Rules and confidences (the confidence says how directly the note states the fact
     every note: its title                  note subject   ``title``             0.95
     ISO date starting the file name        note subject   ``date``              0.90
     web link ``[text](https://…)``         note subject   ``references`` (≤ 50) 0.80
+    item under Present, Attendees, …       note subject   ``participants``      0.85
+      (Members, Tagok: ``members``)                        (≤ 100)
     first paragraph (≥ 5 words, ≤ 300)*    note subject   ``summary``           0.75
     heading (not the title, not template)  note subject   ``section`` (≤ 30)    0.70
 
@@ -141,7 +143,9 @@ EXTRACTOR = INGEST_EXTRACTOR
 #:    gave ``accepted``), as the answer marks it.
 #: 13: a paragraph right under a heading that lists (Links, References, Present, Attendees,
 #:    Participants, Members …) is never a summary: a roll call's names, a link line.
-EXTRACTOR_VERSION = 13
+#: 14: a roll call's items (under Present, Attendees, Participants, Members …) are
+#:    ``participants`` / ``members`` facts, and its heading no ``section``.
+EXTRACTOR_VERSION = 14
 
 #: resolve(link target as written) -> the subject of the note it names, or None.
 Resolver = Callable[[str], str | None]
@@ -179,6 +183,24 @@ TEMPLATE_HEADINGS = frozenset(
 )  # fmt: skip
 
 DECISION_MAX_CHARS = 300
+
+#: A roll call: the list right under one of these headings names who took part (a
+#: meeting's "Present", "Attendees"; a team's "Members"), one ``participants`` or
+#: ``members`` fact per item, so "who attended …?" is answered by the people themselves.
+ROLL_CALLS = {
+    **dict.fromkeys(
+        (
+            "present", "attendees", "attendance", "in attendance", "participants",
+            "observers", "guests", "jelen vannak", "jelenlévők", "jelen voltak",
+            "résztvevők",
+        ),
+        "participants",
+    ),
+    "members": "members", "tagok": "members",
+}  # fmt: skip
+CONF_ROLL_CALL = 0.85  # the note lists them by name, as a link would
+MAX_ROLL_CALL = 100
+ROLL_CALL_MAX_CHARS = 120
 
 #: Frontmatter keys that describe the note itself rather than stating properties (its
 #: ``subject`` too, which is still a link when it holds one).
@@ -270,6 +292,7 @@ def _own_facts(note: ParsedNote, *, has_date: bool) -> Iterator[tuple[str, str, 
         yield subject, "date", date, CONF_NAME_DATE
     for url in note.urls[:MAX_REFERENCES]:
         yield subject, "references", url, CONF_REFERENCE
+    yield from _roll_call(note)
     summary = note.summary
     if summary:
         yield subject, "summary", summary, CONF_SUMMARY
@@ -278,12 +301,29 @@ def _own_facts(note: ParsedNote, *, has_date: bool) -> Iterator[tuple[str, str, 
     for block in note.blocks:
         if sections >= MAX_SECTIONS:
             break
-        if block.kind != "heading" or section_key(block.text) in TEMPLATE_HEADINGS:
+        if (
+            block.kind != "heading"
+            or section_key(block.text) in TEMPLATE_HEADINGS | ROLL_CALLS.keys()
+        ):
             continue
         if block.text.strip().casefold() in own_names:
             continue  # the title, not a section
         yield subject, "section", clip_text(block.text, SECTION_MAX_CHARS), CONF_SECTION
         sections += 1
+
+
+def _roll_call(note: ParsedNote) -> Iterator[tuple[str, str, str, float]]:
+    """Who the note's roll calls name: each list item right under a ``ROLL_CALLS`` heading
+    (the nearest heading: an agenda nested under "Participants" is no roll call)."""
+    named = 0
+    for block in note.blocks:
+        predicate = ROLL_CALLS.get(section_key(block.section)) if block.section else None
+        if predicate is None or block.kind != "item" or not block.text.strip():
+            continue
+        if named >= MAX_ROLL_CALL:
+            return
+        yield note.subject, predicate, clip_text(block.text, ROLL_CALL_MAX_CHARS), CONF_ROLL_CALL
+        named += 1
 
 
 def link_key(target: str) -> str:

@@ -369,3 +369,20 @@ def test_an_answer_ordered_newest_first_says_so_and_dates_its_notes() -> None:
         text_of(alone, width=200)
     )
     assert to_dict(replace(answer, recency=None))["recency"] is None
+
+
+def test_a_window_of_one_day_is_said_as_a_day() -> None:
+    from pipeline.model import TimeWindow
+    from pipeline.render import window_words
+
+    iso = TimeWindow("2026-04-01", "2026-04-01", "2026-04-01")
+    assert window_words(iso) == "day 2026-04-01: only notes dated on it"
+    named = TimeWindow("April 1", "2026-04-01", "2026-04-01", applied=False)
+    assert window_words(named) == (
+        "day April 1 (2026-04-01): no note is dated on it, so it was not applied"
+    )
+    april = TimeWindow("in April", "2026-04-01", "2026-04-30", outside=2)
+    assert window_words(april) == (
+        "period in April (2026-04-01 – 2026-04-30): only notes dated within it; "
+        "2 dated outside it left out"
+    )

@@ -41,6 +41,14 @@ EXPECT = Path(__file__).resolve().parents[1] / "data/judged/examples-vault-curre
         ("az elmúlt két hétben", "az elmúlt két hétben", "2026-06-01", "2026-06-15"),
         ("mit csináltunk tavaly", "tavaly", "2025-01-01", "2025-12-31"),
         ("what did we ship in 2025", "in 2025", "2025-01-01", "2025-12-31"),
+        # One day: ISO, dotted (Hungarian), a month and its day either way round; without a
+        # year, the latest such day not after today.
+        ("who attended the meeting on 2026-04-01?", "2026-04-01", "2026-04-01", "2026-04-01"),
+        ("mi történt 2026. 04. 01-én?", "2026. 04. 01", "2026-04-01", "2026-04-01"),
+        ("what happened on April 1, 2026?", "April 1, 2026", "2026-04-01", "2026-04-01"),
+        ("the meeting on 1st of April 2026", "1st of April 2026", "2026-04-01", "2026-04-01"),
+        ("what did we decide on march 3rd", "march 3rd", "2026-03-03", "2026-03-03"),
+        ("the call of 20 December", "20 December", "2025-12-20", "2025-12-20"),
     ],
 )
 def test_a_time_phrase_becomes_a_window(question: str, text: str, start: str, end: str) -> None:
@@ -59,6 +67,9 @@ def test_a_time_phrase_becomes_a_window(question: str, text: str, start: str, en
         "Mit csináljak először",
         "március",  # a month named without a case ending says no period
         "augusztusig",  # until August: no start
+        "what is in 2026-01-20-pgbouncer-pool-exhaustion",  # a file name's date
+        "release 2026-13-01 notes",  # no month 13
+        "we may 10x the pool",
     ],
 )
 def test_words_that_are_no_period_give_no_window(question: str) -> None:

@@ -540,3 +540,32 @@ def test_succession_phrases_are_read_in_adrs_only() -> None:
     text = "---\ntitle: Meeting\n---\n# M\n\nReplaces [[0023-two]] as the rule.\n"
     got = facts_of(text, "sessions/m.md", "session", TITLES.get)
     assert not [f for f in got if f.predicate in ("superseded_by", "supersedes")]
+
+
+def test_a_roll_call_names_who_took_part_and_is_no_section() -> None:
+    """Meeting minutes list who was present under a heading; "who attended …?" is answered
+    by those names. Only items right under the heading count (an agenda nested under
+    "Participants" is no roll call), and the heading is no ``section`` of the note."""
+    text = (
+        "# TSC Meeting 2026-04-01\n\n## Present\n\n* Matteo Collina @mcollina (voting member)\n"
+        "* Beth Griggs @BethGriggs\n\n## Participants\n\n### Agenda\n\n* Release plan\n\n"
+        "## Members\n\n- Ada Example\n\n## Résztvevők\n\n- Kovács Dávid\n\n"
+        "## Notes\n\n* Matteo spoke first.\n"
+    )
+    facts = facts_of(text, "meetings/2026-04-01.md", "session", own=True)
+    said = {(f.predicate, f.object) for f in facts if f.predicate in ("participants", "members")}
+    assert said == {
+        ("participants", "Matteo Collina @mcollina (voting member)"),
+        ("participants", "Beth Griggs @BethGriggs"),
+        ("participants", "Kovács Dávid"),
+        ("members", "Ada Example"),
+    }
+    assert all(f.confidence == 0.85 for f in facts if f.predicate == "participants")
+    sections = {f.object for f in facts if f.predicate == "section"}
+    assert sections == {"Agenda"}  # "Notes" is a template heading
+
+
+def test_a_roll_call_is_bounded() -> None:
+    items = "".join(f"* Person {i}\n" for i in range(extract_module.MAX_ROLL_CALL + 20))
+    facts = facts_of(f"# M\n\n## Attendees\n\n{items}", own=True)
+    assert sum(f.predicate == "participants" for f in facts) == extract_module.MAX_ROLL_CALL
