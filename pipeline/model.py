@@ -214,6 +214,9 @@ class Hit:
     # Hybrid retrieval: written in a language the model does not read, so its cosine says
     # little and the words found it (fusion.relative_scores' ``unjudged``).
     unread: bool = False
+    #: "edited" or "deleted" when its file changed since the last sync (an answer made
+    #: without the service, ``vault/edits.since_sync``): what it says here is the old text.
+    since_sync: str | None = None
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from pipeline.model import (
     Candidate,
     Hit,
     Note,
+    NoteStamp,
     Recency,
     Relevance,
     SubjectRank,
@@ -386,21 +387,51 @@ class Pipeline:
                     prefetch.words([questions[i] for i in todo])
             for i in todo:
                 answers[i] = self.fallback_answer(questions[i], opts, timers[i], reason, topics)
-        unsynced = None
+        return self._finished(answers, timers, shared, t0, check_edits=check_edits)
+
+    def _finished(
+        self,
+        answers: Sequence[Answer | None],
+        timers: Sequence[Timer],
+        shared: Timer,
+        t0: float,
+        *,
+        check_edits: bool,
+    ) -> list[Answer]:
+        """The answers as they leave: each with its share of the batch's timings, what it
+        cannot see of the vault on disk (``check_edits``), and no private note."""
+        unsynced = stamps = None
         if check_edits:
             # In a thread beside the graph's connect it cost more: both are Python work.
             with shared.stage("edits_ms"):
-                unsynced = self._unsynced_edits()
+                unsynced, stamps = self._unsynced_edits()
         total = (time.perf_counter() - t0) * 1e3
         out = []
         for answer, timer in zip(answers, timers, strict=True):
             assert answer is not None
             for name, ms in shared.ms.items():
-                timer.add(name, ms / len(questions))
-            timer.ms["total_ms"] = round(total / len(questions), 3)
+                timer.add(name, ms / len(answers))
+            timer.ms["total_ms"] = round(total / len(answers), 3)
             answer = replace(answer, timings_ms=dict(timer.ms), unsynced=unsynced)
+            if stamps is not None:
+                answer = self._marked_since_sync(answer, stamps)
             out.append(redact(answer, self.private))
         return out
+
+    def _marked_since_sync(self, answer: Answer, stamps: Mapping[str, NoteStamp]) -> Answer:
+        """``answer`` with each note whose file was edited or deleted since the last sync
+        marked so (a stat per note shown; a read for one whose stamp moved)."""
+        from pipeline.vault.edits import since_sync
+
+        if not (answer.unsynced and answer.unsynced.total) or not answer.hits:
+            return answer
+        changed = since_sync(self.settings, stamps, (h.path for h in answer.hits))
+        if not changed:
+            return answer
+        hits = tuple(
+            replace(h, since_sync=changed[h.path]) if h.path in changed else h for h in answer.hits
+        )
+        return replace(answer, hits=hits)
 
     def _fails_fast(self) -> bool:
         """Whether a call to the graph would fail without a round trip (the local graph
@@ -408,17 +439,20 @@ class Pipeline:
         gate = getattr(self.app.graph, "circuit_open_reason", None)  # fakes may have none
         return callable(gate) and gate() is not None
 
-    def _unsynced_edits(self) -> UnsyncedEdits | None:
+    def _unsynced_edits(
+        self,
+    ) -> tuple[UnsyncedEdits | None, Mapping[str, NoteStamp] | None]:
         """The vault's notes edited since the last sync (counts over every note, private ones
-        included, as no path is told); None when the comparison failed, which never costs
-        the answer."""
+        included, as no path is told), and the registry's stamps they were compared with;
+        (None, None) when the comparison failed, which never costs the answer."""
         from pipeline.vault.edits import unsynced_edits
 
         try:
-            return unsynced_edits(self.settings, self.app.kodb.note_stamps())
+            stamps = self.app.kodb.note_stamps()
+            return unsynced_edits(self.settings, stamps), stamps
         except (VaultKoError, OSError) as exc:
             log.warning("could not compare the vault with KO-DB for unsynced edits: %s", exc)
-            return None
+            return None, None
 
     def _search(
         self,

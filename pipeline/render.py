@@ -31,7 +31,8 @@ from pipeline.noisefloor import is_tight_vault
 _FLOAT_DIGITS = 4
 #: The answer JSON's version: 2 added ``status`` and ``superseded_by`` to hits and
 #: subjects, ``date`` to hits and ``time_window``; 3 added ``relevance.precision``; 4 its
-#: ``lowest``, and ``unsynced``; 5 ``recency``; 6 ``unsynced.unreadable``.
+#: ``lowest``, and ``unsynced``; 5 ``recency``; 6 ``unsynced.unreadable`` and
+#: ``hits[].since_sync``.
 ANSWER_SCHEMA_VERSION = 6
 
 
@@ -113,6 +114,7 @@ def _answer(answer: Answer, *, digits: int | None = _FLOAT_DIGITS) -> dict[str, 
                 "status": h.status,
                 "superseded_by": h.superseded_by,
                 "date": h.date,
+                "since_sync": h.since_sync,
             }
             for h in answer.hits
         ],
@@ -202,6 +204,7 @@ def answer_from_dict(data: dict[str, Any]) -> Answer:
             h.get("status"),
             h.get("superseded_by"),
             h.get("date"),
+            since_sync=h.get("since_sync"),
         )
         for h in data["hits"]
     )
@@ -534,10 +537,11 @@ def _score_words(h: Hit) -> str:
 
 
 def hit_marks(h: Hit, dated: bool, successor: str | None = None) -> str | None:
-    """What an answer says of a hit beside its title: its decision's status (not of a
-    current one; ``successor`` names what replaced it, else its path), and in an answer
-    chosen or ordered by dates (``dates_shown``), its date or that it has none."""
-    parts = []
+    """What an answer says of a hit beside its title: that its file was edited or deleted
+    since the last sync, its decision's status (not of a current one; ``successor`` names
+    what replaced it, else its path), and in an answer chosen or ordered by dates
+    (``dates_shown``), its date or that it has none."""
+    parts = [f"{h.since_sync} since the last sync"] if h.since_sync else []
     if h.status != "current":
         parts.append(status_words(h.status, successor or h.superseded_by))
     if dated:

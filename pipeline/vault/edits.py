@@ -20,7 +20,7 @@ answer (an oversized one still counts as unreadable, by its size).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 from pipeline.config import Settings
@@ -58,6 +58,36 @@ def unsynced_edits(settings: Settings, registry: Mapping[str, NoteStamp]) -> Uns
         removed=removed,
         unreadable=oversized + added[_UNREADABLE] + changed[_UNREADABLE],
     )
+
+
+def since_sync(
+    settings: Settings, registry: Mapping[str, NoteStamp], paths: Iterable[str]
+) -> dict[str, str]:
+    """Of ``paths`` (an answer's notes), those whose file changed since the last sync:
+    ``"deleted"`` when it is gone, ``"edited"`` when its bytes differ from its registry
+    row's (read only when its mtime or size differ). An answer shows them so: its excerpt
+    and facts are what the note said then."""
+    out: dict[str, str] = {}
+    for path in paths:
+        known = registry.get(path)
+        if known is None or path in out:
+            continue
+        try:
+            st = (settings.vault / path).stat()
+        except FileNotFoundError:
+            out[path] = "deleted"
+            continue
+        except OSError:
+            continue  # unreadable: sync keeps it and says why
+        if (st.st_mtime, st.st_size) == (known.mtime, known.bytes):
+            continue
+        try:
+            raw, _ = read_note_bytes(settings.vault, path, settings.vault_max_note_bytes)
+        except InputError:
+            continue
+        if content_hash(raw) != known.content_hash:
+            out[path] = "edited"
+    return out
 
 
 #: ``_would_apply``'s answers: sync writes the file, it holds what sync has, or sync skips

@@ -73,6 +73,7 @@ def test_json_contract_keys_and_non_finite_numbers_as_null() -> None:
         "status": None,
         "superseded_by": None,
         "date": None,
+        "since_sync": None,
     }
     s = d["subjects"][0]
     assert s["score"] == 38 and s["per_type"] == {"session": 1, "wiki": 1, "adr": 1}
@@ -386,3 +387,19 @@ def test_a_window_of_one_day_is_said_as_a_day() -> None:
         "period in April (2026-04-01 – 2026-04-30): only notes dated within it; "
         "2 dated outside it left out"
     )
+
+
+def test_a_note_edited_or_deleted_since_the_sync_is_marked_in_every_format() -> None:
+    from dataclasses import replace
+
+    from pipeline.render import answer_from_dict, to_context_pack
+
+    gone = replace(HIT, since_sync="deleted")
+    answer = Answer("why redis?", "semantic", None, relevance("strong"), (gone,), (subject(),))
+    assert "deleted since the last sync" in text_of(answer, width=400)
+    assert "deleted since the last sync" in to_markdown(answer)
+    assert "deleted since the last sync" in (to_context_pack(answer, max_chars=20_000) or "")
+    d = to_dict(answer)
+    assert d["hits"][0]["since_sync"] == "deleted"
+    assert answer_from_dict(d).hits[0].since_sync == "deleted"
+    assert to_dict(replace(answer, hits=(HIT,)))["hits"][0]["since_sync"] is None

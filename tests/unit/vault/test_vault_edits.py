@@ -119,3 +119,19 @@ def test_past_the_limit_differing_notes_count_unread(
 
     monkeypatch.setattr(Path, "read_bytes", unread)
     assert unsynced_edits(settings, registry) == UnsyncedEdits(changed=VERIFY_LIMIT + 1)
+
+
+def test_an_answer_s_notes_edited_or_deleted_since_the_sync_are_told_apart(tmp_path: Path) -> None:
+    from pipeline.vault.edits import since_sync
+
+    notes = {**NOTES, "wiki/same.md": "# Same\n\nText.\n"}
+    settings, registry = vault_with(tmp_path, notes)
+    (tmp_path / "wiki/redis.md").write_text("# Redis\n\nA store, and a cache.\n")
+    (tmp_path / "wiki/kafka.md").unlink()
+    later = registry["wiki/same.md"].mtime + 60
+    os.utime(tmp_path / "wiki/same.md", (later, later))  # touched, the same bytes
+    paths = ["wiki/redis.md", "wiki/kafka.md", "wiki/same.md", "wiki/unknown.md"]
+    assert since_sync(settings, registry, paths) == {
+        "wiki/redis.md": "edited",
+        "wiki/kafka.md": "deleted",
+    }
