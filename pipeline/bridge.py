@@ -138,6 +138,28 @@ def asks_who(text: str) -> bool:
     return False
 
 
+#: A decision record named by its number: "ADR 12", "ADR-0012", "adr #7", "decision record
+#: 12", "architecture decision 3", "döntés 5" (not a year: four digits at most, and no date
+#: after it).
+_RECORD = re.compile(
+    r"\b(?:adr|(?:architecture\s+)?decision(?:\s+record)?|döntés)\s*[-#]?\s*(\d{1,4})(?![\d-])",
+    re.IGNORECASE,
+)
+#: The number a record's file name starts with ("0012-use-redis.md": 12).
+_LEADING_NUMBER = re.compile(r"(\d{1,6})(?!\d)")
+
+
+def record_numbers(text: str) -> tuple[int, ...]:
+    """The numbers of the decision records a question names, in order, once each."""
+    return tuple(dict.fromkeys(int(m.group(1)) for m in _RECORD.finditer(text)))
+
+
+def record_number(path: str) -> int | None:
+    """The number a note's file name starts with, None when it starts with none."""
+    m = _LEADING_NUMBER.match(path.rsplit("/", 1)[-1])
+    return int(m.group(1)) if m else None
+
+
 def query_terms(text: str) -> list[str]:
     """Lower-cased words of at least 3 characters, stop words removed, in first-seen order;
     the first ``MAX_QUERY_TERMS`` of them."""

@@ -527,7 +527,7 @@ class Pipeline:
         out: list[list[Hit]] = []
         for q, v, hits in zip(questions, vectors, found, strict=False):
             try:
-                out.append(self._dated(q, v, hits, shared, opts, topics))
+                out.append(self._named(q, v, self._dated(q, v, hits, shared, opts, topics), shared))
             except (GraphUnavailable, GraphQueryError) as exc:
                 log.warning("the notes asked for by their dates were not scored: %s", exc)
                 return out + found[len(out) :]
@@ -614,6 +614,25 @@ class Pipeline:
             )
             out.insert(at, extra)
         return out
+
+    def _named(self, text: str, vector: Any, hits: list[Hit], shared: Timer) -> list[Hit]:
+        """``hits`` led by the decision records the question names by number ("is ADR 12
+        still current?"), each with its exact cosine, in the order named: the words and the
+        meaning of "ADR 12" find any record before the twelfth."""
+        numbers = bridge.record_numbers(text)
+        if not numbers:
+            return hits
+        with shared.stage("kodb_ms"):
+            named = {
+                path: note
+                for path, note in self.kodb.notes().items()
+                if note.source_type == "adr" and bridge.record_number(path) in numbers
+            }
+        if not named:
+            return hits
+        scored = self._scored(vector, named, shared)
+        scored.sort(key=lambda h: (numbers.index(bridge.record_number(h.path) or 0), h.path))
+        return scored + [h for h in hits if h.path not in named]
 
     def _notes_in(self, days: tuple[str | None, str] | None, opts: QueryOptions) -> list[Note]:
         """The newest notes dated in ``days`` (``days_asked``; None: none), as many as the

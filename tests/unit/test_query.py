@@ -106,6 +106,9 @@ class FakeKodb:
         self.facts = own + facts
         self.cal = cal
 
+    def notes(self) -> dict[str, Note]:
+        return dict(self.registry)
+
     def notes_at(self, paths: Iterable[str]) -> dict[str, Note]:
         return {p: self.registry[p] for p in paths if p in self.registry}
 
@@ -1054,3 +1057,20 @@ def test_an_empty_note_is_no_hit(tmp_path: Path) -> None:
     assert a.relevance.top_cosine == pytest.approx(0.62)  # the best note that holds text
     down, _, _ = make(tmp_path, hits, notes=[*NOTES, empty], down=True)
     assert "wiki/Terraform.md" not in [h.path for h in down.ask("terraform").hits]
+
+
+def test_a_decision_record_named_by_its_number_leads_the_notes(tmp_path: Path) -> None:
+    """ "is ADR 2 still current?": neither its words nor its meaning find the second record
+    before others; the question names it, so it leads, scored by its stored vector."""
+    p, graph, _ = make(tmp_path, HITS)
+    graph.unreached = [FakeHit("adr/0002-use-postgresql.md", "0002 Use PostgreSQL", "adr", 0.3)]
+    a = p.ask("is ADR 2 still current?")
+    assert [h.path for h in a.hits][:2] == ["adr/0002-use-postgresql.md", "adr/0007-use-redis.md"]
+    assert a.hits[0].cosine == pytest.approx(0.3)
+    both = p.ask("ADR-0007 or adr #2?")
+    assert [h.path for h in both.hits][:2] == [
+        "adr/0007-use-redis.md",
+        "adr/0002-use-postgresql.md",
+    ]
+    plain = p.ask("what did we decide in 2026 about the warm cache?")
+    assert "adr/0002-use-postgresql.md" not in [h.path for h in plain.hits]
