@@ -279,6 +279,8 @@ class Pipeline:
         self.settings = app.settings
         self.private = PrivateNotes() if include_private else app.private
         self._basis: Basis | None = None
+        # The last comparison of the vault with KO-DB and when it was made (monotonic).
+        self._edits_seen: tuple[float, Any] | None = None
         self.embed_batches = 0  # model forward batches run for questions (load-context reports)
         self.order = order  # which candidates are comparable (rank.OrderRule)
 
@@ -331,6 +333,7 @@ class Pipeline:
         prefetch: BatchPrefetch | None = None,
         graph_checked: bool = False,
         check_edits: bool = False,
+        edits_reuse_s: float = 0.0,
     ) -> list[Answer]:
         """Answer several questions, in order, each exactly as ``ask`` would.
 
@@ -342,7 +345,9 @@ class Pipeline:
         question not yet answered is answered in degraded mode with the reason. Each
         answer's ``timings_ms`` holds its own stages plus an equal share of the batch's.
         ``check_edits`` (a process that answers once, cold): compare the vault on disk with
-        KO-DB's registry, so each answer says how many notes it cannot see yet.
+        KO-DB's registry, so each answer says how many notes it cannot see yet; a
+        long-lived process (the service without a watcher) reuses a comparison made within
+        ``edits_reuse_s`` seconds.
         """
         opts = options or QueryOptions.from_settings(self.settings)
         questions = [clean_text(t).strip() for t in texts]
@@ -387,7 +392,8 @@ class Pipeline:
                     prefetch.words([questions[i] for i in todo])
             for i in todo:
                 answers[i] = self.fallback_answer(questions[i], opts, timers[i], reason, topics)
-        return self._finished(answers, timers, shared, t0, check_edits=check_edits)
+        edits = edits_reuse_s if check_edits else None
+        return self._finished(answers, timers, shared, t0, edits_reuse_s=edits)
 
     def _finished(
         self,
@@ -396,15 +402,16 @@ class Pipeline:
         shared: Timer,
         t0: float,
         *,
-        check_edits: bool,
+        edits_reuse_s: float | None,
     ) -> list[Answer]:
         """The answers as they leave: each with its share of the batch's timings, what it
-        cannot see of the vault on disk (``check_edits``), and no private note."""
+        cannot see of the vault on disk (unless ``edits_reuse_s`` is None), and no private
+        note."""
         unsynced = stamps = None
-        if check_edits:
+        if edits_reuse_s is not None:
             # In a thread beside the graph's connect it cost more: both are Python work.
             with shared.stage("edits_ms"):
-                unsynced, stamps = self._unsynced_edits()
+                unsynced, stamps = self._unsynced_edits(edits_reuse_s)
         total = (time.perf_counter() - t0) * 1e3
         out = []
         for answer, timer in zip(answers, timers, strict=True):
@@ -440,19 +447,26 @@ class Pipeline:
         return callable(gate) and gate() is not None
 
     def _unsynced_edits(
-        self,
+        self, reuse_s: float = 0.0
     ) -> tuple[UnsyncedEdits | None, Mapping[str, NoteStamp] | None]:
         """The vault's notes edited since the last sync (counts over every note, private ones
-        included, as no path is told), and the registry's stamps they were compared with;
-        (None, None) when the comparison failed, which never costs the answer."""
+        included, as no path is told), and the registry's stamps they were compared with,
+        or those of a comparison made within ``reuse_s`` seconds; (None, None) when the
+        comparison failed, which never costs the answer."""
         from pipeline.vault.edits import unsynced_edits
 
+        now = time.monotonic()
+        seen = self._edits_seen
+        if seen is not None and now - seen[0] < reuse_s:
+            return seen[1]  # type: ignore[no-any-return]
         try:
             stamps = self.app.kodb.note_stamps()
-            return unsynced_edits(self.settings, stamps), stamps
+            result = unsynced_edits(self.settings, stamps), stamps
         except (VaultKoError, OSError) as exc:
             log.warning("could not compare the vault with KO-DB for unsynced edits: %s", exc)
             return None, None
+        self._edits_seen = (now, result)
+        return result
 
     def _search(
         self,

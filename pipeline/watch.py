@@ -97,6 +97,14 @@ def watcher_status(state_dir: Path, now: float | None = None) -> dict[str, Any]:
     return {"running": True, "pid": state.pid, "last_run": state.last_run, "lag_s": lag}
 
 
+def watcher_running(state_dir: Path) -> bool:
+    """Whether a watcher keeps this vault's stores current right now (its lock is held)."""
+    try:
+        return _lock_held(state_dir / LOCK_FILE)
+    except OSError:
+        return False
+
+
 def _lock_held(path: Path) -> bool:
     try:
         fd = os.open(path, os.O_RDONLY)

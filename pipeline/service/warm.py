@@ -44,6 +44,7 @@ from pipeline.graph.records import NoteState
 from pipeline.memory import release_free_memory
 from pipeline.model import Answer, Hit
 from pipeline.query import Pipeline, QueryOptions
+from pipeline.watch import watcher_running
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,10 @@ log = logging.getLogger(__name__)
 RELOAD_SECONDS: Final = 30.0
 #: Memo entries kept before the copy is rebuilt (memory stays flat on long runs).
 MAX_MEMO_ENTRIES: Final = 200_000
+#: Without a watcher, an answer compares the vault on disk with KO-DB (as a cold one does),
+#: reusing a comparison at most this many seconds old: a scan of a large vault per question
+#: would cost more than the answer.
+EDITS_REUSE_S: Final = 5.0
 
 Signature = tuple[Any, ...]
 
@@ -123,12 +128,20 @@ class WarmAnswers:
                 return [pipeline.index_search(v, k) for v in vectors]
             return exact.search_many(vectors, k, pipeline.index_search)  # type: ignore[no-any-return]
 
+        # No watcher keeps the stores current: the answer says what it cannot see, as a
+        # cold one does (a comparison a few seconds old is reused).
+        edits = self.app.settings.query_unsynced == "check" and not watcher_running(
+            self.app.settings.state_dir
+        )
+        checks = {"check_edits": edits, "edits_reuse_s": EDITS_REUSE_S}
         try:
-            return pipeline.ask_many([question], opts, search=search, graph_checked=True)[0]
+            return pipeline.ask_many([question], opts, search=search, graph_checked=True, **checks)[
+                0
+            ]
         except _NoGeneration:
             # Unreachable (or not set up): the CLI's path, whose own graph check decides
             # between an index answer and the fallback with its reason.
-            return pipeline.ask_many([question], opts)[0]
+            return pipeline.ask_many([question], opts, **checks)[0]
 
     def prime(self, question: str, timeout: float) -> bool:
         """Answer ``question`` once, which starts reading the warm copies (the note vectors,

@@ -99,7 +99,7 @@ def test_a_cold_query_answers_by_meaning_without_importing_torch(
     assert imported & TORCH_MODULES == set()
     assert "onnxruntime" in imported and "tokenizers" in imported
     # The vault was compared with KO-DB (nothing edited): a scan, without the note parser.
-    assert answer["unsynced"] == {"changed": 0, "added": 0, "removed": 0}
+    assert answer["unsynced"] == {"changed": 0, "added": 0, "removed": 0, "unreadable": 0}
     assert "markdown_it" not in imported and "yaml" not in imported
 
 
@@ -107,9 +107,9 @@ def test_a_cold_answer_says_which_edits_since_the_last_sync_it_cannot_see(
     examples: Settings, graph_env: Callable[..., dict[str, str]]
 ) -> None:
     """A note edited, one added, one deleted, none synced: the cold query and the hook say
-    so (counts only); a touched note with the same bytes is no edit, and a new file that
-    sync would skip (it will not parse) is none either. Restored afterwards, byte for byte
-    and mtime."""
+    so (counts only), and mark the edited note they show; a touched note with the same
+    bytes is no edit, and a new file that sync would skip (it will not parse) is none
+    either, but unreadable. Restored afterwards, byte for byte and mtime."""
     import os
 
     vault = examples.vault
@@ -128,8 +128,10 @@ def test_a_cold_answer_says_which_edits_since_the_last_sync_it_cannot_see(
         args = ["--vault", str(vault), "query", "--no-service", "--json", REDIS]
         result, _ = importtime_run(args, env)
         answer = json.loads(result.stdout)
-        assert answer["unsynced"] == {"changed": 1, "added": 1, "removed": 1}
+        assert answer["unsynced"] == {"changed": 1, "added": 1, "removed": 1, "unreadable": 1}
         assert answer["relevance"]["label"] == "strong"  # answered as before, from the stores
+        assert answer["hits"][0]["since_sync"] == "edited"
+        assert all(h["since_sync"] is None for h in answer["hits"][1:])
         plain = [a for a in args if a != "--json"]
         text = importtime_run(plain, {**env, "COLUMNS": "300"})[0].stdout
         assert (
@@ -151,7 +153,12 @@ def test_a_cold_answer_says_which_edits_since_the_last_sync_it_cannot_see(
             path.write_bytes(raw)
             os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     result, _ = importtime_run(args, env)
-    assert json.loads(result.stdout)["unsynced"] == {"changed": 0, "added": 0, "removed": 0}
+    assert json.loads(result.stdout)["unsynced"] == {
+        "changed": 0,
+        "added": 0,
+        "removed": 0,
+        "unreadable": 0,
+    }
 
 
 def test_the_hook_without_a_service_injects_a_semantic_answer_without_torch(

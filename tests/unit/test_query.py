@@ -1035,6 +1035,19 @@ def test_a_cold_answer_counts_the_notes_it_cannot_see_yet(tmp_path: Path) -> Non
     assert plain.unsynced is None and "edits_ms" not in plain.timings_ms
 
 
+def test_a_long_lived_process_reuses_a_recent_comparison_with_the_vault(tmp_path: Path) -> None:
+    """The service without a watcher compares as a cold answer does, at most once within
+    its reuse window: a scan of a large vault per question would cost more than it."""
+    pipeline, _, _ = make(tmp_path, HITS)
+    (tmp_path / "wiki").mkdir()
+    first = pipeline.ask_many(["why redis?"], check_edits=True, edits_reuse_s=60)[0]
+    (tmp_path / "wiki" / "fresh.md").write_text("# Fresh\n\nNew text.\n")
+    reused = pipeline.ask_many(["why redis?"], check_edits=True, edits_reuse_s=60)[0]
+    assert reused.unsynced == first.unsynced == UnsyncedEdits(removed=len(NOTES))
+    again = pipeline.ask_many(["why redis?"], check_edits=True)[0]  # a cold answer's: no reuse
+    assert again.unsynced == UnsyncedEdits(added=1, removed=len(NOTES))
+
+
 def test_a_failed_comparison_with_the_vault_never_costs_the_answer(tmp_path: Path) -> None:
     pipeline, _, _ = make(tmp_path, HITS)
 
