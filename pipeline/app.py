@@ -78,6 +78,8 @@ class App:
         self._lock = threading.RLock()
         self._views: dict[tuple[str, PrivateNotes], Any] = {}
         self._pipelines: dict[bool, Pipeline] = {}
+        # The App whose stores a sharing one (``sharing``) reads through another view.
+        self._owner: App | None = None
         self._calibration_seen: Any = _UNSET
 
     # -- the stores ----------------------------------------------------------------------
@@ -232,13 +234,20 @@ class App:
         """An App over another view of KO-DB (load-context's cache) that shares this one's
         graph client and model; closing it is this App's job. It answers and never writes,
         so the reader stands where the store would."""
-        return App(
+        shared = App(
             self.settings,
             kodb=kodb,  # type: ignore[arg-type]
             graph=self.graph,
             embedder=self.embedder,
         )
+        shared._owner = self
+        return shared
 
+    @property
+    def store(self) -> KoDB:
+        """KO-DB itself, whatever view this App answers through (a sharing App's is its
+        owner's): what the registry's stamps are read from."""
+        return self._owner.store if self._owner is not None else self.kodb
     def refresh_calibration(self) -> bool:
         """Drop the cached calibration basis when the stored calibration changed since the
         last look (one indexed read); True when it changed. The service calls it before

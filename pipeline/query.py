@@ -460,7 +460,7 @@ class Pipeline:
         if seen is not None and now - seen[0] < reuse_s:
             return seen[1]  # type: ignore[no-any-return]
         try:
-            stamps = self.app.kodb.note_stamps()
+            stamps = self.app.store.note_stamps()
             result = unsynced_edits(self.settings, stamps), stamps
         except (VaultKoError, OSError) as exc:
             log.warning("could not compare the vault with KO-DB for unsynced edits: %s", exc)

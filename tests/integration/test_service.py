@@ -56,7 +56,7 @@ def here(served: Any) -> Iterator[App]:
 
 def in_process(app: App, question: str, **options: Any) -> dict[str, Any]:
     opts = QueryOptions.from_settings(app.settings, **options)
-    return untimed(to_dict(app.pipeline().ask(question, opts)))
+    return untimed(to_dict(app.pipeline().ask(question, opts, check_edits=True)))
 
 
 @pytest.fixture(scope="module")

@@ -98,7 +98,9 @@ def test_answers_from_the_resident_facts_equal_the_cli_answers(vault_settings: S
         for question in QUESTIONS:
             for options in (opts, QueryOptions.from_settings(vault_settings, top_k=5)):
                 served = warm.ask(question, options)
-                assert _shown(served) == _shown(app.pipeline().ask(question, options))
+                assert _shown(served) == _shown(
+                    app.pipeline().ask(question, options, check_edits=True)
+                )
         strong = warm.ask(QUESTIONS[0], opts)
         assert strong.subjects and any(s.facts for s in strong.subjects)
         assert warm.resident_loads == 1  # read once while KO-DB did not change
@@ -116,7 +118,7 @@ def test_a_kodb_write_takes_the_copy_out_at_once_and_it_is_read_again(
         )
         app.kodb.import_facts([fresh])
         after = warm.ask(QUESTIONS[0], opts)  # the stale copy is not used
-        assert _shown(after) == _shown(app.pipeline().ask(QUESTIONS[0], opts))
+        assert _shown(after) == _shown(app.pipeline().ask(QUESTIONS[0], opts, check_edits=True))
         redis = next(s for s in after.subjects if s.subject == "Redis")
         assert (
             redis.raw_facts
@@ -141,7 +143,11 @@ def test_the_setting_bounds_the_copy(vault_settings: Settings, limit: int) -> No
         again = warm.ask(QUESTIONS[0], opts)
         assert warm.warm_facts == 0
         assert warm.resident_loads == (0 if limit == 0 else 1)  # too many facts: not retried
-        assert _shown(again) == _shown(first) == _shown(app.pipeline().ask(QUESTIONS[0], opts))
+        assert (
+            _shown(again)
+            == _shown(first)
+            == _shown(app.pipeline().ask(QUESTIONS[0], opts, check_edits=True))
+        )
 
 
 def test_a_copy_of_a_vault_with_private_notes_leaves_their_facts_out(
@@ -161,7 +167,9 @@ def test_a_copy_of_a_vault_with_private_notes_leaves_their_facts_out(
                 assert hidden and warm.warm_facts < kodb.count_facts()
             for question in QUESTIONS:
                 served = warm.ask(question, opts)
-                assert _shown(served) == _shown(app.pipeline().ask(question, opts))
+                assert _shown(served) == _shown(
+                    app.pipeline().ask(question, opts, check_edits=True)
+                )
                 assert "wiki/redis.md" not in json.dumps(_shown(served))
     finally:
         with GraphClient(settings) as graph:
@@ -184,7 +192,7 @@ def test_a_read_that_fails_leaves_the_answers_to_the_memo(
         warm.settle_facts(120)
         answer = warm.ask(QUESTIONS[0], opts)
         assert warm.warm_facts == 0 and warm.resident_loads == 1
-        assert _shown(answer) == _shown(app.pipeline().ask(QUESTIONS[0], opts))
+        assert _shown(answer) == _shown(app.pipeline().ask(QUESTIONS[0], opts, check_edits=True))
         assert "reading KO-DB's facts into memory failed: the child was killed" in caplog.text
 
 
@@ -256,7 +264,9 @@ def test_private_notes_stay_out_after_the_vectors_are_read_again_over_the_reside
             for question in QUESTIONS:
                 served = warm.ask(question, opts)
                 assert "wiki/redis.md" not in json.dumps(_shown(served))
-                assert _shown(served) == _shown(app.pipeline().ask(question, opts))
+                assert _shown(served) == _shown(
+                    app.pipeline().ask(question, opts, check_edits=True)
+                )
     finally:
         with GraphClient(settings) as graph:
             graph.delete_notes(list(graph.note_states()))

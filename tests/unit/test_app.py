@@ -247,3 +247,13 @@ def test_a_graph_that_fails_at_once_and_a_word_search_never_start_reading_the_mo
     with App(settings, graph=UpGraph()) as app:  # type: ignore[arg-type]
         app.pipeline().ask("warm cache")
     assert preloads == [1]
+
+
+def test_a_sharing_app_reads_the_registry_from_its_owner_s_store(tmp_path: Path) -> None:
+    """The service answers through a memo or the resident facts (no registry stamps there);
+    comparing the vault with KO-DB reads the store they are views of."""
+    settings = load_settings(tmp_path, env={})
+    with App(settings, graph=UpGraph()) as app:  # type: ignore[arg-type]
+        view = app.sharing(kodb=object())  # type: ignore[arg-type]
+        assert view.store is app.kodb and app.store is app.kodb
+        assert view.sharing(kodb=object()).store is app.kodb  # type: ignore[arg-type]
