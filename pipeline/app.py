@@ -248,6 +248,7 @@ class App:
         """KO-DB itself, whatever view this App answers through (a sharing App's is its
         owner's): what the registry's stamps are read from."""
         return self._owner.store if self._owner is not None else self.kodb
+
     def refresh_calibration(self) -> bool:
         """Drop the cached calibration basis when the stored calibration changed since the
         last look (one indexed read); True when it changed. The service calls it before

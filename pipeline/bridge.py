@@ -138,11 +138,12 @@ def asks_who(text: str) -> bool:
     return False
 
 
-#: A decision record named by its number: "ADR 12", "ADR-0012", "adr #7", "decision record
-#: 12", "architecture decision 3", "döntés 5" (not a year: four digits at most, and no date
-#: after it).
+#: A decision record named by its number: "ADR 12", "ADR-0012", "ADR-0012-use-redis",
+#: "adr #7", "decision record 12", "architecture decision 3", "döntés 5"; not a date after
+#: it ("the decision 2026-01-20") nor an amount of time ("the decision 3 weeks ago").
 _RECORD = re.compile(
-    r"\b(?:adr|(?:architecture\s+)?decision(?:\s+record)?|döntés)\s*[-#]?\s*(\d{1,4})(?![\d-])",
+    r"\b(?:adr|(?:architecture\s+)?decision(?:\s+record)?|döntés)\s*[-#]?\s*(\d{1,4})"
+    r"(?!\d|-\d|\s+(?:days?|weeks?|months?|years?|hours?|minutes?|napja|hete|hónapja|éve)\b)",
     re.IGNORECASE,
 )
 #: The number a record's file name starts with ("0012-use-redis.md": 12).

@@ -214,8 +214,8 @@ class Hit:
     # Hybrid retrieval: written in a language the model does not read, so its cosine says
     # little and the words found it (fusion.relative_scores' ``unjudged``).
     unread: bool = False
-    #: "edited" or "deleted" when its file changed since the last sync (an answer made
-    #: without the service, ``vault/edits.since_sync``): what it says here is the old text.
+    #: "edited" or "deleted" when its file changed since the last sync (an answer that
+    #: compares the vault with KO-DB, ``vault/edits.since_sync``): it says the old text.
     since_sync: str | None = None
 
 
@@ -349,6 +349,11 @@ class Answer:
     #: Notes edited since the last sync, which the answer cannot see (None: not checked,
     #: as a resident service or watcher keeps the stores current).
     unsynced: UnsyncedEdits | None = None
+
+
+#: The reason of an answer by words that the caller asked for (the CLI's --no-semantic,
+#: the service's and MCP's semantic=false): not degraded, so never counted as a fallback.
+WORDS_ASKED: Final = "word search asked for (semantic search off)"
 
 
 @dataclass(frozen=True)

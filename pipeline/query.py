@@ -13,6 +13,7 @@ and MCP call ``ask`` and render its Answer.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ from pipeline.errors import (
 from pipeline.fallback_log import record_fallback
 from pipeline.fusion import DENSE_WEIGHT, relative_scores
 from pipeline.model import (
+    WORDS_ASKED,
     Answer,
     Candidate,
     Hit,
@@ -142,9 +144,6 @@ PRESETS: Final[dict[str, dict[str, Any]]] = {
     "episodic": {"hits": 3, "session_notes_only": True},
 }
 
-#: The reason of an answer by words that the caller asked for (the CLI's --no-semantic,
-#: the service's and MCP's semantic=false): not degraded, so never counted as a fallback.
-WORDS_ASKED: Final = "word search asked for (semantic search off)"
 #: How many notes episodic recall looks through to find three session notes.
 EPISODIC_SCAN: Final = 100
 #: A word held by at least this share of the vault's notes picks none of them out ("TSC" in
@@ -279,8 +278,10 @@ class Pipeline:
         self.settings = app.settings
         self.private = PrivateNotes() if include_private else app.private
         self._basis: Basis | None = None
-        # The last comparison of the vault with KO-DB and when it was made (monotonic).
+        # The last comparison of the vault with KO-DB and when it was made (monotonic); one
+        # thread makes the next while the others wait for it (a scan each would pile up).
         self._edits_seen: tuple[float, Any] | None = None
+        self._edits_lock = threading.Lock()
         self.embed_batches = 0  # model forward batches run for questions (load-context reports)
         self.order = order  # which candidates are comparable (rank.OrderRule)
 
@@ -455,18 +456,19 @@ class Pipeline:
         comparison failed, which never costs the answer."""
         from pipeline.vault.edits import unsynced_edits
 
-        now = time.monotonic()
-        seen = self._edits_seen
-        if seen is not None and now - seen[0] < reuse_s:
-            return seen[1]  # type: ignore[no-any-return]
-        try:
-            stamps = self.app.store.note_stamps()
-            result = unsynced_edits(self.settings, stamps), stamps
-        except (VaultKoError, OSError) as exc:
-            log.warning("could not compare the vault with KO-DB for unsynced edits: %s", exc)
-            return None, None
-        self._edits_seen = (now, result)
-        return result
+        with self._edits_lock:
+            now = time.monotonic()
+            seen = self._edits_seen
+            if seen is not None and now - seen[0] < reuse_s:
+                return seen[1]  # type: ignore[no-any-return]
+            try:
+                stamps = self.app.store.note_stamps()
+                result = unsynced_edits(self.settings, stamps), stamps
+            except (VaultKoError, OSError) as exc:
+                log.warning("could not compare the vault with KO-DB for unsynced edits: %s", exc)
+                return None, None
+            self._edits_seen = (now, result)
+            return result
 
     def _search(
         self,

@@ -158,6 +158,9 @@ class SessionLoader:
         if not prompts:
             return []
         self._hold_facts(len(prompts))
+        # Chosen for the whole chunk: ask_many searches it in runs of equal depth, and the
+        # first run alone (one question asking for a period) would choose the index.
+        self._choose_path(max(len(prompts), self._expected))
         before = self.batch.embed_batches
         answers = self.batch.ask_many(prompts, self.options, search=self._search, prefetch=self)
         self._stats.embed_batches += self.batch.embed_batches - before

@@ -129,18 +129,60 @@ def _hungarian(m: re.Match[str], today: date) -> tuple[date, date]:
     raise ValueError("a month named without a case ending: not a period")
 
 
+#: Month words that are English words too, or that lower-case notes use for other things
+#: ("Node 20 may break", "the 3 dec services"): a day is read from one only with a year,
+#: an ordinal or "of" beside it, or written with a capital.
+_AMBIGUOUS_MONTHS: Final = frozenset(
+    {"may", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"}
+)
+
+
+class _NoPeriod(Exception):
+    """The phrase says a time that is no period ("until April 1": no start), and no phrase
+    overlapping it is one either."""
+
+
 def _day(m: re.Match[str], today: date) -> tuple[date, date]:
     """One day: ISO or dotted digits, or a month and its day, with a year or without (the
-    latest such day not after today); an impossible day (30 February) is no day."""
+    latest such day not after today, a 29 February the latest one); an impossible day (30
+    February) is no day."""
+    word = _group(m, "en")
+    sure = _year_of(m) is not None or _group(m, "ord") or _group(m, "of")
+    if word and word.islower() and word in _AMBIGUOUS_MONTHS and not sure:
+        raise ValueError("a lower-case word that may not be a month")
+    day = _day_of(m, today)
+    return day, day
+
+
+def _day_of(m: re.Match[str], today: date) -> date:
     month = int(_group(m, "mm") or 0) or _month_of(m)
     day_of_month = int(m.group("day"))
     year = _year_of(m)
-    if year is None:
-        year = today.year
-        if date(year, month, day_of_month) > today:
-            year -= 1
-    day = date(year, month, day_of_month)
-    return day, day
+    if year is not None:
+        return date(year, month, day_of_month)
+    calendar.monthrange(2024, month)  # a month that is none fails here, not in the loop
+    for back in range(9):  # a 29 February is at most eight years back
+        try:
+            day = date(today.year - back, month, day_of_month)
+        except ValueError:
+            continue
+        if day <= today:
+            return day
+    raise ValueError("no such day")
+
+
+def _since_day(m: re.Match[str], today: date) -> tuple[date, date]:
+    return _day(m, today)[0], today
+
+
+def _until_day(m: re.Match[str], today: date) -> tuple[date, date]:
+    raise _NoPeriod("until a day: no start")
+
+
+def _days(m: re.Match[str], today: date) -> tuple[date, date]:
+    """From one ISO day to another ("from 2026-03-01 to 2026-03-15")."""
+    start = date(int(m.group("y1")), int(m.group("m1")), int(m.group("d1")))
+    return start, date(int(m.group("y2")), int(m.group("m2")), int(m.group("d2")))
 
 
 def _month(m: re.Match[str], today: date) -> tuple[date, date]:
@@ -181,6 +223,21 @@ def _relative(word: str) -> Reader:
 
 
 _SINCE = r"(?:since|from|after)"
+#: A day as a question writes it, each with what may not come right before it: 2026-04-01
+#: (a time may follow: 2026-04-01T10:00) / 2026.04.01. / April 1(st)(, 2026) / 1(st) (of)
+#: April (2026). Not a date inside a file name (2026-01-20-pgbouncer-pool-exhaustion).
+_DAYS: Final = (
+    (r"(?<![\w.-])", rf"{_YEAR}-(?P<mm>[01]\d)-(?P<day>[0-3]\d)(?=$|[^\w-]|T\d)"),
+    (r"(?<![\w.])", rf"{_YEAR}\.\s?(?P<mm>[01]\d)\.\s?(?P<day>[0-3]\d)\.?(?!\w)"),
+    (r"\b", rf"{_EN_MONTH}\.?\s+(?P<day>[0-3]?\d)(?P<ord>st|nd|rd|th)?\b(?!:)(?:,?\s+{_YEAR}\b)?"),
+    (
+        r"\b",
+        rf"(?P<day>[0-3]?\d)(?P<ord>st|nd|rd|th)?\s+(?P<of>of\s+)?{_EN_MONTH}\b\.?"
+        rf"(?:,?\s+{_YEAR}\b)?",
+    ),
+)
+_ISO_DAY_FROM = r"(?P<y1>(?:19|20)\d\d)-(?P<m1>[01]\d)-(?P<d1>[0-3]\d)"
+_ISO_DAY_TO = r"(?P<y2>(?:19|20)\d\d)-(?P<m2>[01]\d)-(?P<d2>[0-3]\d)(?![\w-])"
 #: (pattern, reader), tried in order: the more specific phrases first.
 _RULES: tuple[tuple[re.Pattern[str], Reader], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), reader)
@@ -188,13 +245,12 @@ _RULES: tuple[tuple[re.Pattern[str], Reader], ...] = tuple(
         # since February (2026) / since 2025
         (rf"\b{_SINCE}\s+{_EN_MONTH}\.?(?:\s+(?:of\s+)?{_YEAR})?\b", _since),
         (rf"\b{_SINCE}\s+{_YEAR}\b", _since),
-        # one day: 2026-04-01 / 2026.04.01. / April 1(st)(, 2026) / 1(st) (of) April (2026)
-        (rf"(?<![\w.-]){_YEAR}-(?P<mm>[01]\d)-(?P<day>[0-3]\d)(?![\w-])", _day),
-        (rf"(?<![\w.]){_YEAR}\.\s?(?P<mm>[01]\d)\.\s?(?P<day>[0-3]\d)\.?(?!\w)", _day),
-        (rf"\b{_EN_MONTH}\.?\s+(?P<day>[0-3]?\d)(?:st|nd|rd|th)?\b(?!:)(?:,?\s+{_YEAR}\b)?",
-         _day),
-        (rf"\b(?P<day>[0-3]?\d)(?:st|nd|rd|th)?\s+(?:of\s+)?{_EN_MONTH}\b\.?"
-         rf"(?:,?\s+{_YEAR}\b)?", _day),
+        # from one ISO day to another; since / until a day; one day (_DAYS)
+        (rf"\b(?:from|between)\s+{_ISO_DAY_FROM}\s+(?:to|and|until|till|through|-|–)\s+"
+         rf"{_ISO_DAY_TO}", _days),
+        *((rf"\b{_SINCE}\s+{form}", _since_day) for _, form in _DAYS),
+        *((rf"\b(?:until|till|before|by)\s+{form}", _until_day) for _, form in _DAYS),
+        *((rf"{bound}{form}", _day) for bound, form in _DAYS),
         # the last two weeks / past 3 months / az elmúlt két hétben
         (rf"\b(?:the\s+)?(?:last|past|previous)\s+{_NUMBER}\s+{_UNIT}\b", _last_n),
         (rf"\b(?:az\s+)?(?:elmúlt|utolsó)\s+{_NUMBER}\s+{_UNIT}", _last_n),
@@ -214,7 +270,7 @@ _RULES: tuple[tuple[re.Pattern[str], Reader], ...] = tuple(
         (r"\b(?:last|previous)\s+year\b|\btavaly", _relative("last year")),
         (r"\byesterday\b|\btegnap", _relative("yesterday")),
         # in 2025 / during 2025 / 2025-ben
-        (rf"\b(?:in|during)\s+{_YEAR}\b(?!-\d)", _year),  # not a date's year
+        (rf"\b(?:in|during)\s+{_YEAR}\b(?!-\d\d-\d)", _year),  # not a whole date's year
         (rf"\b{_YEAR}-(?:ban|ben)\b", _year),
     )
 )  # fmt: skip
@@ -236,13 +292,16 @@ def parse_window(question: str, today: date) -> TimeWindow | None:
     overlapping = [item for item in found if item[0] < first_end]
     rest = [item for item in found if item[0] >= first_end]
     overlapping.sort(key=lambda item: (-item[1].end(), item[0]))
-    for _, m, reader in overlapping + rest:
-        try:
-            start, end = reader(m, today)
-        except (ValueError, KeyError):
-            continue
-        if start <= end:
-            return TimeWindow(m.group(0).strip(), start.isoformat(), end.isoformat())
+    for group in (overlapping, rest):
+        for _, m, reader in group:
+            try:
+                start, end = reader(m, today)
+            except _NoPeriod:
+                break  # nor is any phrase overlapping it a period ("until April 1")
+            except (ValueError, KeyError):
+                continue
+            if start <= end:
+                return TimeWindow(m.group(0).strip(), start.isoformat(), end.isoformat())
     return None
 
 

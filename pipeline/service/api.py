@@ -405,7 +405,7 @@ def _answer_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAn
         )
         answer = warm.ask(body.question, opts)
         request.state.mode, request.state.label = answer.mode, answer.relevance.label
-        metrics.answered([answer.mode])
+        metrics.answered([answer])
         return _json(to_dict(answer, digits=None if body.full_precision else 4))
 
     @api.post("/session-context", response_model=None, responses=asked)
@@ -422,7 +422,7 @@ def _answer_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAn
             app.settings, top_k=body.top_k, facts_per_subject=body.facts_per_subject
         )
         packs = session_packs(app.pipeline(), [(s.id, s.prompt) for s in body.sessions], opts)
-        metrics.answered([p.answer.mode for p in packs])
+        metrics.answered([p.answer for p in packs])
         return _json({"packs": [to_dict(p) for p in packs]})
 
 

@@ -26,6 +26,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from pipeline.model import WORDS_ASKED, Answer
+
 #: Latency buckets, seconds: warm answers take milliseconds, a first model load seconds.
 LATENCY_BUCKETS = (0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -88,9 +90,10 @@ class ServiceMetrics:
         self.requests.labels(endpoint, str(status), mode, label).inc()
         self.latency.labels(endpoint, mode, label).observe(seconds)
 
-    def answered(self, modes: list[str]) -> None:
-        """Count the degraded answers among those just served."""
-        n = sum(1 for m in modes if m == "fallback")
+    def answered(self, answers: list[Answer]) -> None:
+        """Count the degraded answers among those just served (a word search the caller
+        asked for is none: it is nothing to alert on)."""
+        n = sum(1 for a in answers if a.mode == "fallback" and a.degraded_reason != WORDS_ASKED)
         if n:
             self.fallbacks.inc(n)
 

@@ -630,3 +630,16 @@ def test_an_out_folder_that_cannot_be_written_is_one_error_naming_it(tmp_path: P
     (tmp_path / "afile").write_text("x")
     with pytest.raises(InputError, match=r"afile/sub: cannot write the packs here: "):
         load_context(p, PROMPTS[:2], tmp_path / "afile" / "sub")
+
+
+def test_the_search_path_is_chosen_for_the_whole_chunk_not_its_first_run(tmp_path: Path) -> None:
+    """A chunk is searched in runs of equal depth (a question asking for a period is
+    searched deeper); the first run alone, one question, would have chosen the index for
+    the whole load-context run."""
+    p, *_ = make(tmp_path)
+    prompts = ["what did we do in March?", *PROMPTS * 6]  # 37: exact, by the auto rule
+    report = load_context(p, prompts, tmp_path / "out", search="auto", chunk_size=64)
+    assert report.search_path == "exact"
+    assert [without_timings(pk) for pk in read_packs(tmp_path / "out")] == fresh_answers(
+        tmp_path, prompts
+    )

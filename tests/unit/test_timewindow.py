@@ -49,6 +49,19 @@ EXPECT = Path(__file__).resolve().parents[1] / "data/judged/examples-vault-curre
         ("the meeting on 1st of April 2026", "1st of April 2026", "2026-04-01", "2026-04-01"),
         ("what did we decide on march 3rd", "march 3rd", "2026-03-03", "2026-03-03"),
         ("the call of 20 December", "20 December", "2025-12-20", "2025-12-20"),
+        ("the 2026-04-01T10:00 call", "2026-04-01", "2026-04-01", "2026-04-01"),
+        ("what happened on February 29", "February 29", "2024-02-29", "2024-02-29"),
+        ("who decided 1st of may", "1st of may", "2026-05-01", "2026-05-01"),
+        # Since or after a day is from it to today; from one ISO day to another, that span.
+        ("what changed since April 1, 2026?", "since April 1, 2026", "2026-04-01", "2026-06-15"),
+        ("incidents after 2026-04-01", "after 2026-04-01", "2026-04-01", "2026-06-15"),
+        (
+            "from 2026-03-01 to 2026-03-15",
+            "from 2026-03-01 to 2026-03-15",
+            "2026-03-01",
+            "2026-03-15",
+        ),
+        ("what happened in 2026-04?", "in 2026", "2026-01-01", "2026-12-31"),
     ],
 )
 def test_a_time_phrase_becomes_a_window(question: str, text: str, start: str, end: str) -> None:
@@ -70,6 +83,13 @@ def test_a_time_phrase_becomes_a_window(question: str, text: str, start: str, en
         "what is in 2026-01-20-pgbouncer-pool-exhaustion",  # a file name's date
         "release 2026-13-01 notes",  # no month 13
         "we may 10x the pool",
+        # Until or before a day has no start; a lower-case "may" or "dec" beside a number is
+        # a word, not a month, without a year, an ordinal or "of".
+        "what did we decide before April 1",
+        "until 2026-04-01",
+        "why Node 20 may break our build",
+        "ADR 5 may be superseded",
+        "the 3 dec services",
     ],
 )
 def test_words_that_are_no_period_give_no_window(question: str) -> None:

@@ -377,3 +377,17 @@ def test_healthz_and_metrics_report_the_vault_s_watcher(
     assert samples["vault_ko_watcher_running"] == 1.0
     assert samples["vault_ko_watcher_lag_seconds"] >= 4.5
     assert samples["vault_ko_watcher_last_run_timestamp_seconds"] == now - 30
+
+
+def test_a_word_search_asked_for_is_not_counted_as_a_fallback_answer() -> None:
+    """Dashboards alert on vault_ko_fallback_answers_total: semantic=false is a choice."""
+    from pipeline.model import WORDS_ASKED, Answer, Relevance
+
+    metrics = ServiceMetrics(lambda: False, lambda: False)
+    unscored = Relevance.unmeasured("unscored", "degraded mode")
+
+    def answer(reason: str) -> Answer:
+        return Answer("q", "fallback", reason, unscored, (), ())
+
+    metrics.answered([answer(WORDS_ASKED), answer("the graph is not reachable")])
+    assert metrics.fallbacks._value.get() == 1  # type: ignore[attr-defined]
