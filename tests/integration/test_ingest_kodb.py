@@ -153,14 +153,17 @@ def test_a_sync_after_edits_leaves_nothing_unsynced_for_a_cold_answer(
     vault: Path, kodb: KoDB
 ) -> None:
     """Every note touched (a checkout: more than the check reads), one edited, one turned
-    bad, one new: before the ingest a cold answer's comparison counts them; after it, none,
+    bad, one new: before the ingest a cold answer's comparison counts them; after it, no edit
+    (the bad one and the broken notes count as unreadable),
     and touched notes carry their new stamps, so the next comparison reads nothing."""
     from pipeline.model import UnsyncedEdits
     from pipeline.vault.edits import VERIFY_LIMIT, unsynced_edits
 
     settings = settings_for(vault)
     ingest(vault, kodb)
-    assert unsynced_edits(settings, kodb.note_stamps()) == UnsyncedEdits()
+    # The deliberately broken notes (and the huge one) are no edits, but no answer sees them.
+    broken = len(list((vault / "wiki" / "broken").glob("*.md")))
+    assert unsynced_edits(settings, kodb.note_stamps()) == UnsyncedEdits(unreadable=broken)
     notes = sorted(vault.rglob("*.md"))
     assert len(notes) > VERIFY_LIMIT
     for note in notes:
@@ -171,7 +174,8 @@ def test_a_sync_after_edits_leaves_nothing_unsynced_for_a_cold_answer(
     (vault / "wiki" / "new-note.md").write_text("# New note\n\nText.\n", encoding="utf-8")
     assert unsynced_edits(settings, kodb.note_stamps()).total > VERIFY_LIMIT
     ingest(vault, kodb)
-    assert unsynced_edits(settings, kodb.note_stamps()) == UnsyncedEdits()
+    # The ADR turned bad keeps what it said before: unreadable as it stands, no edit.
+    assert unsynced_edits(settings, kodb.note_stamps()) == UnsyncedEdits(unreadable=broken + 1)
     rel = adrs[2].relative_to(vault).as_posix()
     assert kodb.note_stamps()[rel].mtime == adrs[2].stat().st_mtime
 
