@@ -243,7 +243,11 @@ def _in_process_context(settings: Any, prompt: str, budget: float) -> str | None
         graph_connect_timeout=min(settings.graph_connect_timeout, budget * GRAPH_SHARE),
     )
     opts = QueryOptions.from_settings(
-        settings, top_k=HOOK_TOP_K, hits=HOOK_HITS, facts_per_subject=HOOK_FACTS
+        settings,
+        top_k=HOOK_TOP_K,
+        hits=HOOK_HITS,
+        facts_per_subject=HOOK_FACTS,
+        word_matches=False,  # the pack of a no_match answer is empty
     )
     with App(settings, torch_allowed=False, creates_kodb=False, verify_kodb=False) as app:
         check = settings.query_unsynced == "check"

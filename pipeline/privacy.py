@@ -94,12 +94,14 @@ class PublicKodb:
             return int(self._kodb.count_notes(source_type))
         return sum(1 for n in self.notes().values() if source_type in (None, n.source_type))
 
-    def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
+    def search_notes(
+        self, terms: Sequence[str], limit: int, *, every: bool = False
+    ) -> list[tuple[str, float]]:
         """The ``limit`` best public notes of a full-text search (asked again for more while
         private notes crowd the public ones out)."""
         want = limit * _OVERFETCH_FACTOR
         while True:
-            found = self._kodb.search_notes(terms, want)
+            found = self._kodb.search_notes(terms, want, every=every)
             public = [(p, s) for p, s in found if not self._private.is_private(p)]
             if len(public) >= limit or len(found) < want:
                 return public[:limit]

@@ -99,6 +99,7 @@ class QueryOptions:
     today: str | None = None  # ISO day time phrases are read against (None: today)
     excerpts: bool = True  # each hit's excerpt is the part of its note meeting the question
     newest_first: bool = True  # a question asking for the latest gets its newest notes first
+    word_matches: bool = True  # a no_match answer names the few notes holding all its words
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> QueryOptions:
@@ -144,6 +145,9 @@ PRESETS: Final[dict[str, dict[str, Any]]] = {
     "episodic": {"hits": 3, "session_notes_only": True},
 }
 
+#: A no_match answer points at the notes holding every word of the question when at most
+#: this many do; more, and its words pick nothing out (``Pipeline._word_matches``).
+WORD_MATCHES: Final = 3
 #: How many notes episodic recall looks through to find three session notes.
 EPISODIC_SCAN: Final = 100
 #: A word held by at least this share of the vault's notes picks none of them out ("TSC" in
@@ -794,7 +798,7 @@ class Pipeline:
             recency=recency,
         )
         if relevance.label == "no_match" or not opts.subjects or opts.top_k == 0 or not shown:
-            return answer
+            return self._without_subjects(answer, opts, timer)
         today = self.today_of(opts).isoformat()
         about, floor = _about(shown, window, recency, relevance.floor_cosine, today, topic)
         with timer.stage("bridge_ms"):
@@ -824,6 +828,31 @@ class Pipeline:
         if opts.crystal_only and not subjects and candidates:
             notice = "no crystal-ready subject among the relevant ones"
         return replace(answer, subjects=subjects, notice=notice)
+
+    def _without_subjects(self, answer: Answer, opts: QueryOptions, timer: Timer) -> Answer:
+        """An answer that shows no subjects; a no_match one with its ``word_matches``."""
+        if answer.relevance.label != "no_match":
+            return answer
+        return replace(answer, word_matches=self._word_matches(answer.query, opts, timer))
+
+    def _word_matches(self, text: str, opts: QueryOptions, timer: Timer) -> tuple[Hit, ...]:
+        """The notes holding every word of a question the model placed nowhere, when they
+        are few enough to point at (``WORD_MATCHES``): a name, a code or a rare term is
+        matched by words where the model's cosine cannot place it. Not when the answer
+        is for an agent's hook, which injects nothing on no_match anyway."""
+        terms = self.terms_of(text, opts)
+        if not terms or not opts.word_matches:
+            return ()
+        with timer.stage("kodb_ms"):
+            found = self.kodb.search_notes(terms, WORD_MATCHES + 1, every=True)
+            if not found or len(found) > WORD_MATCHES:
+                return ()
+            rows = self.kodb.notes_at(p for p, _ in found)
+        return tuple(
+            _with_note(Hit(p, n.title, n.source_type, None, bm25=score), n)
+            for p, score in found
+            if (n := rows.get(p)) is not None and _holds_text(n)
+        )
 
     def window_of(self, text: str, opts: QueryOptions) -> TimeWindow | None:
         """The period ``text`` asks about, read against ``opts.today`` (else today)."""

@@ -32,8 +32,8 @@ _FLOAT_DIGITS = 4
 #: The answer JSON's version: 2 added ``status`` and ``superseded_by`` to hits and
 #: subjects, ``date`` to hits and ``time_window``; 3 added ``relevance.precision``; 4 its
 #: ``lowest``, and ``unsynced``; 5 ``recency``; 6 ``unsynced.unreadable`` and
-#: ``hits[].since_sync``.
-ANSWER_SCHEMA_VERSION = 6
+#: ``hits[].since_sync``; 7 ``word_matches``.
+ANSWER_SCHEMA_VERSION = 7
 
 
 def _num(value: float | None, digits: int | None = _FLOAT_DIGITS) -> float | None:
@@ -123,6 +123,15 @@ def _answer(answer: Answer, *, digits: int | None = _FLOAT_DIGITS) -> dict[str, 
         "recency": None if answer.recency is None else asdict(answer.recency),
         "notice": answer.notice,
         "unsynced": None if answer.unsynced is None else asdict(answer.unsynced),
+        "word_matches": [
+            {
+                "path": h.path,
+                "title": h.title,
+                "source_type": h.source_type,
+                "bm25": _num(h.bm25, digits),
+            }
+            for h in answer.word_matches
+        ],
         "timings_ms": {k: round(v, 1) for k, v in answer.timings_ms.items()},
     }
 
@@ -250,6 +259,10 @@ def answer_from_dict(data: dict[str, Any]) -> Answer:
         time_window=_window_from(data.get("time_window")),
         recency=_recency_from(data.get("recency")),
         unsynced=_unsynced_from(data.get("unsynced")),
+        word_matches=tuple(
+            Hit(w["path"], w["title"], w["source_type"], None, bm25=_float(w.get("bm25")))
+            for w in data.get("word_matches") or ()  # a service of schema 6 has none
+        ),
     )
 
 
@@ -279,6 +292,27 @@ def sync_words(answer: Answer) -> list[str]:
     since the last sync, and, where the answer is weak, unscored or silent, notes that
     cannot be read at all (one of them may be what the question is about)."""
     return [w for w in (unsynced_words(answer.unsynced), unread_words(answer)) if w]
+
+
+def silence_notes(answer: Answer) -> list[str]:
+    """What a no_match answer says under its one line: notes its words are in, and what
+    it cannot see since the last sync."""
+    return [w for w in (word_match_words(answer), *sync_words(answer)) if w]
+
+
+def word_match_words(answer: Answer) -> str | None:
+    """A no_match answer's pointer, in words, to the few notes holding every word of the
+    question (``Answer.word_matches``); None when there are none."""
+    found = answer.word_matches
+    if not found:
+        return None
+    one = len(found) == 1
+    notes = "; ".join(f"{h.title} ({h.path})" for h in found)
+    return (
+        f"every word of the question is in {'1 note' if one else f'{len(found)} notes'}, "
+        f"which the model did not find close in meaning: {notes}; a word search "
+        f"(`--no-semantic`) answers from {'it' if one else 'them'}"
+    )
 
 
 def unread_words(answer: Answer) -> str | None:
@@ -571,7 +605,7 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
     edits = sync_words(answer)
     if r.label == "no_match":
         lines.append(f"_{silence_line(answer)}_")
-        lines += [f"_note: {said}_" for said in edits]
+        lines += [f"_note: {said}_" for said in silence_notes(answer)]
         return "\n".join(lines) + "\n"
     head = label_line(answer)
     if answer.degraded_reason:

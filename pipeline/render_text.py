@@ -26,8 +26,8 @@ from pipeline.render import (
     label_line,
     shown_status,
     silence_line,
+    silence_notes,
     successors_in,
-    sync_words,
     time_words,
 )
 
@@ -119,7 +119,7 @@ def _head(answer: Answer) -> list[Text]:
     head = [Text(answer.query, style="bold")]
     if r.label == "no_match":
         head.append(Text(silence_line(answer), style="dim"))
-        return head + [Text(f"note: {said}", style="italic") for said in sync_words(answer)]
+        return head + [Text(f"note: {said}", style="italic") for said in silence_notes(answer)]
     head.append(Text(label_in_words(answer), style=LABEL_STYLE.get(r.label, "red")))
     if answer.mode != "semantic" or r.calibration != "vault" or r.z is None:
         head.append(Text(label_line(answer), style="dim"))

@@ -17,7 +17,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -137,7 +137,10 @@ class SessionLoader:
         if chunk_size < 1:
             raise ConfigError("--chunk-size must be at least 1")
         self.owner = pipeline
-        self.options = options or QueryOptions.from_settings(pipeline.settings)
+        # A context pack of a no_match prompt stays empty (DESIGN §9): no word search is
+        # spent on a pointer nobody reads.
+        chosen = options or QueryOptions.from_settings(pipeline.settings)
+        self.options = replace(chosen, word_matches=False)
         self.search = search
         self.chunk_size = chunk_size
         self.kodb = CachedKodb(pipeline.kodb)

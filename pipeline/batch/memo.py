@@ -40,7 +40,7 @@ class CachedKodb:
         self._rows: dict[str, Note | None] = {}
         self._languages: dict[str, tuple[bool, str | None]] = {}  # path -> (indexed, language)
         self._counts: dict[str | None, int] = {}
-        self._searches: dict[tuple[tuple[str, ...], int], tuple[tuple[str, float], ...]] = {}
+        self._searches: dict[tuple[tuple[str, ...], int, bool], tuple[tuple[str, float], ...]] = {}
         self._dated: dict[tuple[str | None, str, int, str | None], tuple[Note, ...]] = {}
         self._shares: dict[str, float] = {}
         self._succession: Succession | None = None
@@ -124,13 +124,15 @@ class CachedKodb:
                 out[path] = language
         return out
 
-    def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
+    def search_notes(
+        self, terms: Sequence[str], limit: int, *, every: bool = False
+    ) -> list[tuple[str, float]]:
         """Full-text note search; a repeated question (same words, same limit) is served
         from memory."""
-        key = (tuple(terms), limit)
+        key = (tuple(terms), limit, every)
         if key not in self._searches:
             self.statements += 1
-            self._searches[key] = tuple(self._kodb.search_notes(terms, limit))
+            self._searches[key] = tuple(self._kodb.search_notes(terms, limit, every=every))
         return list(self._searches[key])
 
     def notes_dated(

@@ -76,15 +76,26 @@ def score(
     return total
 
 
+def holds_every(candidate: Candidate, wanted: Sequence[Term]) -> bool:
+    """Whether the note holds each term, in its title or body, in one of its spellings."""
+    held = set(candidate.title.split()) | set(candidate.body.split())
+    return all(any(w in held for w in term) for term in wanted)
+
+
 def rank(
     candidates: Sequence[Candidate],
     wanted: Sequence[Term],
     stats: IndexStats,
     title_weight: float,
     limit: int,
+    *,
+    every: bool = False,
 ) -> list[tuple[str, float]]:
     """The ``limit`` best candidates: (path, BM25), best first, ties in path order; a
-    candidate holding none of the terms (it cannot, once found by them) is left out."""
+    candidate holding none of the terms (it cannot, once found by them) is left out, and
+    with ``every`` one missing any of them."""
+    if every:
+        candidates = [c for c in candidates if holds_every(c, wanted)]
     scored = [(score(c, wanted, stats, title_weight), c.path) for c in candidates]
     scored.sort(key=lambda sp: (-sp[0], sp[1]))
     return [(path, s) for s, path in scored[:limit] if s > 0]

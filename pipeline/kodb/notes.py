@@ -163,8 +163,11 @@ def search_notes(
     limit: int,
     title_weight: float,
     pg_normalization: int,
+    *,
+    every: bool = False,
 ) -> list[tuple[str, float]]:
-    """Notes matching any of these words, best first: (path, BM25), larger is better.
+    """Notes matching any of these words (with ``every``, all of them, among the
+    candidates found), best first: (path, BM25), larger is better.
 
     The words are folded like the index (kodb/text.py) and passed as one parameter, so no
     question can be read as FTS or tsquery syntax. The database finds the candidates by its
@@ -180,7 +183,8 @@ def search_notes(
     if not found:
         return []
     stats = _index_stats(conn, dialect, wanted)
-    return bm25.rank(_candidates(conn, [p for p, _ in found]), groups, stats, title_weight, limit)
+    candidates = _candidates(conn, [p for p, _ in found])
+    return bm25.rank(candidates, groups, stats, title_weight, limit, every=every)
 
 
 def _index_stats(conn: Connection, dialect: Dialect, wanted: Sequence[str]) -> bm25.IndexStats:

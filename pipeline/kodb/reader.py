@@ -47,8 +47,11 @@ class KodbReader(Protocol):
         (None: any day) to ``end``, ISO days, both inclusive: newest first, ties by path."""
         ...
 
-    def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
-        """The ``limit`` best notes of a full-text search: (path, score), best first."""
+    def search_notes(
+        self, terms: Sequence[str], limit: int, *, every: bool = False
+    ) -> list[tuple[str, float]]:
+        """The ``limit`` best notes of a full-text search: (path, score), best first; with
+        ``every``, only notes holding every one of the words."""
         ...
 
     def note_texts(self) -> dict[str, tuple[str, str]]:

@@ -457,9 +457,11 @@ class ResidentKodb:
         chosen.sort(key=lambda n: n.date or "", reverse=True)
         return chosen[:limit]
 
-    def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
+    def search_notes(
+        self, terms: Sequence[str], limit: int, *, every: bool = False
+    ) -> list[tuple[str, float]]:
         """The base's full-text search (the copy holds no text)."""
-        return self._base.search_notes(terms, limit)  # type: ignore[no-any-return]
+        return self._base.search_notes(terms, limit, every=every)  # type: ignore[no-any-return]
 
     def note_texts(self) -> dict[str, tuple[str, str]]:
         """The base's (the copy holds no text)."""

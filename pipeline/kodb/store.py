@@ -226,10 +226,12 @@ class KoDB:
         terms: Sequence[str],
         limit: int,
         *,
+        every: bool = False,
         title_weight: float = TITLE_WEIGHT,
         pg_normalization: int = PG_RANK_NORMALIZATION,
     ) -> list[tuple[str, float]]:
-        """Notes matching any of these words, best first: (path, BM25), larger is better.
+        """Notes matching any of these words (with ``every``, all of them), best first:
+        (path, BM25), larger is better.
 
         The database finds the candidates by its own measure (SQLite FTS5's ``bm25()``,
         PostgreSQL's ``ts_rank_cd`` with ``pg_normalization`` as its length normalisation
@@ -238,7 +240,9 @@ class KoDB:
         (bench/retrieval_rules.py). Ties go to the path.
         """
         with self._tx() as conn:
-            return notes.search_notes(conn, self._sql, terms, limit, title_weight, pg_normalization)
+            return notes.search_notes(
+                conn, self._sql, terms, limit, title_weight, pg_normalization, every=every
+            )
 
     def note_texts(self) -> dict[str, tuple[str, str]]:
         """Every indexed note: path -> (title words, body words), as the index holds them."""

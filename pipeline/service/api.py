@@ -390,7 +390,7 @@ def _answer_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAn
 
     @api.post("/query", response_model=None, responses=asked)
     def query(body: QueryRequest, request: Request) -> Response:
-        """Ask the vault one question; the answer JSON (schema_version 6: label and what it
+        """Ask the vault one question; the answer JSON (schema_version 7: label and what it
         is measured to mean, mode, hits and subjects, each with its decision status and
         successor; docs/answer-json.md)."""
         opts = QueryOptions.from_settings(

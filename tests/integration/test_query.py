@@ -521,11 +521,21 @@ def test_the_last_meeting_is_the_newest_note_and_the_answer_says_so(  # type: ig
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["schema_version"] == 6
+    assert data["schema_version"] == 7
     assert data["recency"] == {"text": "the last meeting", "within_sigma": None}
     dates = [h["date"] for h in data["hits"] if h["date"] is not None]
     assert dates and dates == sorted(dates, reverse=True)
     assert data["hits"][0]["path"] == "sessions/2026-06-11-secrets-access-audit.md"
+
+
+def test_a_name_the_model_cannot_place_is_no_match_pointing_at_the_note_holding_it(
+    synced: Pipeline,
+) -> None:
+    """ADR 0001 credits Michael Nygard's template; the model places the name nowhere."""
+    a = synced.ask("who is Michael Nygard?")
+    assert a.relevance.label == "no_match" and a.subjects == ()
+    assert [h.path for h in a.word_matches] == ["adr/0001-record-architecture-decisions.md"]
+    assert synced.ask("who is Michael Jordan?").word_matches == ()  # "jordan": in no note
 
 
 @pytest.mark.parametrize("semantic", [True, False], ids=["semantic", "degraded"])

@@ -143,11 +143,17 @@ class FakeKodb:
         langs = getattr(self, "languages", {})
         return {p: langs.get(p, "english") for p in paths if p in self.registry}
 
-    def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
-        """A plain word search: 3 points a word in the title, 1 in the summary."""
+    def search_notes(
+        self, terms: Sequence[str], limit: int, *, every: bool = False
+    ) -> list[tuple[str, float]]:
+        """A plain word search: 3 points a word in the title, 1 in the summary; with
+        ``every``, of the notes holding every term."""
         wanted = set(text.query_words(terms))
         found = []
         for n in self.registry.values():
+            held = set(text.words(f"{n.title} {n.summary or ''}"))
+            if every and not all(set(text.query_words([t])) & held for t in terms):
+                continue
             score = 3 * len(wanted & set(text.words(n.title)))
             score += len(wanted & set(text.words(n.summary or "")))
             if score:
@@ -338,6 +344,39 @@ def test_no_match_is_silence(tmp_path: Path) -> None:
     assert a.relevance.label == "no_match"
     assert a.subjects == ()
     assert a.mode == "semantic"
+
+
+def test_no_match_points_at_the_few_notes_holding_every_word_of_the_question(
+    tmp_path: Path,
+) -> None:
+    p, _, _ = make(tmp_path, [FakeHit("wiki/redis.md", "Redis", "wiki", 0.25)])
+    a = p.ask("which warmstart scripts?")  # the model placed it nowhere
+    assert a.relevance.label == "no_match" and a.subjects == ()
+    assert [h.path for h in a.word_matches] == ["sessions/s2.md"]
+    assert a.word_matches[0].bm25 is not None and a.word_matches[0].cosine is None
+
+
+def test_no_match_points_at_nothing_when_no_note_holds_every_word(tmp_path: Path) -> None:
+    p, _, _ = make(tmp_path, [FakeHit("wiki/redis.md", "Redis", "wiki", 0.25)])
+    # "redis" is in notes and "banana" is in none: not every word, so no pointer.
+    assert p.ask("redis banana").word_matches == ()
+
+
+def test_no_match_points_at_nothing_when_too_many_notes_hold_the_words(tmp_path: Path) -> None:
+    many = [note(f"wiki/w{i}.md", f"Warm note {i}") for i in range(5)]
+    p, _, _ = make(tmp_path, [FakeHit("wiki/w0.md", "Warm note 0", "wiki", 0.25)], notes=many)
+    assert p.ask("warm").word_matches == ()  # five notes: the word picks nothing out
+    few = many[:3]
+    p, _, _ = make(tmp_path, [FakeHit("wiki/w0.md", "Warm note 0", "wiki", 0.25)], notes=few)
+    assert len(p.ask("warm").word_matches) == 3
+
+
+def test_a_relevant_answer_and_the_hook_get_no_word_pointer(tmp_path: Path) -> None:
+    p, _, _ = make(tmp_path, HITS)
+    assert p.ask("redis warm cache").word_matches == ()  # strong: its notes are shown
+    p, _, _ = make(tmp_path, [FakeHit("wiki/redis.md", "Redis", "wiki", 0.25)])
+    opts = QueryOptions(word_matches=False)
+    assert p.ask("which warmstart scripts?", opts).word_matches == ()
 
 
 @pytest.mark.parametrize("question", ["%", "és a az hogy nem is", "🍌🍞", "is it a ...", "_"])

@@ -60,6 +60,7 @@ def test_json_contract_keys_and_non_finite_numbers_as_null() -> None:
         "recency",
         "notice",
         "unsynced",
+        "word_matches",
         "timings_ms",
     ]
     assert d["relevance"]["z"] is None
@@ -90,6 +91,33 @@ def test_no_match_is_one_line_in_markdown_and_in_the_table() -> None:
     text = text_of(a)
     assert "no_match" in text and "wiki/redis.md" not in text
     assert len([line for line in text.splitlines() if line.strip()]) == 2
+
+
+def test_no_match_names_the_notes_holding_every_word_of_the_question() -> None:
+    from dataclasses import replace
+
+    from pipeline.render import answer_from_dict
+
+    found = Hit("adr/0020-users.md", "20. User models", "adr", None, bm25=4.56)
+    a = Answer("who is Cameron Dixon?", "semantic", None, relevance("no_match", 0.16), (HIT,), ())
+    a = replace(a, word_matches=(found,))
+    said = "every word of the question is in 1 note, which the model did not find close"
+    assert said in to_markdown(a) and "20. User models (adr/0020-users.md)" in to_markdown(a)
+    assert said in " ".join(text_of(a, 300).split())
+    assert "wiki/redis.md" not in text_of(a)  # the hits stay unshown
+    assert to_context_pack(a, max_chars=4000) is None  # the hook stays silent
+    d = to_dict(a)
+    assert d["word_matches"] == [
+        {
+            "path": "adr/0020-users.md",
+            "title": "20. User models",
+            "source_type": "adr",
+            "bm25": 4.56,
+        }
+    ]
+    assert answer_from_dict(d).word_matches == (found,)
+    two = replace(a, word_matches=(found, HIT))
+    assert "is in 2 notes" in to_markdown(two) and "answers from them" in to_markdown(two)
 
 
 def test_people_read_the_best_notes_first_then_the_subjects() -> None:
@@ -202,7 +230,7 @@ def test_an_answer_says_what_its_band_is_measured_to_mean() -> None:
     rel = replace(relevance("strong"), precision=BandPrecision(0.796, 232, 6))
     answer = Answer("why redis?", "semantic", None, rel, (HIT,), (subject(),))
     d = to_dict(answer)
-    assert d["schema_version"] == 6
+    assert d["schema_version"] == 7
     assert d["relevance"]["precision"] == {
         "value": 0.796,
         "n": 232,

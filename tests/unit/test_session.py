@@ -165,13 +165,19 @@ class FakeKodb:
         self.calls += 1
         return {p: "english" for p in paths if p in NOTES}
 
-    def search_notes(self, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
+    def search_notes(
+        self, terms: Sequence[str], limit: int, *, every: bool = False
+    ) -> list[tuple[str, float]]:
         self.calls += 1
         wanted = set(kodb_text.query_words(terms))
         found = [
             (p, float(len(wanted & set(kodb_text.words(title)))))
             for p, (title, _) in NOTES.items()
             if wanted & set(kodb_text.words(title))
+            and (
+                not every
+                or all(set(kodb_text.query_words([t])) & set(kodb_text.words(title)) for t in terms)
+            )
         ]
         return sorted(found, key=lambda ps: (-ps[1], ps[0]))[:limit]
 

@@ -264,6 +264,20 @@ def test_a_word_most_notes_hold_still_ranks_them_on_both_databases(db: KoDB) -> 
     assert [p for p, _ in ranked][2:] == ["wiki/s0.md", "wiki/s1.md", "wiki/s2.md"]
 
 
+def test_every_keeps_the_notes_holding_each_word_in_title_or_body(db: KoDB) -> None:
+    texts = [
+        NoteText("wiki/both.md", "Server", "A crash at night."),
+        NoteText("wiki/body.md", "Notes", "The server crash, twice."),
+        NoteText("wiki/one.md", "Notes", "A server room."),
+        NoteText("wiki/none.md", "Notes", "Nothing here."),
+    ]
+    db.apply_ingest([(note(x.path), []) for x in texts], [], texts=texts)
+    every = [p for p, _ in db.search_notes(["server", "crash"], 10, every=True)]
+    assert sorted(every) == ["wiki/body.md", "wiki/both.md"]
+    assert "wiki/one.md" in found(db, "server", "crash")  # any word, without it
+    assert db.search_notes(["server", "banana"], 10, every=True) == []
+
+
 def test_migration_14_counts_the_words_of_notes_indexed_before_it(
     kodb_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -85,3 +85,15 @@ def test_a_word_spelled_once_per_language_is_one_term_as_common_as_its_commonest
     assert bm25.score(accented, group, both, 1.0) == pytest.approx(
         bm25.score(plain, group, both, 1.0)
     )
+
+
+def test_every_keeps_only_the_notes_holding_each_term_in_one_of_its_spellings() -> None:
+    index = stats(10, 4.0, server=3, crash=2, gyorsitotar=1, gyorsitotark=1)
+    short = Candidate("a.md", "", "the crash log", 3)
+    both = Candidate("b.md", "server", "a crash", 3)
+    spelt = Candidate("c.md", "", "server gyorsitotark crash", 3)
+    wanted = [("server",), ("crash",)]
+    ranked = bm25.rank([short, both, spelt], wanted, index, 3.0, 10, every=True)
+    assert [p for p, _ in ranked] == ["b.md", "c.md"]
+    cache = [("gyorsitotar", "gyorsitotark"), ("crash",)]  # one term, two spellings
+    assert bm25.holds_every(spelt, cache) and not bm25.holds_every(both, cache)
