@@ -101,6 +101,9 @@ class Settings:
     hook_budget: float = 1.5
     # Agents cut longer hook output to a short preview (Claude Code: 10,000 characters).
     hook_max_chars: int = 8000
+    # The least label the hook injects: "moderate" keeps weak context (small talk, loosely
+    # related notes) out of every prompt.
+    hook_min_label: str = "weak"
     # `query` uses a running service only when its /healthz answers within this.
     service_probe_timeout: float = 0.5
     # The service answers from an in-memory copy of KO-DB's facts (about 100 bytes a fact,
@@ -469,6 +472,7 @@ RULES: dict[str, Rule] = {
     "freshness_max_stale_ratio": Rule("float", low=0.0, high=1.0),
     "hook_budget": _seconds(),  # 0 or less: the hook would never print anything
     "hook_max_chars": _count(1),
+    "hook_min_label": Rule("str", choices=("weak", "moderate", "strong")),
     "service_probe_timeout": _seconds(),
     "service_resident_facts": _count(0),  # 0: never hold facts in memory
     "service_max_body_bytes": _count(1),

@@ -220,7 +220,11 @@ def answer_context(settings: Any, prompt: str, budget: float) -> str | None:
         }
         try:
             data = service.call("POST", "/query", body, timeout=deadline.left())
-            return to_context_pack(answer_from_dict(data), max_chars=settings.hook_max_chars)
+            return to_context_pack(
+                answer_from_dict(data),
+                max_chars=settings.hook_max_chars,
+                min_label=settings.hook_min_label,
+            )
         except ServiceError as exc:
             reason = _without_prompt(str(exc), prompt)
             _log(settings.state_dir, f"the service failed, answering in this process: {reason}")
@@ -254,7 +258,9 @@ def _in_process_context(settings: Any, prompt: str, budget: float) -> str | None
         answer = app.pipeline().ask(prompt.strip(), opts, check_edits=check)
     if answer.mode == "fallback":
         _log(settings.state_dir, f"answered by words: {answer.degraded_reason}")
-    return to_context_pack(answer, max_chars=settings.hook_max_chars)
+    return to_context_pack(
+        answer, max_chars=settings.hook_max_chars, min_label=settings.hook_min_label
+    )
 
 
 def _without_prompt(message: str, prompt: str) -> str:

@@ -10,7 +10,7 @@ import math
 import textwrap
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Final
 
 from pipeline import noisefloor as nf
 from pipeline.calibrate import Basis, is_trusted
@@ -650,12 +650,21 @@ CONTEXT_TEXT_CHARS = 200
 WEAK_MARK = "weak match: these notes are only loosely related to the prompt; use them with care"
 
 
-def to_context_pack(answer: Answer, *, max_chars: int) -> str | None:
+#: The labels a hook may be told to inject from (``hook_min_label``), least first.
+INJECTED_LABELS: Final = ("weak", "moderate", "strong")
+
+
+def to_context_pack(answer: Answer, *, max_chars: int, min_label: str = "weak") -> str | None:
     """The compact context an agent's hook injects, at most ``max_chars`` characters; None
-    when there is nothing to inject: no_match (silence beats noise), or a degraded answer
-    that found no subject."""
+    when there is nothing to inject: no_match (silence beats noise), a label below
+    ``min_label``, or a degraded answer that found no subject (an unscored one has no label
+    to hold against ``min_label``: it is marked degraded instead)."""
     r = answer.relevance
     if r.label == "no_match":
+        return None
+    if r.label in INJECTED_LABELS and INJECTED_LABELS.index(r.label) < INJECTED_LABELS.index(
+        min_label
+    ):
         return None
     if answer.mode == "fallback" and not answer.subjects:
         return None

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import hook
+from pipeline.errors import ConfigError
 from pipeline.model import Answer, FactView, Hit, Relevance, SubjectRank
 from pipeline.render import to_context_pack
 
@@ -211,6 +212,7 @@ def test_without_a_vault_the_hook_stays_silent(tmp_path: Path) -> None:
 
 REL = {
     "strong": Relevance("strong", 0.6, 3.0, 0.2, 0.13, 0.2, "vault", False),
+    "moderate": Relevance("moderate", 0.45, 1.9, 0.2, 0.13, 0.2, "vault", False),
     "weak": Relevance("weak", 0.25, 0.4, 0.2, 0.13, 0.2, "vault", True, "tight vault: …"),
     "no_match": Relevance("no_match", 0.1, -0.8, 0.2, 0.13, 0.2, "vault", False),
     "unscored": Relevance("unscored", None, None, None, None, None, "none", False),
@@ -248,6 +250,47 @@ def test_weak_is_marked_with_the_tight_vault_hint_and_degraded_says_so() -> None
     degraded = to_context_pack(answer("unscored", "fallback"), max_chars=8000)
     assert degraded is not None and "[degraded: graph unavailable" in degraded
     assert "Redis" in degraded and "0007 Use Redis" in degraded
+
+
+@pytest.mark.parametrize(
+    ("least", "injected"),
+    [
+        ("weak", {"weak", "moderate", "strong", "unscored"}),
+        ("moderate", {"moderate", "strong", "unscored"}),
+        ("strong", {"strong", "unscored"}),
+    ],
+)
+def test_the_pack_holds_labels_from_the_least_one_set_and_degraded_answers(
+    least: str, injected: set[str]
+) -> None:
+    modes = {"unscored": "fallback"}
+    packs = {
+        label: to_context_pack(
+            answer(label, modes.get(label, "semantic")), max_chars=8000, min_label=least
+        )
+        for label in ("weak", "moderate", "strong", "unscored")
+    }
+    assert {label for label, pack in packs.items() if pack is not None} == injected
+
+
+def test_the_hook_holds_the_services_answer_to_the_least_label_set(
+    vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.config import load_settings
+    from pipeline.render import to_dict
+    from pipeline.service import client
+
+    class Service:
+        def call(self, method: str, path: str, body: object, timeout: float) -> object:
+            return to_dict(answer("weak"))
+
+    monkeypatch.setattr(client, "find_service", lambda s: Service())
+    weak_too = load_settings(vault, env={})
+    assert "weak match" in (hook.answer_context(weak_too, "redis", 1.5) or "")
+    moderate = load_settings(vault, env={"VAULT_KO_HOOK_MIN_LABEL": "moderate"})
+    assert hook.answer_context(moderate, "redis", 1.5) is None
+    with pytest.raises(ConfigError, match="HOOK_MIN_LABEL must be one of weak, moderate"):
+        load_settings(vault, env={"VAULT_KO_HOOK_MIN_LABEL": "no_match"})
 
 
 def test_the_pack_is_cut_to_the_limit_at_a_line() -> None:
