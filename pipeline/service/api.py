@@ -57,9 +57,11 @@ from pipeline.watch import watcher_status
 log = logging.getLogger(__name__)
 
 Preset = Literal[tuple(sorted(PRESETS))]  # type: ignore[valid-type]
-#: A question or prompt holds something besides white space (what ``str.strip`` strips:
-#: Python's ``\S``, so the schema's pattern is checked with Python's engine).
-NOT_BLANK = r"\S"
+#: A question or prompt holds something besides white space, what ``str.strip`` strips
+#: (Python's ``\s``). Spelt out: ``\s`` of the published schema's ECMA-262 reading is
+#: another set (U+FEFF in, U+001C-U+001F and U+0085 out), so a client that checks the
+#: schema would send what the server refuses.
+NOT_BLANK = r"[^\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 #: A 422 lists at most this many problems, each message cut to MAX_MESSAGE_CHARS: a
 #: 10,000-session body with every prompt wrong is not answered with 10,000 entries.
 MAX_PROBLEMS = 20
@@ -71,14 +73,20 @@ Count = Annotated[int, Field(ge=0, le=MAX_COUNT), BeforeValidator(whole_number)]
 Hits = Annotated[int, Field(ge=1, le=MAX_COUNT), BeforeValidator(whole_number)]
 
 
-_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+#: ASCII digits only: ``\d`` takes other scripts' digits, which ``date.fromisoformat``
+#: then refuses in a message quoting the value.
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def _real_day(value: str) -> str:
-    """A calendar day as YYYY-MM-DD (JSON Schema's ``date`` format); else a 422."""
+    """A calendar day as YYYY-MM-DD (JSON Schema's ``date`` format); else a 422 that does
+    not quote the value."""
     if not _DAY.fullmatch(value):
         raise ValueError("must be a day as YYYY-MM-DD")
-    date.fromisoformat(value)  # ValueError: not a calendar day
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        raise ValueError("must be a calendar day as YYYY-MM-DD") from None
     return value
 
 
