@@ -34,6 +34,7 @@ from pipeline.service.client import (
     MAX_QUESTION_CHARS,
     MAX_SESSION_ID_CHARS,
     MAX_SESSIONS,
+    NOT_BLANK,
     QUERY_TIMEOUT,
     ServiceClient,
     find_service,
@@ -156,6 +157,12 @@ class VaultTools:
             raise InputError(f"sessions must hold at most {MAX_SESSIONS} sessions")
         pairs = []
         for i, s in enumerate(sessions):
+            unknown = sorted(set(s) - {"id", "prompt"}) if isinstance(s, dict) else []
+            if unknown:  # as the service's 422: a misspelt "promt" is not silently dropped
+                raise InputError(
+                    f"sessions[{i}].{_name(unknown[0])} is not a key of a session (its keys: "
+                    "id, prompt)"
+                )
             sid = s.get("id") if isinstance(s, dict) else None
             prompt = s.get("prompt") if isinstance(s, dict) else None
             if not isinstance(sid, str) or not 1 <= len(sid) <= MAX_SESSION_ID_CHARS:
@@ -198,7 +205,9 @@ def _checked(schema: dict[str, Any]) -> Any:
     return Annotated[Any, WithJsonSchema(schema)]
 
 
-Question = _checked({"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS})
+Question = _checked(
+    {"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS, "pattern": NOT_BLANK}
+)
 
 
 def _count(least: int) -> Any:
@@ -209,11 +218,25 @@ def _count(least: int) -> Any:
 Count = _count(0)
 Hits = _count(1)
 Flag = _checked({"type": "boolean", "default": True})
-Preset = _checked({"anyOf": [{"type": "string"}, {"type": "null"}], "default": None})
+Preset = _checked({"anyOf": [{"enum": sorted(PRESETS)}, {"type": "null"}], "default": None})
 Sessions = _checked(
     {
         "type": "array",
-        "items": {"type": "object", "additionalProperties": {"type": "string"}},
+        "maxItems": MAX_SESSIONS,
+        "items": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "minLength": 1, "maxLength": MAX_SESSION_ID_CHARS},
+                "prompt": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_QUESTION_CHARS,
+                    "pattern": NOT_BLANK,
+                },
+            },
+            "required": ["id", "prompt"],
+            "additionalProperties": False,
+        },
     }
 )
 
@@ -329,7 +352,7 @@ def _argument_problems(exc: Any, names: list[str]) -> str:
     """A pydantic error on a tool's arguments as one line naming each argument."""
     said = []
     for error in exc.errors(include_input=False, include_url=False):
-        where = ".".join(str(part) for part in error["loc"]) or "the arguments"
+        where = _name(".".join(str(part) for part in error["loc"])) or "the arguments"
         if error["type"] == "missing":
             said.append(f"{where} is required")
         elif error["type"] == "extra_forbidden":
@@ -337,6 +360,14 @@ def _argument_problems(exc: Any, names: list[str]) -> str:
         else:
             said.append(f"{where}: {error['msg']}")
     return "; ".join(said) + f" (its arguments: {', '.join(names) or 'none'})"
+
+
+def _name(name: str) -> str:
+    """An argument's or key's name as an error says it: its head when it is long (a
+    20,000-character key had been said whole)."""
+    if len(name) <= LOGGED_CHARS:
+        return name
+    return f"{name[:LOGGED_CHARS]}… ({len(name):,} characters)"
 
 
 def run(settings: Settings) -> None:

@@ -44,10 +44,12 @@ from pipeline.errors import ConfigError, InputError, VaultKoError
 from pipeline.privacy import redact_freshness
 from pipeline.query import MAX_COUNT, PRESETS, QueryOptions
 from pipeline.render import to_dict
+from pipeline.service.bodies import AnswerBody, HealthBody, PacksBody
 from pipeline.service.client import (
     MAX_QUESTION_CHARS,
     MAX_SESSION_ID_CHARS,
     MAX_SESSIONS,
+    NOT_BLANK,
     whole_number,
 )
 from pipeline.service.metrics import CONTENT_TYPE, ServiceMetrics
@@ -57,11 +59,6 @@ from pipeline.watch import watcher_status
 log = logging.getLogger(__name__)
 
 Preset = Literal[tuple(sorted(PRESETS))]  # type: ignore[valid-type]
-#: A question or prompt holds something besides white space, what ``str.strip`` strips
-#: (Python's ``\s``). Spelt out: ``\s`` of the published schema's ECMA-262 reading is
-#: another set (U+FEFF in, U+001C-U+001F and U+0085 out), so a client that checks the
-#: schema would send what the server refuses.
-NOT_BLANK = r"[^\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 #: A 422 lists at most this many problems, each message cut to MAX_MESSAGE_CHARS: a
 #: 10,000-session body with every prompt wrong is not answered with 10,000 entries.
 MAX_PROBLEMS = 20
@@ -153,9 +150,17 @@ class ErrorBody(BaseModel):
     detail: list[Problem] | None = None
 
 
-def _declared(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """The error answers an operation can give, for its OpenAPI entry."""
-    return {status: {"model": ErrorBody, "description": ERRORS[status]} for status in statuses}
+def _declared(
+    *statuses: int, ok: type[BaseModel] | None = None, said: str = "Successful Response"
+) -> dict[int | str, dict[str, Any]]:
+    """The answers an operation can give, for its OpenAPI entry: its errors, and ``ok``,
+    the body of its 200 when the route sends a ready Response (FastAPI then knows none)."""
+    declared: dict[int | str, dict[str, Any]] = {}
+    if ok is not None:
+        declared[200] = {"model": ok, "description": said}
+    return declared | {
+        status: {"model": ErrorBody, "description": ERRORS[status]} for status in statuses
+    }
 
 
 ERRORS = {
@@ -394,9 +399,11 @@ def _error_handlers(api: FastAPI) -> None:
 
 def _answer_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAnswers) -> None:
     """POST /query and /session-context."""
-    asked = _declared(*ALWAYS, 400, 422, 503)
+    asked = (*ALWAYS, 400, 422, 503)
+    one = _declared(*asked, ok=AnswerBody, said="The answer (docs/answer-json.md).")
+    many = _declared(*asked, ok=PacksBody, said="A context pack per session, in order.")
 
-    @api.post("/query", response_model=None, responses=asked)
+    @api.post("/query", response_model=None, responses=one)
     def query(body: QueryRequest, request: Request) -> Response:
         """Ask the vault one question; the answer JSON (schema_version 7: label and what it
         is measured to mean, mode, hits and subjects, each with its decision status and
@@ -416,7 +423,7 @@ def _answer_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAn
         metrics.answered([answer])
         return _json(to_dict(answer, digits=None if body.full_precision else 4))
 
-    @api.post("/session-context", response_model=None, responses=asked)
+    @api.post("/session-context", response_model=None, responses=many)
     def session_context(body: SessionContextRequest) -> Response:
         """Context packs for many session prompts at once (as `vault-ko load-context`)."""
         from pipeline.session import session_packs
@@ -446,7 +453,7 @@ def _status_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAn
         report = check_freshness(app.settings, options, app=app).to_dict()
         return redact_freshness(report, app.private)
 
-    @api.get("/healthz", responses=_declared(*ALWAYS))
+    @api.get("/healthz", response_model=HealthBody, responses=_declared(*ALWAYS))
     def healthz() -> dict[str, Any]:
         """Liveness, without reading a store (KO-DB's file is only looked up: deleted or
         replaced, it is named in ``kodb``); the CLI asks it before using the service."""
@@ -467,7 +474,14 @@ def _status_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAn
             "watcher": watcher_status(app.settings.state_dir),
         }
 
-    @api.get("/metrics", response_class=Response, responses=_declared(*ALWAYS))
+    exposition = {
+        200: {
+            "description": "Prometheus' text exposition format, version 0.0.4.",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+    }
+
+    @api.get("/metrics", response_class=Response, responses=exposition | _declared(*ALWAYS))
     def prometheus() -> Response:
         """Prometheus text: requests and latency per endpoint, mode and label; graph up."""
         return Response(metrics.exposition(), media_type=CONTENT_TYPE)

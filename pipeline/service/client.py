@@ -24,6 +24,11 @@ from pipeline.service.record import ServiceRecord, live_record, settings_digest
 # clients that must not import FastAPI (the MCP server) can apply the same limits first.
 #: Longest question or session prompt (characters): the CLI takes any, agents paste files.
 MAX_QUESTION_CHARS = 200_000
+#: A question or prompt holds something besides white space, what ``str.strip`` strips
+#: (Python's ``\s``). Spelt out: ``\s`` of the published schema's ECMA-262 reading is
+#: another set (U+FEFF in, U+001C-U+001F and U+0085 out), so a client that checks the
+#: schema would send what the server refuses.
+NOT_BLANK = r"[^\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 #: Most sessions in one /session-context request (load-context takes any number).
 MAX_SESSIONS = 10_000
 #: Longest session id (characters).

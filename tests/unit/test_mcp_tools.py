@@ -15,8 +15,8 @@ from pipeline import mcp_server
 from pipeline.config import load_settings
 from pipeline.errors import InputError, ServiceError
 from pipeline.mcp_server import VaultTools
-from pipeline.query import MAX_COUNT
-from pipeline.service.client import MAX_QUESTION_CHARS, MAX_SESSIONS
+from pipeline.query import MAX_COUNT, PRESETS
+from pipeline.service.client import MAX_QUESTION_CHARS, MAX_SESSIONS, NOT_BLANK
 
 
 class LocalApp:
@@ -99,6 +99,8 @@ def test_ask_checks_the_limits_before_anything(
         ([{"id": "", "prompt": "x"}], {}, "sessions[0].id must be a string"),
         ([{"id": "i" * 1001, "prompt": "x"}], {}, "sessions[0].id"),
         ([{"id": "a", "prompt": "x"}, {"id": "a", "prompt": "y"}], {}, "must not repeat"),
+        ([{"id": "a", "promt": "x"}], {}, "sessions[0].promt is not a key of a session"),
+        ([{"id": "a", "prompt": "x", "k" * 500: "v"}], {}, "sessions[0].kkk"),
         ([{"id": "a", "prompt": "x"}], {"top_k": -1}, "top_k must be at least 0"),
         ([{"id": "a", "prompt": "x"}], {"facts_per_subject": MAX_COUNT + 1}, "at most"),
     ],
@@ -194,6 +196,21 @@ def test_a_tool_error_of_a_wrong_type_never_quotes_the_value(
     assert tools.app.asked == []  # type: ignore[attr-defined]
 
 
+def test_a_long_unknown_argument_is_named_by_its_head(tools: VaultTools) -> None:
+    import anyio
+    from mcp.server.fastmcp.exceptions import ToolError
+
+    server = mcp_server.build_server(tools)
+
+    async def call() -> None:
+        await server.call_tool("ask", {"question": "redis", "k" * 20_000: 1})
+
+    with pytest.raises(ToolError) as caught:
+        anyio.run(call)
+    said = str(caught.value)
+    assert "(20,000 characters) is not an argument of this tool" in said and len(said) < 500
+
+
 def test_the_tools_schema_still_states_each_type_and_bound(tools: VaultTools) -> None:
     import anyio
 
@@ -203,9 +220,13 @@ def test_the_tools_schema_still_states_each_type_and_bound(tools: VaultTools) ->
     assert ask["question"] == {
         "maxLength": MAX_QUESTION_CHARS,
         "minLength": 1,
+        "pattern": NOT_BLANK,
         "title": "Question",
         "type": "string",
     }
+    assert ask["preset"]["anyOf"][0] == {"enum": sorted(PRESETS)}
+    item = listed["session_context"]["properties"]["sessions"]["items"]
+    assert item["required"] == ["id", "prompt"] and item["additionalProperties"] is False
     assert ask["hits"]["anyOf"][0] == {"maximum": MAX_COUNT, "minimum": 1, "type": "integer"}
     assert ask["semantic"]["type"] == "boolean"
     assert listed["session_context"]["properties"]["sessions"]["type"] == "array"
