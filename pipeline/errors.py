@@ -34,9 +34,11 @@ EXIT_INPUT = 3  # bad input: a file, a row, a setting
 
 
 class VaultKoError(Exception):
-    """Base of every vault-ko error; the message is one sentence for the user."""
+    """Base of every vault-ko error; the message is one sentence for the user, and
+    ``hint``, when a command sets it, what can be done meanwhile (the CLI prints it after)."""
 
     exit_code: int = EXIT_UNAVAILABLE
+    hint: str | None = None
 
 
 class ConfigError(VaultKoError):

@@ -26,6 +26,7 @@ from pipeline.render import CalibrationView, to_dict
 if TYPE_CHECKING:
     from pipeline.app import App
     from pipeline.config import Settings
+    from pipeline.graph import GraphClient
 
 
 def _open(settings: Settings, *, writer: bool) -> App:
@@ -86,6 +87,22 @@ def calibrate_cmd(app: AppContext, no_wait: bool, as_json: bool) -> None:
         _print_calibration(data)
 
 
+def _graph_first(graph: GraphClient) -> None:
+    """A dead graph fails the sync here, before KO-DB and the model: nothing is written, and
+    the error is followed by what can be done meanwhile."""
+    from pipeline.errors import GraphUnavailable
+
+    try:
+        graph.ping()
+    except GraphUnavailable as exc:
+        exc.hint = (
+            "nothing was synced (KO-DB and the graph are as they were): `vault-ko ingest` "
+            "updates KO-DB alone, so that answers by words see the edits, and `vault-ko sync` "
+            "does the rest once the graph answers"
+        )
+        raise
+
+
 @click.command("sync")
 @click.argument("vault", required=False, type=click.Path(file_okay=False))
 @click.option("--full", is_flag=True, help="Re-embed every note, not only changed ones.")
@@ -111,7 +128,7 @@ def sync_cmd(
         _open(settings, writer=True) as p,
         progress_bar("embedding notes", enabled=not as_json) as progress,
     ):
-        p.graph.ping()  # a dead graph fails here, before KO-DB and the model
+        _graph_first(p.graph)
         report = sync_vault(
             p.settings,
             p.kodb,

@@ -112,6 +112,8 @@ def run(command: click.Command, args: list[str] | None = None) -> None:
     except VaultKoError as exc:
         # The errors' own messages are masked where they are made; this is the last guard.
         err.print(Text.assemble(("error: ", "bold red"), mask_url(_in_words(exc))), soft_wrap=True)
+        if exc.hint:
+            err.print(exc.hint, soft_wrap=True)
         # The line is all there is to say: end without the interpreter's teardown, which
         # aborts ("terminate called…", exit 134) when the error came while a thread was
         # still reading the model (a query preloads it while KO-DB opens).
