@@ -512,7 +512,11 @@ def legend(answer: Answer) -> str:
         "             not used; –: found by its date alone); its title · where it is in the vault;",
         "             the paragraph of its text that meets the question, under its heading (its "
         "first",
-        "             paragraph when none does better).",
+        "             paragraph when none does better). Their order: hybrid retrieval (the "
+        "default) fuses",
+        "             meaning and words, so a lower cosine may come first; a question for "
+        "the latest gets",
+        "             its newest notes first.",
         "  subjects   #: the order, relevance first (subjects whose notes are comparably "
         "relevant),",
         "             then score;",
