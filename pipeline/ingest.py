@@ -260,6 +260,9 @@ def ingest_vault(
         settings, files, registry, force, progress, private
     )
     skipped += read_skipped
+    for path, note in parsed.items():
+        if note.date_problem:  # ingested all the same: the day is what is left out
+            log.warning("%s: %s", path, note.date_problem)
     removed = sorted(set(registry) - set(on_disk) - unknown)
     # The registry as this run leaves it: kept rows (unchanged and skipped notes, and those
     # of folders that could not be listed) and the parsed notes' new rows.

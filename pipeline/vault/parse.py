@@ -252,6 +252,32 @@ def iso_day(value: Any) -> str | None:
     return day.isoformat() if day.year in NAME_DATE_YEARS else None
 
 
+def _unread_day(value: Any) -> bool:
+    """Whether ``value`` states a day that ``iso_day`` cannot read: not nothing, not a
+    template's placeholder, and not a real ISO day of a year left out on purpose."""
+    if value is None or isinstance(value, _dt.date):
+        return False
+    text = str(value).strip()
+    if not text or "{{" in text or "<%" in text:
+        return False
+    m = _ISO_DAY.match(text)
+    if m is None:
+        return True
+    if m.group(1)[:4] in ("0000", "9999"):
+        return False  # "no date" in templates and sorting tricks
+    try:
+        _dt.date.fromisoformat(m.group(1))
+    except ValueError:
+        return True
+    return False  # a calendar day of a year left out on purpose
+
+
+def _shown(value: Any) -> str:
+    """A stated date as a warning quotes it: its first 40 characters, in quotes."""
+    text = " ".join(str(value).split())
+    return repr(text if len(text) <= 40 else text[:39] + "…")
+
+
 def name_date(stem: str) -> str | None:
     """The ISO date a file name starts with, when it is a real calendar day of a year in
     NAME_DATE_YEARS; else None (an impossible date is simply not a date)."""
@@ -435,6 +461,34 @@ class ParsedNote:
             m = DATE_LINE.match(block.text) if block.kind == "paragraph" else None
             if m:
                 return iso_day(m["value"])
+        return None
+
+    @cached_property
+    def date_problem(self) -> str | None:
+        """Why the day the note states was not read, when that leaves it undated (a swapped
+        "2023-13-10", "March 2024"): time questions then pass it by, so sync says so. None
+        when it is dated, states no day, states one outside NAME_DATE_YEARS on purpose
+        (0000-01-01) or holds a template's placeholder ("{{date}}")."""
+        if self.date is not None:
+            return None
+        keys = {str(k).strip().casefold(): v for k, v in self.frontmatter.items()}
+        for key in DATE_KEYS:
+            value = keys.get(key)
+            if isinstance(value, list) and value:
+                value = value[0]
+            if _unread_day(value):
+                return f"its {key} {_shown(value)} is not a day as YYYY-MM-DD: the note is undated"
+        if self.source_type != "adr":
+            return None
+        for block in self.blocks:
+            if block.section_level > 1:
+                break
+            m = DATE_LINE.match(block.text) if block.kind == "paragraph" else None
+            if m:
+                if not _unread_day(m["value"]):
+                    return None
+                said = _shown(m["value"])
+                return f"its Date: line {said} is not a day as YYYY-MM-DD: the note is undated"
         return None
 
     @property

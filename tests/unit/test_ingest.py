@@ -799,3 +799,21 @@ def test_a_title_or_subject_that_is_a_list_is_warned_of(caplog: pytest.LogCaptur
     assert note.title == "Heading"
     assert "wiki/x.md: title is a list or a mapping, not text" in caplog.text
     assert "wiki/x.md: subject is a list or a mapping, not text; its title is used" in caplog.text
+
+
+def test_a_note_whose_stated_day_cannot_be_read_is_ingested_undated_with_a_warning(
+    vault: Path, kodb: KoDB, caplog: pytest.LogCaptureFixture
+) -> None:
+    (vault / "wiki" / "swapped.md").write_text("---\ndate: 2023-13-10\n---\n# Swapped\n\nText.\n")
+    with caplog.at_level("WARNING", logger="pipeline.ingest"):
+        report = run(vault, kodb)
+    assert "wiki/swapped.md" not in {s.path for s in report.skipped}
+    assert kodb.notes()["wiki/swapped.md"].date is None
+    said = [r.getMessage() for r in caplog.records if "swapped" in r.getMessage()]
+    assert said == [
+        "wiki/swapped.md: its date '2023-13-10' is not a day as YYYY-MM-DD: the note is undated"
+    ]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="pipeline.ingest"):
+        run(vault, kodb)  # unchanged: not read again, not said again
+    assert not [r for r in caplog.records if "swapped" in r.getMessage()]

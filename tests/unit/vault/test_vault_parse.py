@@ -540,6 +540,39 @@ def test_an_impossible_frontmatter_date_stays_text() -> None:
     assert str(note.frontmatter["ok"]) == "2024-02-29"
 
 
+@pytest.mark.parametrize(
+    ("text", "path", "said"),
+    [
+        ("---\ndate: 2026-02-30\n---\nBody\n", "wiki/n.md", "its date '2026-02-30'"),
+        ("---\ncreated: March 2024\n---\nBody\n", "wiki/n.md", "its created 'March 2024'"),
+        ("---\ndate: ２０２６-01-01\n---\nBody\n", "wiki/n.md", "its date '２０２６-01-01'"),
+        ("# 23. Pool\n\nDate: 2023-13-10\n\n## Context\n\nText.\n", "adr/0023.md",
+         "its Date: line '2023-13-10'"),
+    ],
+)  # fmt: skip
+def test_a_stated_day_that_cannot_be_read_is_said_and_the_note_undated(
+    text: str, path: str, said: str
+) -> None:
+    note = parse(text, path, "adr" if path.startswith("adr") else "wiki")
+    assert note.date is None
+    assert note.date_problem == f"{said} is not a day as YYYY-MM-DD: the note is undated"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "---\ndate: 2026-02-03\n---\nBody\n",  # read
+        "---\ndate: 0000-01-01\n---\nBody\n",  # no date, on purpose
+        "---\ndate: '{{date:YYYY-MM-DD}}'\n---\nBody\n",  # a template's placeholder
+        "---\ndate:\n---\nBody\n",  # empty
+        "---\ndate: 2026-13-01\ncreated: 2026-01-05\n---\nBody\n",  # dated by created
+        "Body without a date\n",
+    ],
+)
+def test_a_note_dated_or_stating_no_day_has_no_date_problem(text: str) -> None:
+    assert parse(text).date_problem is None
+
+
 def test_non_utf8_names_offset_and_line() -> None:
     with pytest.raises(InputError) as info:
         parse_note(b"line one\nline two caf\xe9\n", "x.md", "wiki")
