@@ -399,9 +399,28 @@ def recency_words(r: Recency) -> str:
 
 
 def time_words(answer: Answer) -> list[str]:
-    """What an answer says of the time its question named: the period, the latest."""
+    """What an answer says of the time its question named: the period, the latest, and
+    where the label's note went when the time left it out."""
     said = [] if answer.time_window is None else [window_words(answer.time_window)]
-    return said + ([] if answer.recency is None else [recency_words(answer.recency)])
+    said += [] if answer.recency is None else [recency_words(answer.recency)]
+    return said + [w for w in (label_elsewhere(answer),) if w]
+
+
+def label_elsewhere(answer: Answer) -> str | None:
+    """When the period or the latest left out the note the label measures (the best note
+    found for the question, dated elsewhere): which cosine the label is, and the best of
+    the notes the answer holds, so that a strong label over notes of 0.2 reads right."""
+    r = answer.relevance
+    if r.top_cosine is None or r.label in ("no_match", "unscored") or not dates_shown(answer):
+        return None
+    held = [h.cosine for h in answer.hits if h.cosine is not None]
+    if held and max(held) >= r.top_cosine - 5e-5:
+        return None
+    best = f"the best note here has {max(held):.3f}" if held else "no note here has a cosine"
+    return (
+        f"the label is that of the best note found (cosine {r.top_cosine:.3f}), which the "
+        f"time asked for left out; {best}"
+    )
 
 
 def dates_shown(answer: Answer) -> bool:

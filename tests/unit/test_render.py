@@ -120,6 +120,24 @@ def test_no_match_names_the_notes_holding_every_word_of_the_question() -> None:
     assert "is in 2 notes" in to_markdown(two) and "answers from them" in to_markdown(two)
 
 
+def test_a_label_whose_note_the_period_left_out_says_so_beside_the_period() -> None:
+    from dataclasses import replace
+
+    from pipeline.model import TimeWindow
+
+    low = Hit("adr/0031.md", "31. Adopt htmx", "adr", 0.246, date="2026-04-15")
+    window = TimeWindow("in 2026", "2026-01-01", "2026-12-31", True, 0, 27)
+    a = Answer("decisions in 2026?", "semantic", None, relevance("strong", 0.552), (low,), ())
+    a = replace(a, time_window=window)
+    said = "the label is that of the best note found (cosine 0.552), which the time asked for"
+    for out in (to_markdown(a), " ".join(text_of(a, 300).split())):
+        assert said in out and "the best note here has 0.246" in out
+    assert said in (to_context_pack(a, max_chars=8000) or "")
+    held = replace(a, hits=(replace(low, cosine=0.552),))
+    assert said not in to_markdown(held)  # the label's note is among those shown
+    assert said not in to_markdown(replace(a, time_window=None))  # no time: all notes are
+
+
 def test_people_read_the_best_notes_first_then_the_subjects() -> None:
     a = Answer("redis", "semantic", None, relevance("strong"), (HIT,), (subject(),))
     for out in (to_markdown(a), text_of(a)):
