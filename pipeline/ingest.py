@@ -260,9 +260,7 @@ def ingest_vault(
         settings, files, registry, force, progress, private
     )
     skipped += read_skipped
-    for path, note in parsed.items():
-        if note.date_problem:  # ingested all the same: the day is what is left out
-            log.warning("%s: %s", path, note.date_problem)
+    _say_undated(parsed)
     removed = sorted(set(registry) - set(on_disk) - unknown)
     # The registry as this run leaves it: kept rows (unchanged and skipped notes, and those
     # of folders that could not be listed) and the parsed notes' new rows.
@@ -310,6 +308,14 @@ def ingest_vault(
         resummarised=len(resummarised),
     )
     return _report(kodb, changes, started)
+
+
+def _say_undated(parsed: Mapping[str, ParsedNote]) -> None:
+    """A warning per note read this run that states a day it cannot be read by: it is
+    ingested all the same, undated, and time questions pass it by."""
+    for path, note in parsed.items():
+        if note.date_problem:
+            log.warning("%s: %s", path, note.date_problem)
 
 
 def _unlisted(folder: str, why: str, unknown: set[str]) -> SkippedNote:
