@@ -384,6 +384,8 @@ EMBED_RUNTIMES = ("auto", "onnx", "torch")
 LONG_NOTE_MODES = ("passages", "head")
 #: ``pipeline.query.RETRIEVALS`` (a test keeps the two equal; query.py loads numpy).
 RETRIEVALS = ("dense", "hybrid")
+#: The labels the hook may be told to inject from (``hook_min_label``), least first.
+HOOK_LABELS = ("weak", "moderate", "strong")
 #: The neo4j driver's schemes for a Bolt server.
 BOLT_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
 HTTP_SCHEMES = ("http", "https")
@@ -472,7 +474,7 @@ RULES: dict[str, Rule] = {
     "freshness_max_stale_ratio": Rule("float", low=0.0, high=1.0),
     "hook_budget": _seconds(),  # 0 or less: the hook would never print anything
     "hook_max_chars": _count(1),
-    "hook_min_label": Rule("str", choices=("weak", "moderate", "strong")),
+    "hook_min_label": Rule("str", choices=HOOK_LABELS),
     "service_probe_timeout": _seconds(),
     "service_resident_facts": _count(0),  # 0: never hold facts in memory
     "service_max_body_bytes": _count(1),

@@ -217,6 +217,7 @@ def answer_context(settings: Any, prompt: str, budget: float) -> str | None:
             "top_k": HOOK_TOP_K,
             "hits": HOOK_HITS,
             "facts_per_subject": HOOK_FACTS,
+            "word_matches": False,  # the pack of a no_match answer is empty
         }
         try:
             data = service.call("POST", "/query", body, timeout=deadline.left())

@@ -315,11 +315,12 @@ class PublicGraph:
 
 
 def redact(answer: Answer, private: PrivateNotes) -> Answer:
-    """``answer`` without any hit or fact of a private note; a subject left with no fact is
-    dropped (it was known through private notes only)."""
+    """``answer`` without any hit, word match or fact of a private note; a subject left with
+    no fact is dropped (it was known through private notes only)."""
     if not private:
         return answer
     hits = tuple(h for h in answer.hits if not private.is_private(h.path))
+    matches = tuple(h for h in answer.word_matches if not private.is_private(h.path))
     subjects = []
     for s in answer.subjects:
         facts = tuple(f for f in s.facts if not private.is_private(f.source_file))
@@ -328,9 +329,9 @@ def redact(answer: Answer, private: PrivateNotes) -> Answer:
     same = len(subjects) == len(answer.subjects) and all(
         a is b for a, b in zip(subjects, answer.subjects, strict=True)
     )
-    if same and len(hits) == len(answer.hits):
+    if same and len(hits) == len(answer.hits) and len(matches) == len(answer.word_matches):
         return answer
-    return replace(answer, hits=hits, subjects=tuple(subjects))
+    return replace(answer, hits=hits, subjects=tuple(subjects), word_matches=matches)
 
 
 def redact_freshness(report: dict[str, Any], private: PrivateNotes) -> dict[str, Any]:

@@ -146,7 +146,8 @@ PRESETS: Final[dict[str, dict[str, Any]]] = {
 }
 
 #: A no_match answer points at the notes holding every word of the question when at most
-#: this many do; more, and its words pick nothing out (``Pipeline._word_matches``).
+#: this many do; more, and its words pick nothing out (``Pipeline._word_matches``). Three, as
+#: a pointer is read in one line: a name is in one or two notes, a common word in many.
 WORD_MATCHES: Final = 3
 #: How many notes episodic recall looks through to find three session notes.
 EPISODIC_SCAN: Final = 100
@@ -839,9 +840,17 @@ class Pipeline:
         """The notes holding every word of a question the model placed nowhere, when they
         are few enough to point at (``WORD_MATCHES``): a name, a code or a rare term is
         matched by words where the model's cosine cannot place it. Not when the answer
-        is for an agent's hook, which injects nothing on no_match anyway."""
-        terms = self.terms_of(text, opts)
-        if not terms or not opts.word_matches:
+        is for an agent's hook, which injects nothing on no_match anyway, nor for episodic
+        recall, which is of session notes alone."""
+        if not opts.word_matches or opts.session_notes_only:
+            return ()
+        # The words a note should hold: not the period's ("in March 2024") nor words such
+        # as decide or discuss, which ask about the notes rather than name their topic.
+        rest = self.topic_of(text, opts)
+        window = self.window_of(text, opts)
+        topical = set(topic_words(rest, *([window.text] if window else [])))
+        terms = [t for t in self.terms_of(text, opts) if t in topical]
+        if not terms:
             return ()
         with timer.stage("kodb_ms"):
             found = self.kodb.search_notes(terms, WORD_MATCHES + 1, every=True)
@@ -849,7 +858,7 @@ class Pipeline:
                 return ()
             rows = self.kodb.notes_at(p for p, _ in found)
         return tuple(
-            _with_note(Hit(p, n.title, n.source_type, None, bm25=score), n)
+            Hit(p, n.title, n.source_type, None, bm25=score)
             for p, score in found
             if (n := rows.get(p)) is not None and _holds_text(n)
         )

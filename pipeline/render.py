@@ -10,10 +10,11 @@ import math
 import textwrap
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Final
+from typing import Any
 
 from pipeline import noisefloor as nf
 from pipeline.calibrate import Basis, is_trusted
+from pipeline.config import HOOK_LABELS
 from pipeline.model import (
     Answer,
     BandPrecision,
@@ -406,20 +407,23 @@ def time_words(answer: Answer) -> list[str]:
     return said + [w for w in (label_elsewhere(answer),) if w]
 
 
+#: Cosines this close are the same note's (the label's is computed apart from the hits').
+SAME_COSINE = 5e-5
+
+
 def label_elsewhere(answer: Answer) -> str | None:
-    """When the period or the latest left out the note the label measures (the best note
-    found for the question, dated elsewhere): which cosine the label is, and the best of
-    the notes the answer holds, so that a strong label over notes of 0.2 reads right."""
+    """In an answer whose notes a period or the latest chose, when the note the label
+    measures (the best found for the question) is not among the notes shown: its cosine,
+    and the best of those shown, so that a strong label over notes of 0.2 reads right."""
     r = answer.relevance
     if r.top_cosine is None or r.label in ("no_match", "unscored") or not dates_shown(answer):
         return None
-    held = [h.cosine for h in answer.hits if h.cosine is not None]
-    if held and max(held) >= r.top_cosine - 5e-5:
+    shown = [h.cosine for h in answer.hits[:NOTES_SHOWN] if h.cosine is not None]
+    if not shown or max(shown) >= r.top_cosine - SAME_COSINE:
         return None
-    best = f"the best note here has {max(held):.3f}" if held else "no note here has a cosine"
     return (
-        f"the label is that of the best note found (cosine {r.top_cosine:.3f}), which the "
-        f"time asked for left out; {best}"
+        f"the label is that of the best note found (cosine {r.top_cosine:.3f}), which is not "
+        f"among the notes shown; the best of them has {max(shown):.3f}"
     )
 
 
@@ -673,10 +677,6 @@ CONTEXT_TEXT_CHARS = 200
 WEAK_MARK = "weak match: these notes are only loosely related to the prompt; use them with care"
 
 
-#: The labels a hook may be told to inject from (``hook_min_label``), least first.
-INJECTED_LABELS: Final = ("weak", "moderate", "strong")
-
-
 def to_context_pack(answer: Answer, *, max_chars: int, min_label: str = "weak") -> str | None:
     """The compact context an agent's hook injects, at most ``max_chars`` characters; None
     when there is nothing to inject: no_match (silence beats noise), a label below
@@ -685,9 +685,7 @@ def to_context_pack(answer: Answer, *, max_chars: int, min_label: str = "weak") 
     r = answer.relevance
     if r.label == "no_match":
         return None
-    if r.label in INJECTED_LABELS and INJECTED_LABELS.index(r.label) < INJECTED_LABELS.index(
-        min_label
-    ):
+    if r.label in HOOK_LABELS and HOOK_LABELS.index(r.label) < HOOK_LABELS.index(min_label):
         return None
     if answer.mode == "fallback" and not answer.subjects:
         return None

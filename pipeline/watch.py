@@ -78,11 +78,24 @@ class WatcherState:
 
 
 def read_state(state_dir: Path) -> WatcherState | None:
+    """``watcher.json`` as written by a watcher; None when it is missing, unreadable or not
+    of that shape (a file edited by hand: its values are counted with, so they are checked)."""
     try:
         data = json.loads((state_dir / STATE_FILE).read_text(encoding="utf-8"))
-        return WatcherState(**data)
+        state = WatcherState(**data)
     except (OSError, ValueError, TypeError):
         return None
+    times = (state.started_at, state.last_run, state.pending_since)
+    number = (int, float)
+    if not isinstance(state.pid, int) or isinstance(state.pid, bool):
+        return None
+    if not isinstance(state.started_at, number) or any(
+        t is not None and (not isinstance(t, number) or isinstance(t, bool)) for t in times
+    ):
+        return None
+    if state.last_outcome is not None and not isinstance(state.last_outcome, str):
+        return None
+    return state
 
 
 def watcher_status(state_dir: Path, now: float | None = None) -> dict[str, Any]:

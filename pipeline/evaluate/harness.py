@@ -720,8 +720,8 @@ def _measure(
 
         t0 = time.perf_counter()
         # Rankings and labels are measured, not the excerpts people read (reading every
-        # hit's note for one would only slow the run).
-        default = QueryOptions.from_settings(settings, excerpts=False)
+        # hit's note for one would only slow the run), nor a no_match's word pointer.
+        default = QueryOptions.from_settings(settings, excerpts=False, word_matches=False)
         outcomes, answer_modes = _ask_all(plan, p, ids, default, say)
         seconds["queries"] = time.perf_counter() - t0
         say(f"ran {len(plan.questions)} queries")

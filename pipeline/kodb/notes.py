@@ -166,8 +166,8 @@ def search_notes(
     *,
     every: bool = False,
 ) -> list[tuple[str, float]]:
-    """Notes matching any of these words (with ``every``, all of them, among the
-    candidates found), best first: (path, BM25), larger is better.
+    """Notes matching any of these words (with ``every``, all of them: the database
+    finds only those), best first: (path, BM25), larger is better.
 
     The words are folded like the index (kodb/text.py) and passed as one parameter, so no
     question can be read as FTS or tsquery syntax. The database finds the candidates by its
@@ -179,7 +179,9 @@ def search_notes(
     if not wanted or limit <= 0:
         return []
     pool = max(limit, RESCORE_POOL)
-    found = dialect.search_notes(conn, wanted, pool, float(title_weight), pg_normalization)
+    found = dialect.search_notes(
+        conn, wanted, pool, float(title_weight), pg_normalization, groups if every else ()
+    )
     if not found:
         return []
     stats = _index_stats(conn, dialect, wanted)

@@ -114,6 +114,11 @@ class QueryRequest(BaseModel):
     full_precision: bool = Field(
         default=False, description="Floats unrounded (the CLI renders them as it would)."
     )
+    word_matches: bool = Field(
+        default=True,
+        description="False: a no_match answer does not look up the notes holding every word "
+        "of the question (the hook, which injects nothing on no_match).",
+    )
 
 
 class SessionPrompt(BaseModel):
@@ -417,6 +422,7 @@ def _answer_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAn
             preset=body.preset,
             retrieval=body.retrieval,
             today=body.today,
+            word_matches=body.word_matches,
         )
         answer = warm.ask(body.question, opts)
         request.state.mode, request.state.label = answer.mode, answer.relevance.label
@@ -453,7 +459,10 @@ def _status_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAn
         report = check_freshness(app.settings, options, app=app).to_dict()
         return redact_freshness(report, app.private)
 
-    @api.get("/healthz", response_model=HealthBody, responses=_declared(*ALWAYS))
+    # Declared, not enforced: a watcher.json written by hand must not turn liveness into a 500.
+    health = _declared(*ALWAYS, ok=HealthBody, said="Alive, and what it holds.")
+
+    @api.get("/healthz", response_model=None, responses=health)
     def healthz() -> dict[str, Any]:
         """Liveness, without reading a store (KO-DB's file is only looked up: deleted or
         replaced, it is named in ``kodb``); the CLI asks it before using the service."""

@@ -145,7 +145,9 @@ EXTRACTOR = INGEST_EXTRACTOR
 #:    Participants, Members …) is never a summary: a roll call's names, a link line.
 #: 14: a roll call's items (under Present, Attendees, Participants, Members …) are
 #:    ``participants`` / ``members`` facts, and its heading no ``section``.
-EXTRACTOR_VERSION = 14
+#: 15: a day stated as a link to its daily note (``date: "[[2024-03-10]]"``, as Obsidian's
+#:    properties keep it) dates the note.
+EXTRACTOR_VERSION = 15
 
 #: resolve(link target as written) -> the subject of the note it names, or None.
 Resolver = Callable[[str], str | None]

@@ -234,9 +234,30 @@ def _words_at_least(text: str, count: int = SUMMARY_MIN_WORDS) -> bool:
     return len(text.split(None, count - 1)) >= count
 
 
+#: A day written as a link to its daily note, as Obsidian's properties keep it:
+#: "[[2024-03-10]]", "[[2024-03-10|Sunday]]".
+_DAY_LINK = re.compile(r"\[\[([^\]|]*)(?:\|[^\]]*)?\]\]")
+#: Years that stand for "no date" in templates and sorting tricks.
+NO_DATE_YEARS = ("0000", "9999")
+#: How much of a stated date a warning quotes.
+SHOWN_DATE_CHARS = 40
+
+
+def _day_value(value: Any) -> Any:
+    """A stated day as a value: the first of a list (YAML reads ``[[2024-03-10]]`` as a
+    list in a list), the target of a day link, else itself."""
+    while isinstance(value, list) and value:
+        value = value[0]
+    if isinstance(value, str) and (m := _DAY_LINK.fullmatch(value.strip())):
+        return m.group(1).strip()
+    return value
+
+
 def iso_day(value: Any) -> str | None:
-    """The ISO day of a YAML date or datetime, or of a string starting with one, when it
-    is a real calendar day of a year in NAME_DATE_YEARS; else None."""
+    """The ISO day of a YAML date or datetime, or of a string starting with one (or of a
+    link to one's daily note), when it is a real calendar day of a year in
+    NAME_DATE_YEARS; else None."""
+    value = _day_value(value)
     if isinstance(value, _dt.datetime):
         value = value.date()
     if isinstance(value, _dt.date):
@@ -252,30 +273,39 @@ def iso_day(value: Any) -> str | None:
     return day.isoformat() if day.year in NAME_DATE_YEARS else None
 
 
-def _unread_day(value: Any) -> bool:
-    """Whether ``value`` states a day that ``iso_day`` cannot read: not nothing, not a
-    template's placeholder, and not a real ISO day of a year left out on purpose."""
-    if value is None or isinstance(value, _dt.date):
-        return False
+def _day_problem(value: Any) -> str | None:
+    """Why ``iso_day`` reads no day from a stated one, in words; None when nothing is
+    stated, a template's placeholder is, or a year that stands for "no date"."""
+    value = _day_value(value)
+    if value is None or iso_day(value) is not None:
+        return None
+    if isinstance(value, _dt.date):  # a real day of a year outside NAME_DATE_YEARS
+        if f"{value.year:04d}" in NO_DATE_YEARS:
+            return None
+        return f"names a year outside {NAME_DATE_YEARS.start}–{NAME_DATE_YEARS.stop - 1}"
     text = str(value).strip()
     if not text or "{{" in text or "<%" in text:
-        return False
+        return None
     m = _ISO_DAY.match(text)
     if m is None:
-        return True
-    if m.group(1)[:4] in ("0000", "9999"):
-        return False  # "no date" in templates and sorting tricks
+        return "is not a day as YYYY-MM-DD"
+    if m.group(1)[:4] in NO_DATE_YEARS:
+        return None
     try:
         _dt.date.fromisoformat(m.group(1))
     except ValueError:
-        return True
-    return False  # a calendar day of a year left out on purpose
+        return "is not a day as YYYY-MM-DD"
+    return f"names a year outside {NAME_DATE_YEARS.start}–{NAME_DATE_YEARS.stop - 1}"
 
 
 def _shown(value: Any) -> str:
-    """A stated date as a warning quotes it: its first 40 characters, in quotes."""
+    """A stated date as a warning quotes it: its first characters, in quotes."""
+    value = _day_value(value)
+    if isinstance(value, _dt.date):
+        value = value.isoformat()
     text = " ".join(str(value).split())
-    return repr(text if len(text) <= 40 else text[:39] + "…")
+    cut = SHOWN_DATE_CHARS
+    return repr(text if len(text) <= cut else text[: cut - 1] + "…")
 
 
 def name_date(stem: str) -> str | None:
@@ -444,52 +474,45 @@ class ParsedNote:
         """The note's day: frontmatter ``date`` or ``created``, else the ISO date its file
         name starts with, else an ADR's ``Date:`` line; never the file's mtime (a copy or a
         checkout changes that)."""
-        keys = {str(k).strip().casefold(): v for k, v in self.frontmatter.items()}
-        for key in DATE_KEYS:
-            value = keys.get(key)
-            if isinstance(value, list) and value:
-                value = value[0]
-            day = iso_day(value) if value is not None else None
-            if day:
+        for source, value in self._stated_days():
+            day = name_date(value) if source is None else iso_day(value)
+            if day or (source is None and self.source_type != "adr"):
                 return day
-        day = name_date(PurePosixPath(self.path).stem)
-        if day or self.source_type != "adr":
-            return day
-        for block in self.blocks:
-            if block.section_level > 1:
-                break  # the Nygard "Date:" line sits above the first section
-            m = DATE_LINE.match(block.text) if block.kind == "paragraph" else None
-            if m:
-                return iso_day(m["value"])
         return None
 
     @cached_property
     def date_problem(self) -> str | None:
         """Why the day the note states was not read, when that leaves it undated (a swapped
-        "2023-13-10", "March 2024"): time questions then pass it by, so sync says so. None
-        when it is dated, states no day, states one outside NAME_DATE_YEARS on purpose
-        (0000-01-01) or holds a template's placeholder ("{{date}}")."""
+        "2023-13-10", "March 2024", a year typed 3024): time questions then pass it by, so
+        sync says so. None when it is dated, states no day, says "no date" (0000, 9999) or
+        holds a template's placeholder ("{{date}}"); an impossible date in a file name is
+        simply no date."""
         if self.date is not None:
             return None
+        for source, value in self._stated_days():
+            why = None if source is None else _day_problem(value)
+            if why:
+                return f"its {source} {_shown(value)} {why}: the note is undated"
+        return None
+
+    def _stated_days(self) -> Iterator[tuple[str | None, Any]]:
+        """Where the note states its day, in order of preference: (where, what) for the
+        frontmatter's ``date`` and ``created``, then (None, its file name's stem), then an
+        ADR's ``Date:`` line above its first section (Nygard's form)."""
         keys = {str(k).strip().casefold(): v for k, v in self.frontmatter.items()}
         for key in DATE_KEYS:
-            value = keys.get(key)
-            if isinstance(value, list) and value:
-                value = value[0]
-            if _unread_day(value):
-                return f"its {key} {_shown(value)} is not a day as YYYY-MM-DD: the note is undated"
+            if keys.get(key) is not None:
+                yield key, keys[key]
+        yield None, PurePosixPath(self.path).stem
         if self.source_type != "adr":
-            return None
+            return
         for block in self.blocks:
             if block.section_level > 1:
-                break
+                return
             m = DATE_LINE.match(block.text) if block.kind == "paragraph" else None
             if m:
-                if not _unread_day(m["value"]):
-                    return None
-                said = _shown(m["value"])
-                return f"its Date: line {said} is not a day as YYYY-MM-DD: the note is undated"
-        return None
+                yield "Date: line", m["value"]
+                return
 
     @property
     def note(self) -> Note:

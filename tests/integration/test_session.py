@@ -17,7 +17,7 @@ from pipeline.cli import cli
 from pipeline.config import Settings
 from pipeline.embed import batch_invariant
 from pipeline.graph.local import LocalGraph
-from pipeline.query import Pipeline
+from pipeline.query import Pipeline, QueryOptions
 from pipeline.render import to_dict
 from pipeline.session import load_context
 from pipeline.sync import sync_vault
@@ -28,6 +28,7 @@ OFF_TOPIC = [
     "recipe for banana bread with walnuts",
     "how tall is the eiffel tower",
     "mi a legjobb gulyásleves recept?",
+    "who is Michael Nygard?",  # no_match, though ADR 0001 holds the name
 ]
 #: Beside a question asking for a period (searched deeper, hybrid fusing more hits), each
 #: of these had been labelled from the other's depth: "köszi!" moderate, alone weak.
@@ -94,9 +95,13 @@ def test_packs_equal_single_answers(
     report = load_context(batch, texts, tmp_path / "out", search=search, chunk_size=16)  # type: ignore[arg-type]
     assert (report.resident_facts > 0) is held
     packs = read_packs(tmp_path / "out" / "packs.jsonl")
-    singles = [strip(to_dict(pipeline.ask(t))) for t in texts]
+    # A pack of a no_match prompt is empty: no word lookup is spent on it (DESIGN §9).
+    alone = QueryOptions.from_settings(pipeline.settings, word_matches=False)
+    singles = [strip(to_dict(pipeline.ask(t, alone))) for t in texts]
     assert [p["prompt"] for p in packs] == texts
     assert [strip(p) for p in packs] == singles
+    assert all(p["word_matches"] == [] for p in packs)
+    assert pipeline.ask("who is Michael Nygard?").word_matches  # asked alone, it points
     assert report.search_path == search and report.modes == {"semantic": len(texts)}
     labels = {p["relevance"]["label"] for p in packs}
     assert "no_match" in labels and labels & {"strong", "moderate"}

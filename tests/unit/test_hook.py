@@ -280,13 +280,18 @@ def test_the_hook_holds_the_services_answer_to_the_least_label_set(
     from pipeline.render import to_dict
     from pipeline.service import client
 
+    sent: list[object] = []
+
     class Service:
         def call(self, method: str, path: str, body: object, timeout: float) -> object:
+            sent.append(body)
             return to_dict(answer("weak"))
 
     monkeypatch.setattr(client, "find_service", lambda s: Service())
     weak_too = load_settings(vault, env={})
     assert "weak match" in (hook.answer_context(weak_too, "redis", 1.5) or "")
+    # Its pack of a no_match answer is empty: no word lookup is asked of the service.
+    assert isinstance(sent[0], dict) and sent[0]["word_matches"] is False
     moderate = load_settings(vault, env={"VAULT_KO_HOOK_MIN_LABEL": "moderate"})
     assert hook.answer_context(moderate, "redis", 1.5) is None
     with pytest.raises(ConfigError, match="HOOK_MIN_LABEL must be one of weak, moderate"):
@@ -315,3 +320,33 @@ def test_the_hook_path_imports_no_heavy_module() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == ""
+
+
+def test_the_hook_in_its_own_process_asks_for_no_word_lookup(
+    vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.config import load_settings
+
+    seen: list[object] = []
+
+    class Pipeline:
+        def ask(self, text: str, opts: object, check_edits: bool) -> Answer:
+            seen.append(opts)
+            return answer("no_match")
+
+    class App:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        def __enter__(self) -> App:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def pipeline(self) -> Pipeline:
+            return Pipeline()
+
+    monkeypatch.setattr("pipeline.app.App", App)
+    assert hook._in_process_context(load_settings(vault, env={}), "who is X?", 1.5) is None
+    assert [getattr(o, "word_matches", None) for o in seen] == [False]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -186,7 +186,10 @@ def test_redact_drops_private_hits_facts_and_subjects_known_only_from_them() -> 
         (ModelHit("private/a.md", "A", "wiki", 0.9), ModelHit("wiki/b.md", "B", "wiki", 0.8)),
         (subject("A", ["private/a.md"]), subject("B", ["private/a.md", "wiki/b.md"])),
     )
+    matches = (ModelHit("private/a.md", "A", "wiki", None, bm25=2.0),)
+    answer = replace(answer, word_matches=matches)
     out = redact(answer, PRIVATE)
+    assert out.word_matches == ()
     assert [h.path for h in out.hits] == ["wiki/b.md"]
     assert [s.subject for s in out.subjects] == ["B"]
     assert [f.source_file for f in out.subjects[0].facts] == ["wiki/b.md"]

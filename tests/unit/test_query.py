@@ -356,6 +356,24 @@ def test_no_match_points_at_the_few_notes_holding_every_word_of_the_question(
     assert a.word_matches[0].bm25 is not None and a.word_matches[0].cosine is None
 
 
+@pytest.mark.parametrize(
+    "question",
+    [
+        "which warmstart scripts in March 2026?",  # the period is no word of the note
+        "what did we decide about warmstart scripts last week?",  # nor "decide", "last week"
+    ],
+)
+def test_the_word_pointer_leaves_out_the_period_and_words_asking_about_notes(
+    tmp_path: Path, question: str
+) -> None:
+    p, _, _ = make(tmp_path, [FakeHit("wiki/redis.md", "Redis", "wiki", 0.25)])
+    a = p.ask(question, QueryOptions(today="2026-06-15"))
+    assert a.relevance.label == "no_match"
+    assert [h.path for h in a.word_matches] == ["sessions/s2.md"]
+    episodic = QueryOptions(today="2026-06-15", preset="episodic", session_notes_only=True)
+    assert p.ask(question, episodic).word_matches == ()  # recall of session notes alone
+
+
 def test_no_match_points_at_nothing_when_no_note_holds_every_word(tmp_path: Path) -> None:
     p, _, _ = make(tmp_path, [FakeHit("wiki/redis.md", "Redis", "wiki", 0.25)])
     # "redis" is in notes and "banana" is in none: not every word, so no pointer.

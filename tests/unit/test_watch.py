@@ -203,3 +203,33 @@ def test_every_run_ok_or_failed_hands_freed_memory_back_after_it(
     finally:
         watch.stop.set()
         thread.join(10)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        '{"pid": "123", "started_at": 1.0}',
+        '{"pid": 123, "started_at": 1.0, "last_run": "yesterday"}',
+        '{"pid": 123, "started_at": 1.0, "pending_since": "now"}',
+        '{"pid": true, "started_at": 1.0}',
+        '{"pid": 123, "started_at": 1.0, "last_outcome": 5}',
+        "[1, 2]",
+    ],
+)
+def test_a_watcher_state_of_the_wrong_shape_is_no_state(tmp_path: Path, data: str) -> None:
+    """A hand-edited watcher.json had been counted with: its lag raised a TypeError, which
+    turned /healthz and /metrics into 500s while the watcher ran."""
+    from pipeline.watch import STATE_FILE
+
+    tmp_path.joinpath(STATE_FILE).write_text(data)
+    assert read_state(tmp_path) is None
+
+
+def test_a_watcher_state_as_a_watcher_writes_it_is_read(tmp_path: Path) -> None:
+    from pipeline.watch import STATE_FILE
+
+    tmp_path.joinpath(STATE_FILE).write_text(
+        '{"pid": 123, "started_at": 1.5, "last_run": 2, "pending_since": null}'
+    )
+    state = read_state(tmp_path)
+    assert state is not None and (state.pid, state.last_run) == (123, 2)

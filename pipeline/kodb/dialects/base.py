@@ -103,8 +103,10 @@ class Dialect(ABC):
         limit: int,
         title_weight: float,
         pg_normalization: int,
+        every: Sequence[Sequence[str]] = (),
     ) -> list[tuple[str, float]]:
-        """The candidates of a full-text search: notes holding any of these folded words,
+        """The candidates of a full-text search: notes holding any of these folded words
+        (with ``every``, groups of spellings, notes holding one spelling of each group),
         best first by the database's own measure, (path, score), larger is better; ties in
         path order (``notes.search_notes`` then orders them by BM25)."""
 

@@ -158,13 +158,17 @@ class PostgresDialect(Dialect):
         limit: int,
         title_weight: float,
         pg_normalization: int,
+        every: Sequence[Sequence[str]] = (),
     ) -> list[tuple[str, float]]:
         """``ts_rank_cd`` on the weighted tsvector (a cover-density rank, not BM25), the
         title class A weighing ``title_weight`` times the body's class B;
         ``pg_normalization`` is its length normalisation flag."""
         t = schema.note_texts
         tsv = sa.literal_column(f"note_texts.{schema.NOTE_TSV}")
-        query = sa.func.to_tsquery(sa.literal_column("'simple'::regconfig"), " | ".join(words))
+        said = " | ".join(words)
+        if every:
+            said = " & ".join("(" + " | ".join(g) + ")" for g in every)
+        query = sa.func.to_tsquery(sa.literal_column("'simple'::regconfig"), said)
         # Weights per class {D, C, B, A}: the body is B, the title A.
         weights = sa.bindparam(
             "weights",

@@ -204,6 +204,7 @@ class SqliteDialect(Dialect):
         limit: int,
         title_weight: float,
         pg_normalization: int,
+        every: Sequence[Sequence[str]] = (),
     ) -> list[tuple[str, float]]:
         """FTS5's ``bm25()`` with column weights (negative-is-better, so negated). FTS5
         sorts by its own ``rank`` column without a join, which is much faster than ordering
@@ -212,6 +213,8 @@ class SqliteDialect(Dialect):
         way). ``pg_normalization`` is PostgreSQL's and unused here."""
         f, t = schema.note_texts_fts, schema.note_texts
         match = " OR ".join(f'"{w}"' for w in words)
+        if every:
+            match = " AND ".join("(" + " OR ".join(f'"{w}"' for w in g) + ")" for g in every)
         weights = f"bm25({title_weight!r}, 1.0)"
         stmt = (
             sa.select(f.c.rowid, f.c.rank)

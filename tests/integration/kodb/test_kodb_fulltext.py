@@ -278,6 +278,18 @@ def test_every_keeps_the_notes_holding_each_word_in_title_or_body(db: KoDB) -> N
     assert db.search_notes(["server", "banana"], 10, every=True) == []
 
 
+def test_every_finds_the_notes_holding_each_word_past_the_any_word_pool(db: KoDB) -> None:
+    """Ranked by any word, 550 short notes of one word each came before the long notes
+    holding both, and a filter over the best 100 of them found none or a few."""
+    texts = [NoteText(f"wiki/c{i}.md", "Notes", "A crash happened here.") for i in range(150)]
+    texts += [NoteText(f"wiki/s{i}.md", "Notes", "Server room.") for i in range(400)]
+    filler = " ".join(f"filler{i}" for i in range(300))
+    texts += [NoteText(f"wiki/both{i}.md", "Notes", f"Server crash. {filler}") for i in range(7)]
+    db.apply_ingest([(note(x.path), []) for x in texts], [], texts=texts)
+    every = db.search_notes(["server", "crash"], 10, every=True)
+    assert sorted(p for p, _ in every) == [f"wiki/both{i}.md" for i in range(7)]
+
+
 def test_migration_14_counts_the_words_of_notes_indexed_before_it(
     kodb_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

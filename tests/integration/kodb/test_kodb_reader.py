@@ -34,7 +34,10 @@ CALLS: dict[str, Callable[[KodbReader], Any]] = {
     "notes_at": lambda r: r.notes_at(["wiki/pub.md", SECRET_FILE]),
     "count_notes": lambda r: r.count_notes(),
     "notes_dated": lambda r: r.notes_dated(None, "2999-12-31", 1),
-    "search_notes": lambda r: r.search_notes([SECRET_WORD, "redis"], 10),
+    "search_notes": lambda r: (
+        r.search_notes([SECRET_WORD, "redis"], 10),
+        r.search_notes([SECRET_WORD], 10, every=True),
+    ),
     "note_texts": lambda r: r.note_texts(),
     "index_languages": lambda r: r.index_languages(),
     "word_shares": lambda r: r.word_shares(["redis", "password"]),

@@ -548,6 +548,7 @@ def test_an_impossible_frontmatter_date_stays_text() -> None:
         ("---\ndate: ２０２６-01-01\n---\nBody\n", "wiki/n.md", "its date '２０２６-01-01'"),
         ("# 23. Pool\n\nDate: 2023-13-10\n\n## Context\n\nText.\n", "adr/0023.md",
          "its Date: line '2023-13-10'"),
+        ("---\ndate: '[[2024-13-10]]'\n---\nBody\n", "wiki/n.md", "its date '2024-13-10'"),
     ],
 )  # fmt: skip
 def test_a_stated_day_that_cannot_be_read_is_said_and_the_note_undated(
@@ -558,11 +559,32 @@ def test_a_stated_day_that_cannot_be_read_is_said_and_the_note_undated(
     assert note.date_problem == f"{said} is not a day as YYYY-MM-DD: the note is undated"
 
 
+@pytest.mark.parametrize("year", ["3024-03-10", "'0224-03-10'"])
+def test_a_typed_year_outside_the_dates_notes_have_is_said(year: str) -> None:
+    note = parse(f"---\ndate: {year}\n---\nBody\n")
+    assert note.date is None
+    assert note.date_problem == (
+        f"its date '{year.strip(chr(39))}' names a year outside 1000–2999: the note is undated"
+    )
+
+
+@pytest.mark.parametrize(
+    "stated",
+    ["'[[2024-03-10]]'", "'[[2024-03-10|Sunday]]'", "[[2024-03-10]]", "[2024-03-10]"],
+)
+def test_a_day_written_as_a_link_to_its_daily_note_dates_the_note(stated: str) -> None:
+    """Obsidian's properties keep a date property that links its daily note as
+    "[[2024-03-10]]"; unquoted, YAML reads it as a list in a list."""
+    note = parse(f"---\ndate: {stated}\n---\nBody\n")
+    assert (note.date, note.date_problem) == ("2024-03-10", None)
+
+
 @pytest.mark.parametrize(
     "text",
     [
         "---\ndate: 2026-02-03\n---\nBody\n",  # read
         "---\ndate: 0000-01-01\n---\nBody\n",  # no date, on purpose
+        "---\ndate: 9999-12-31\n---\nBody\n",  # no date, on purpose (a YAML date)
         "---\ndate: '{{date:YYYY-MM-DD}}'\n---\nBody\n",  # a template's placeholder
         "---\ndate:\n---\nBody\n",  # empty
         "---\ndate: 2026-13-01\ncreated: 2026-01-05\n---\nBody\n",  # dated by created
