@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.integration
+
 
 def test_a_sync_the_graph_refuses_says_nothing_was_written_and_what_to_do(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
