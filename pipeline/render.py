@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import math
 import textwrap
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -26,6 +27,7 @@ from pipeline.model import (
     SubjectRank,
     TimeWindow,
     UnsyncedEdits,
+    predicate_preference,
 )
 from pipeline.noisefloor import is_tight_vault
 
@@ -663,10 +665,11 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
         why = "; ".join(p for p in (status, _why(s)) if p)
         why = f"{why}; " if why else ""
         lines.append(f"- **{s.subject}** ({why}score {s.score}; {_files(s)}){mark}")
+        more = more_values(s)
         for f in s.facts:
             lines.append(
-                f"  - {f.predicate}: {f.object} [{f.source_type}: {f.source_file}, "
-                f"{f.confidence:.2f}]"
+                f"  - {f.predicate}: {f.object}{_more_said(more, f.predicate)} "
+                f"[{f.source_type}: {f.source_file}, {f.confidence:.2f}]"
             )
     return "\n".join(lines).rstrip() + "\n"
 
@@ -725,10 +728,30 @@ def to_context_pack(answer: Answer, *, max_chars: int, min_label: str = "weak") 
         status = shown_status(s, successors)
         said = f"{status}; " if status else ""
         lines.append(f"- {s.subject} ({said}{_files(s)}{mark})")
+        more = more_values(s)
         for f in s.facts:
-            text = _one_line(f.object, CONTEXT_TEXT_CHARS)
+            text = _one_line(f.object, CONTEXT_TEXT_CHARS) + _more_said(more, f.predicate)
             lines.append(f"  - {f.predicate}: {text} [{f.source_file}]")
     return _cut(lines, max_chars)
+
+
+def more_values(s: SubjectRank) -> dict[str, int]:
+    """How many more facts than shown each shown property predicate has ("members: Dávid
+    Kovács" alone read as the team's one member, "participants: Bert Belder" as a meeting's
+    one attendee); prose and structural predicates say nothing by their count. Said after
+    the first fact of the predicate, "(+3 more)", by every output that shows facts."""
+    shown = Counter(f.predicate for f in s.facts)
+    return {
+        p: s.predicates.get(p, 0) - n
+        for p, n in shown.items()
+        if predicate_preference(p)[0] == 1 and s.predicates.get(p, 0) > n
+    }
+
+
+def _more_said(more: dict[str, int], predicate: str) -> str:
+    """ " (+N more)" after the first fact of ``predicate`` (``more`` is spent as it is said)."""
+    n = more.pop(predicate, 0)
+    return f" (+{n} more)" if n else ""
 
 
 def _cut(lines: list[str], max_chars: int) -> str:

@@ -10,12 +10,11 @@ imported when an answer is printed, never by the hook.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipeline.model import Answer, FactView, Hit, SubjectRank, predicate_preference
+from pipeline.model import Answer, FactView, Hit, SubjectRank
 from pipeline.render import (
     EVIDENCE_WORDS,
     NOTES_SHOWN,
@@ -24,6 +23,7 @@ from pipeline.render import (
     hit_marks,
     label_in_words,
     label_line,
+    more_values,
     shown_status,
     silence_line,
     silence_notes,
@@ -276,7 +276,7 @@ def _subject_lines(
         line.append(f" [{status}]", style="yellow")
     line.append("  " + _measures(s), style="dim")
     yield from _indented(console, line, f"{rank:>3}", SUBJECT_GUTTER, width)
-    more = _more_values(s)
+    more = more_values(s)
     for fact in s.facts:
         text = _fact_text(console, fact, width, notes, more.pop(fact.predicate, 0))
         yield from _indented(console, text, "", FACT_INDENT, width)
@@ -291,18 +291,6 @@ def _measures(s: SubjectRank) -> str:
     parts.append(f"score {s.score}")
     parts.append("s/w/a " + "/".join(str(s.per_type.get(t, 0)) for t in ("session", "wiki", "adr")))
     return " · ".join(parts)
-
-
-def _more_values(s: SubjectRank) -> dict[str, int]:
-    """How many more facts than shown each shown property predicate has ("members: Dávid
-    Kovács" alone read as the team's one member); prose and structural predicates say
-    nothing by their count."""
-    shown = Counter(f.predicate for f in s.facts)
-    return {
-        p: s.predicates.get(p, 0) - n
-        for p, n in shown.items()
-        if predicate_preference(p)[0] == 1 and s.predicates.get(p, 0) > n
-    }
 
 
 def _fact_text(

@@ -138,6 +138,22 @@ def test_a_label_whose_note_the_period_left_out_says_so_beside_the_period() -> N
     assert said not in to_markdown(replace(a, time_window=None))  # no time: all notes are
 
 
+def test_every_output_says_how_many_more_values_a_shown_property_has() -> None:
+    """A meeting's one participant shown had read, in the hook's pack, as its only one."""
+    fact = FactView("participants", "Bert Belder (TSC)", 0.8, "wiki", "meetings/2017-10-25.md")
+    summary = FactView("summary", "The meeting.", 0.75, "wiki", "meetings/2017-10-25.md")
+    meeting = SubjectRank(
+        "2017-10-25 TSC meeting", 20, 1, {"wiki": 1}, 14, 14, 0.8, 0.5, False,
+        {"participants": 12, "summary": 2}, (fact, summary), "strong", "own",
+    )  # fmt: skip
+    a = Answer("who attended?", "semantic", None, relevance("strong"), (HIT,), (meeting,))
+    pack = to_context_pack(a, max_chars=8000) or ""
+    assert "participants: Bert Belder (TSC) (+11 more) [meetings/2017-10-25.md]" in pack
+    assert "summary: The meeting. [" in pack  # prose says nothing by its count
+    assert "Bert Belder (TSC) (+11 more) [wiki: meetings/2017-10-25.md" in to_markdown(a)
+    assert "Bert Belder (TSC) (+11 more)" in " ".join(text_of(a, 300).split())
+
+
 def test_people_read_the_best_notes_first_then_the_subjects() -> None:
     a = Answer("redis", "semantic", None, relevance("strong"), (HIT,), (subject(),))
     for out in (to_markdown(a), text_of(a)):
