@@ -1018,17 +1018,24 @@ class Pipeline:
         opts: QueryOptions,
         timer: Timer,
     ) -> list[Hit]:
-        """The hits with the excerpt of each note that meets the question (excerpts.py)."""
+        """The hits with the excerpt of each note that meets the question (excerpts.py), by
+        the question's words that pick notes out: a word nearly every note holds ("TSC" in
+        the TSC's minutes) had made a roll call's "Present — … (TSC)" the excerpt of a
+        meeting over its summary. All of them when every one is such a word."""
         if not opts.excerpts or not hits:
             return hits
         from pipeline import excerpts
 
         s = self.settings
+        terms = self.terms_of(text, opts)
+        with timer.stage("kodb_ms"):
+            shares = self.kodb.word_shares(terms) if terms else {}
+        terms = [t for t in terms if shares.get(t, 0.0) < VAULT_WIDE_SHARE] or terms
         with timer.stage("excerpts_ms"):
             languages = {p: n.text_language for p, n in registry.items()}
             return excerpts.with_excerpts(
                 hits,
-                self.terms_of(text, opts),
+                terms,
                 s.vault,
                 s.vault_max_note_bytes,
                 languages,

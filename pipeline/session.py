@@ -31,7 +31,7 @@ from pipeline.batch.packs import PACKS_FILE, Format, Pack, PackSink, open_sink
 from pipeline.calibrate import Basis, assess
 from pipeline.embed import batch_invariant
 from pipeline.errors import ConfigError, GraphQueryError, VaultKoError
-from pipeline.model import Answer, Hit
+from pipeline.model import Answer, Hit, clean_text
 from pipeline.query import Pipeline, QueryOptions
 
 log = logging.getLogger(__name__)
@@ -164,6 +164,9 @@ class SessionLoader:
         # Chosen for the whole chunk: ask_many searches it in runs of equal depth, and the
         # first run alone (one question asking for a period) would choose the index.
         self._choose_path(max(len(prompts), self._expected))
+        if self.options.excerpts:  # each answer's excerpts weigh its words by their shares
+            asked = (self.batch.terms_of(clean_text(p).strip(), self.options) for p in prompts)
+            self.kodb.word_shares(sorted({t for terms in asked for t in terms}))
         before = self.batch.embed_batches
         answers = self.batch.ask_many(prompts, self.options, search=self._search, prefetch=self)
         self._stats.embed_batches += self.batch.embed_batches - before
