@@ -569,13 +569,16 @@ class Pipeline:
         latest = self.latest_of(text, opts)
         topic = True
         if window is not None or latest is not None:
-            rest = without_latest(text) if latest is not None else text
-            words = topic_words(rest, *(() if window is None else (window.text,)))
-            shares = self.kodb.word_shares(words) if words else {}
-            topic = any(shares.get(w, 0.0) < VAULT_WIDE_SHARE for w in words)
+            topic = bool(self._picking_out(_topical(text, window, latest)))
         if topics is not None:
             topics[text] = topic
         return topic
+
+    def _picking_out(self, words: Sequence[str]) -> list[str]:
+        """Those of ``words`` that pick notes out: fewer than ``VAULT_WIDE_SHARE`` of the
+        vault's notes hold them (one read of KO-DB for all)."""
+        shares = self.kodb.word_shares(words) if words else {}
+        return [w for w in words if shares.get(w, 0.0) < VAULT_WIDE_SHARE]
 
     def days_asked(
         self, text: str, opts: QueryOptions, topics: dict[str, bool] | None = None
@@ -846,9 +849,8 @@ class Pipeline:
             return ()
         # The words a note should hold: not the period's ("in March 2024") nor words such
         # as decide or discuss, which ask about the notes rather than name their topic.
-        rest = self.topic_of(text, opts)
-        window = self.window_of(text, opts)
-        topical = set(topic_words(rest, *([window.text] if window else [])))
+        window, latest = self.window_of(text, opts), self.latest_of(text, opts)
+        topical = set(_topical(text, window, latest))
         terms = [t for t in self.terms_of(text, opts) if t in topical]
         if not terms:
             return ()
@@ -1029,8 +1031,7 @@ class Pipeline:
         s = self.settings
         terms = self.terms_of(text, opts)
         with timer.stage("kodb_ms"):
-            shares = self.kodb.word_shares(terms) if terms else {}
-        terms = [t for t in terms if shares.get(t, 0.0) < VAULT_WIDE_SHARE] or terms
+            terms = self._picking_out(terms) or terms
         with timer.stage("excerpts_ms"):
             languages = {p: n.text_language for p, n in registry.items()}
             return excerpts.with_excerpts(
@@ -1267,6 +1268,14 @@ class Pipeline:
                     question=question,
                 )
             )
+
+
+def _topical(text: str, window: TimeWindow | None, latest: str | None) -> list[str]:
+    """The words naming what ``text`` is about: not its period's phrase (``window``), the
+    words asking for the latest (``latest``: it asks for them), stop words nor
+    ``PERIOD_ONLY_WORDS``."""
+    rest = without_latest(text) if latest is not None else text
+    return topic_words(rest, *(() if window is None else (window.text,)))
 
 
 def _runs(values: Sequence[int]) -> Iterator[tuple[int, int]]:

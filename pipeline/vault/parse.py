@@ -261,16 +261,19 @@ def iso_day(value: Any) -> str | None:
     if isinstance(value, _dt.datetime):
         value = value.date()
     if isinstance(value, _dt.date):
-        day = value
+        day: _dt.date | None = value
     else:
         m = _ISO_DAY.match(str(value).strip())
-        if not m:
-            return None
-        try:
-            day = _dt.date.fromisoformat(m.group(1))
-        except ValueError:
-            return None
-    return day.isoformat() if day.year in NAME_DATE_YEARS else None
+        day = _calendar_day(m.group(1)) if m else None
+    return day.isoformat() if day is not None and day.year in NAME_DATE_YEARS else None
+
+
+def _calendar_day(iso: str) -> _dt.date | None:
+    """The calendar day ``YYYY-MM-DD`` names; None when there is none (2023-13-10)."""
+    try:
+        return _dt.date.fromisoformat(iso)
+    except ValueError:
+        return None
 
 
 def _day_problem(value: Any) -> str | None:
@@ -279,21 +282,13 @@ def _day_problem(value: Any) -> str | None:
     value = _day_value(value)
     if value is None or iso_day(value) is not None:
         return None
-    if isinstance(value, _dt.date):  # a real day of a year outside NAME_DATE_YEARS
-        if f"{value.year:04d}" in NO_DATE_YEARS:
-            return None
-        return f"names a year outside {NAME_DATE_YEARS.start}–{NAME_DATE_YEARS.stop - 1}"
-    text = str(value).strip()
+    text = value.isoformat() if isinstance(value, _dt.date) else str(value).strip()
     if not text or "{{" in text or "<%" in text:
         return None
     m = _ISO_DAY.match(text)
-    if m is None:
-        return "is not a day as YYYY-MM-DD"
-    if m.group(1)[:4] in NO_DATE_YEARS:
+    if m is not None and m.group(1)[:4] in NO_DATE_YEARS:
         return None
-    try:
-        _dt.date.fromisoformat(m.group(1))
-    except ValueError:
+    if m is None or _calendar_day(m.group(1)) is None:
         return "is not a day as YYYY-MM-DD"
     return f"names a year outside {NAME_DATE_YEARS.start}–{NAME_DATE_YEARS.stop - 1}"
 
