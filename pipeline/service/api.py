@@ -44,7 +44,7 @@ from pipeline.errors import ConfigError, InputError, VaultKoError
 from pipeline.privacy import redact_freshness
 from pipeline.query import MAX_COUNT, PRESETS, QueryOptions
 from pipeline.render import to_dict
-from pipeline.service.bodies import AnswerBody, HealthBody, PacksBody
+from pipeline.service.bodies import AnswerBody, FreshnessBody, HealthBody, PacksBody
 from pipeline.service.client import (
     MAX_QUESTION_CHARS,
     MAX_SESSION_ID_CHARS,
@@ -450,7 +450,12 @@ def _answer_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAn
 def _status_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAnswers) -> None:
     """GET /freshness, /healthz and /metrics."""
 
-    @api.get("/freshness", responses=_declared(*ALWAYS, 422, 503))
+    # Declared, not enforced: both carry the watcher's state file, and a watcher.json
+    # written by hand must not turn them into a 500.
+    fresh = _declared(*ALWAYS, 422, 503, ok=FreshnessBody, said="The freshness report.")
+    health = _declared(*ALWAYS, ok=HealthBody, said="Alive, and what it holds.")
+
+    @api.get("/freshness", response_model=None, responses=fresh)
     def freshness() -> dict[str, Any]:
         """The freshness report (does not move the fallback mark of `vault-ko freshness`)."""
         from pipeline.freshness import FreshnessOptions, check_freshness
@@ -458,9 +463,6 @@ def _status_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAn
         options = FreshnessOptions.from_settings(app.settings, advance_fallback_mark=False)
         report = check_freshness(app.settings, options, app=app).to_dict()
         return redact_freshness(report, app.private)
-
-    # Declared, not enforced: a watcher.json written by hand must not turn liveness into a 500.
-    health = _declared(*ALWAYS, ok=HealthBody, said="Alive, and what it holds.")
 
     @api.get("/healthz", response_model=None, responses=health)
     def healthz() -> dict[str, Any]:

@@ -160,3 +160,104 @@ class HealthBody(_Body):
     warm_vectors: int
     warm_facts: int
     watcher: WatcherBody
+
+
+class FreshnessCounts(_Body):
+    fresh: int | None
+    missing: int | None
+    stale: int | None
+    orphaned: int | None
+    model_mismatch: int | None
+
+
+class FreshnessNotes(_Body):
+    missing: list[str] | None
+    stale: list[str] | None
+    orphaned: list[str] | None
+    model_mismatch: list[str] | None
+
+
+class SkippedBody(_Body):
+    path: str
+    reason: str
+
+
+class CoverageBody(_Body):
+    notes: int
+    fresh: int | None
+    missing: int | None
+    stale: int | None
+    orphaned: int | None
+    model_mismatch: int | None
+    skipped: int | None
+    coverage: float | None
+
+
+class CalibrationCheckBody(_Body):
+    status: Literal["ok", "missing", "outdated", "unknown"]
+    reasons: list[str]
+    checked: bool
+    embedder: str | None
+    dims: int | None
+    probe_set_version: int | None
+    notes_at_calibration: int | None
+    measured_at: float | None
+    age_seconds: float | None
+
+
+class GraphCheckBody(_Body):
+    up: bool | None
+    checked: bool
+    url: str | None
+    dialect: str | None
+    agent: str | None
+    latency_ms: float | None
+    reason: str | None
+    detail: str | None
+    notes: int | None
+
+
+class KodbCheckBody(_Body):
+    up: bool | None
+    checked: bool
+    url: str
+    dialect: str | None
+    reason: str | None
+    registry_notes: int
+    facts: int
+    orphan_facts: int
+    orphan_fact_files: list[str]
+
+
+class ThresholdsBody(_Body):
+    max_stale: int
+    max_stale_ratio: float
+    check_calibration: bool
+
+
+class FreshnessBody(_Body):
+    """``/freshness``: the document of ``vault-ko freshness --json`` (docs/freshness.md)."""
+
+    status: Literal["fresh", "stale", "error"]
+    reasons: list[str]
+    vault: str
+    model: str | None
+    dims: int | None
+    notes_on_disk: int
+    counts: FreshnessCounts
+    counts_unknown_reason: str | None
+    notes: FreshnessNotes
+    skipped: list[SkippedBody]
+    oldest_stale_seconds: float | None
+    by_type: dict[str, CoverageBody]
+    calibration: CalibrationCheckBody
+    graph: GraphCheckBody
+    kodb: KodbCheckBody
+    fallback_answers: int
+    watcher: WatcherBody
+    thresholds: ThresholdsBody
+    compared: bool
+    reread: int
+    warnings: list[str]
+    checked_at: float
+    seconds: float

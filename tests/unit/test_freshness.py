@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import ValidationError
 
 from pipeline import freshness as fr
 from pipeline.app import App
@@ -25,6 +26,7 @@ from pipeline.freshness import FreshnessOptions, check_freshness, to_prometheus
 from pipeline.freshness import check as fr_check
 from pipeline.graph import GraphStatus, NoteState
 from pipeline.model import Calibration, Note
+from pipeline.service.bodies import FreshnessBody
 from pipeline.vault.parse import read_note
 from pipeline.vault.passages import text_version as rules_version
 from pipeline.vault.scan import scan_vault
@@ -393,6 +395,26 @@ def test_json_document_has_the_contract_keys(synced) -> None:
     assert data["graph"]["up"] is True and data["graph"]["dialect"] == "arcadedb"
     assert data["kodb"] == data["kodb"] | {"facts": 2 * len(NOTES), "orphan_facts": 0}
     assert isinstance(data["fallback_answers"], int)
+
+
+def test_the_json_document_in_every_state_is_what_the_service_declares(synced) -> None:
+    settings, kodb, _ = synced
+    append(settings, "wiki/alpha.md", "edit\n")
+    (settings.vault / "wiki" / "bad.md").write_bytes(b"\xff\xfe not text")
+    down = FakeGraph({}, GraphStatus(False, "bolt://127.0.0.1:1", None, None, None, "refused"))
+    reports = [
+        run(synced),
+        check_freshness(settings, kodb=kodb, graph=down),
+        fr.FreshnessReport.failed("bad settings", vault=str(settings.vault)),
+    ]
+    assert reports[0].skipped and reports[0].by_type and not reports[1].compared
+    for report in reports:
+        sent = json.loads(json.dumps(report.to_dict()))
+        FreshnessBody.model_validate(sent)
+        schema = FreshnessBody.model_json_schema()
+        assert set(schema["required"]) == set(sent) == set(schema["properties"])
+    with pytest.raises(ValidationError, match="new_key"):
+        FreshnessBody.model_validate(reports[0].to_dict() | {"new_key": 1})
 
 
 def test_prometheus_text_parses_and_carries_the_counts(synced, promtool) -> None:
