@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from pipeline import fallback_log
 from pipeline.fallback_log import LOG_NAME, fallbacks_since_last_check, record_fallback
 
 
@@ -48,3 +51,33 @@ def test_a_folder_without_a_state_dir_gets_none(tmp_path: Path) -> None:
     make a state dir: the folder search would then count the folder as a vault."""
     record_fallback(tmp_path / ".vault-ko", "graph unavailable")
     assert not (tmp_path / ".vault-ko").exists()
+
+
+def test_a_long_log_keeps_its_newer_half_and_the_count_of_what_it_cut(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fallback_log, "LOG_MAX_BYTES", 2_000)
+    for i in range(10):
+        record_fallback(tmp_path, f"counted {i}")
+    assert fallbacks_since_last_check(tmp_path) == 10
+    for i in range(60):  # about 3,600 bytes: trimmed at least once
+        record_fallback(tmp_path, f"graph unavailable {i}")
+    log = tmp_path / LOG_NAME
+    assert log.stat().st_size <= 2_000
+    assert log.read_text().splitlines()[-1].endswith('"graph unavailable 59"}')
+    assert log.stat().st_mode & 0o777 == 0o600
+    assert fallbacks_since_last_check(tmp_path, advance=False) == 60
+    assert fallbacks_since_last_check(tmp_path) == 60
+    assert fallbacks_since_last_check(tmp_path) == 0
+    record_fallback(tmp_path, "after the check")
+    assert fallbacks_since_last_check(tmp_path) == 1
+
+
+def test_a_log_never_checked_is_trimmed_and_still_counted_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fallback_log, "LOG_MAX_BYTES", 1_000)
+    for i in range(200):
+        record_fallback(tmp_path, f"down {i}")
+    assert (tmp_path / LOG_NAME).stat().st_size <= 1_000
+    assert fallbacks_since_last_check(tmp_path) == 200
