@@ -43,6 +43,8 @@ VECTOR_INDEXES = {
 DEFAULT_TIMEOUT = 60.0
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+#: A record id as ArcadeDB prints it (bucket:position), the only form put into a command.
+_RID = re.compile(r"#\d+:\d+")
 
 
 class ArcadeHttpError(Exception):
@@ -126,14 +128,18 @@ class ArcadeHttp:
 
     # -- the note schema ---------------------------------------------------------------
     def ensure_schema(self, database: str) -> None:
-        """Types, properties and the unique path index; each statement is idempotent."""
+        """Types, properties, the unique path index and one generation vertex per name (the
+        cypher files' ensure_schema says why); each statement is idempotent."""
         note, link = ident(NOTE_TYPE), ident(LINK_TYPE)
-        passage = ident(PASSAGE_TYPE)
+        passage, generation = ident(PASSAGE_TYPE), ident(GENERATION_TYPE)
         path, emb = ident(PATH_PROPERTY), ident(EMBEDDING_PROPERTY)
+        self.sql(database, f"CREATE VERTEX TYPE {generation} IF NOT EXISTS")
+        self._merge_generations(database)
         for command in (
+            f"CREATE PROPERTY {generation}.name IF NOT EXISTS STRING",
+            f"CREATE INDEX IF NOT EXISTS ON {generation} (name) UNIQUE",
             f"CREATE VERTEX TYPE {note} IF NOT EXISTS",
             f"CREATE EDGE TYPE {link} IF NOT EXISTS",
-            f"CREATE VERTEX TYPE {ident(GENERATION_TYPE)} IF NOT EXISTS",
             f"CREATE PROPERTY {note}.{path} IF NOT EXISTS STRING",
             f"CREATE PROPERTY {note}.{emb} IF NOT EXISTS ARRAY_OF_FLOATS",
             f"CREATE INDEX IF NOT EXISTS ON {note} ({path}) UNIQUE",
@@ -143,6 +149,22 @@ class ArcadeHttp:
             f"CREATE INDEX IF NOT EXISTS ON {passage} ({path}) NOTUNIQUE",
         ):
             self.sql(database, command)
+
+    def _merge_generations(self, database: str) -> None:
+        """Keep the highest of the generation vertices that share a name (two first writes
+        at once, before the unique index existed, could each make one)."""
+        rows = self.sql(database, f"SELECT @rid AS rid, name, value FROM {ident(GENERATION_TYPE)}")
+        kept: dict[Any, dict[str, Any]] = {}
+        extra: list[str] = []
+        for row in sorted(rows, key=lambda r: -(r.get("value") or 0)):
+            if row.get("name") in kept:
+                extra.append(str(row.get("rid")))
+            else:
+                kept[row.get("name")] = row
+        for rid in extra:
+            if not _RID.fullmatch(rid):
+                raise ArcadeHttpError(0, f"ArcadeDB returned a record id {rid!r} it cannot name")
+            self.sql(database, f"DELETE FROM {ident(GENERATION_TYPE)} WHERE @rid = {rid}")
 
     def vector_indexes(self, database: str) -> dict[str, int]:
         """The dimensions of the vector indexes that exist, by the backends' index names

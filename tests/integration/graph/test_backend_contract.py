@@ -321,3 +321,18 @@ def test_a_note_with_many_near_passages_does_not_crowd_out_another(graph: GraphC
     other = graph.note_vector_sets(["other.md"])["other.md"][1]
     expected = float(np.dot(query, other) / np.linalg.norm(other)) - PASSAGE_DISCOUNT
     assert hits[1].cosine == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_second_generation_node_is_refused(graph: GraphClient) -> None:
+    # Without the constraint, two first writes at once could each MERGE their own node and
+    # the generation would read as either one's.
+    vectors = unit_vectors(1)
+    graph.upsert_notes([note("a.md", vectors[0])])
+
+    def copy() -> None:
+        with graph._session() as session:
+            session.run("CREATE (:VaultGeneration {name: 'notes', value: 0})").consume()
+
+    with pytest.raises(GraphQueryError):
+        graph.call(copy)
+    assert graph.generation() >= 1

@@ -8,7 +8,7 @@ import pytest
 from pipeline.config import Settings
 from pipeline.errors import GraphQueryError
 from pipeline.graph import GraphClient
-from pipeline.graph.arcadedb_http import ArcadeHttp
+from pipeline.graph.arcadedb_http import ArcadeHttp, ArcadeHttpError
 from pipeline.graph.dialects import detect_dialect
 
 pytestmark = pytest.mark.integration
@@ -83,3 +83,20 @@ def test_the_generation_counts_upserts_and_deletes(
         client.upsert_notes([])  # nothing sent, nothing counted
         client.delete_notes([note.path])
         assert client.generation() == start + 2
+
+
+def test_generation_copies_made_before_the_unique_index_are_merged_into_the_highest(
+    graph: GraphClient, graph_settings: Settings
+) -> None:
+    http, database = graph.backend._http(graph)  # type: ignore[attr-defined]
+    http.sql(database, "DROP INDEX `VaultGeneration[name]`")
+    http.sql(database, "DELETE FROM VaultGeneration")
+    for value in (3, 7, 5):
+        http.sql(database, f"INSERT INTO VaultGeneration SET name = 'notes', value = {value}")
+    with GraphClient(graph_settings) as fresh:
+        fresh.ensure_schema(DIMS)
+        assert fresh.generation() == 7
+    rows = http.sql(database, "SELECT name, value FROM VaultGeneration")
+    assert [(r["name"], r["value"]) for r in rows] == [("notes", 7)]
+    with pytest.raises(ArcadeHttpError, match=r"(?i)duplicate"):
+        http.sql(database, "INSERT INTO VaultGeneration SET name = 'notes', value = 1")

@@ -148,3 +148,25 @@ def test_every_file_of_a_dialect_names_the_same_vector_index(dialect: str) -> No
     for name in INDEX_FILES[dialect]:
         inline = {"dims": 8} if name == "create_vector_index" else {}
         assert re.findall(r"\bnote_\w+", text(dialect, name, **inline)) == [SEARCH[dialect][1]]
+
+
+# --- schema -----------------------------------------------------------------------------------
+#: The uniqueness constraint on the generation's name, in each server's documented syntax
+#: (Memgraph's "Constraints" page; Neo4j's Cypher manual, "Constraints", 5.x).
+GENERATION_CONSTRAINT = {
+    MEMGRAPH: "CREATE CONSTRAINT ON (g:VaultGeneration) ASSERT g.name IS UNIQUE",
+    NEO4J: "CREATE CONSTRAINT vault_generation_name IF NOT EXISTS "
+    "FOR (g:VaultGeneration) REQUIRE g.name IS UNIQUE",
+}
+
+
+@pytest.mark.parametrize("dialect", [MEMGRAPH, NEO4J])
+def test_one_generation_node_per_name_after_merging_the_copies(dialect: str) -> None:
+    statements = text(dialect, "ensure_schema").split(" ;; ")
+    merge = next(i for i, s in enumerate(statements) if s.startswith("MATCH (g:VaultGeneration)"))
+    assert statements[merge] == (
+        "MATCH (g:VaultGeneration) WITH g ORDER BY coalesce(g.value, 0) DESC "
+        "WITH g.name AS name, collect(g)[0] AS kept "
+        "MATCH (extra:VaultGeneration {name: name}) WHERE extra <> kept DETACH DELETE extra"
+    )
+    assert statements[merge + 1 :] == [GENERATION_CONSTRAINT[dialect]]
