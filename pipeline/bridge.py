@@ -101,6 +101,11 @@ _WORD = re.compile(r"\w+(?:['’]\w+)?")
 #: The ending of an English contraction or possessive: "what's" is the stop word "what",
 #: "council's" the word "council"; left on, the index's tokenizer splits off an "s" that,
 #: as a prefix, matches half of every note's words (excerpts, facts).
+#: A code of letters and digits joined by hyphens, with a letter and a digit in it ("x-15",
+#: "covid-19", "x86-64"; not a date or a range of numbers).
+_CODE = re.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[^\W\d_])[^\W_]+(?:-[^\W_]+)+(?![\w-])")
+#: One word with a letter and a digit ("s3", "ec2", "v8"), any length.
+_ALNUM = re.compile(r"(?=\w*\d)(?=\w*[^\W\d_])[^\W_]+")
 _CLITIC = re.compile(r"(?:'(?:s|re|ve|ll|d|m)|n't)$")
 
 
@@ -163,18 +168,26 @@ def record_number(path: str) -> int | None:
 
 def query_terms(text: str) -> list[str]:
     """Lower-cased words of at least 3 characters, stop words removed, in first-seen order;
-    the first ``MAX_QUERY_TERMS`` of them."""
+    the first ``MAX_QUERY_TERMS`` of them. A word of letters and digits ("S3", "v8") is kept
+    at any length, and so are the parts of a code that joins letters and digits with
+    hyphens ("X-15", "COVID-19"): the index holds each part as a word, and a question that
+    names only a code has nothing else to be found by."""
+    normalized = normalize_text(text)
+    coded = {part for m in _CODE.finditer(normalized) for part in m.group(0).split("-")}
     seen: dict[str, None] = {}
-    for match in _WORD.finditer(normalize_text(text)):
+    for match in _WORD.finditer(normalized):
         whole, word = _word(match)
-        if word in STOP_WORDS or word in SHORT_STOP_WORDS:
-            continue
-        if len(word) < MIN_TERM_CHARS:
-            word = whole  # "V8's": the word alone is too short to search for
-        if len(word) >= MIN_TERM_CHARS and not word.isdigit():
+        if word in coded or _ALNUM.fullmatch(word):
             seen.setdefault(word, None)
-            if len(seen) >= MAX_QUERY_TERMS:
-                break
+        elif word in STOP_WORDS or word in SHORT_STOP_WORDS:
+            continue
+        else:
+            if len(word) < MIN_TERM_CHARS:
+                word = whole  # "it'd": the word alone is too short to search for
+            if len(word) >= MIN_TERM_CHARS and not word.isdigit():
+                seen.setdefault(word, None)
+        if len(seen) >= MAX_QUERY_TERMS:
+            break
     return list(seen)
 
 

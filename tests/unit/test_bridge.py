@@ -168,8 +168,28 @@ def test_a_question_asks_who_by_its_question_word(question: str, asks: bool) -> 
 
 
 def test_a_word_too_short_without_its_clitic_is_searched_whole() -> None:
-    assert query_terms("V8's compressed pointers") == ["v8's", "compressed", "pointers"]
+    assert query_terms("Jo's notes") == ["jo's", "notes"]
     assert content_words("V8's compressed pointers") == ["v8", "compressed", "pointers"]
+
+
+@pytest.mark.parametrize(
+    ("question", "terms"),
+    [
+        ("V8's compressed pointers", ["v8", "compressed", "pointers"]),
+        ("S3 lifecycle rules", ["s3", "lifecycle", "rules"]),
+        ("X-15", ["x", "15"]),
+        ("flutter of the X-15 stabilizer", ["flutter", "x", "15", "stabilizer"]),
+        ("COVID-19 policy", ["covid", "19", "policy"]),
+        ("x86-64 builds", ["x86", "64", "builds"]),
+        # Numbers alone, dates and ranges are no codes.
+        ("the 2024-03-10 meeting", ["meeting"]),
+        ("2-3 weeks of work on RFC 2119", ["weeks", "work", "rfc"]),
+    ],
+)
+def test_a_code_of_letters_and_digits_is_searched_by_its_parts(
+    question: str, terms: list[str]
+) -> None:
+    assert query_terms(question) == terms
 
 
 def test_each_fused_place_stands_half_a_sigma_below_the_one_above() -> None:
