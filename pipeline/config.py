@@ -415,6 +415,7 @@ class Rule:
     empty: bool = False
     schemes: tuple[str, ...] = ()
     port: bool = False
+    userinfo: bool = True  # False: a user or password in the URL is refused
     secret: bool = False
 
 
@@ -430,7 +431,8 @@ def _seconds(low: float = 0.0, *, above: bool = True) -> Rule:
 #: and every default passes. The bounds of a flag for the same setting are the same.
 RULES: dict[str, Rule] = {
     "kodb_url": Rule("url", secret=True),
-    "graph_url": Rule("url", schemes=BOLT_SCHEMES, port=True, secret=True),
+    # The neo4j driver refuses user info in its URL ("URI userinfo is not supported").
+    "graph_url": Rule("url", schemes=BOLT_SCHEMES, port=True, secret=True, userinfo=False),
     "graph_user": Rule("str", empty=True),
     "graph_password": Rule("str", empty=True, secret=True),
     "graph_password_file": Rule("path"),
@@ -606,6 +608,12 @@ def _check_url(rule: Rule, value: str) -> None:
         raise _Invalid(f"must be a URL (scheme://…), got {got}")
     if rule.schemes and scheme.lower() not in rule.schemes:
         raise _Invalid(f"must be a {' / '.join(rule.schemes)} URL, got {got}")
+    authority = value.partition("://")[2].split("/", 1)[0]
+    if not rule.userinfo and ("@" in authority or url_password(value) is not None):
+        raise _Invalid(
+            f"takes no user or password, got {got}: set them apart (graph_user, and "
+            "graph_password or graph_password_file; docs/configuration.md)"
+        )
     if rule.port:
         from urllib.parse import urlsplit
 

@@ -61,7 +61,7 @@ from pipeline.vault.extract import (
     link_key,
 )
 from pipeline.vault.parse import ParsedNote, parse_note, read_note_bytes
-from pipeline.vault.scan import ScannedFile, content_hash, scan_vault, under
+from pipeline.vault.scan import ScannedFile, content_hash, glob_match, scan_vault, under
 
 if TYPE_CHECKING:
     from pipeline.kodb import KoDB
@@ -255,7 +255,7 @@ def ingest_vault(
 
     skipped: list[SkippedNote] = [SkippedNote(path, reason) for path, reason in unnamed]
     skipped += [_unlisted(folder, why, unknown) for folder, why in unlisted]
-    private = PrivateNotes.from_settings(settings)
+    private = _private_notes(settings, files)
     parsed, read_skipped, counts, restamped = _read_changed(
         settings, files, registry, force, progress, private
     )
@@ -308,6 +308,21 @@ def ingest_vault(
         resummarised=len(resummarised),
     )
     return _report(kodb, changes, started)
+
+
+def _private_notes(settings: Settings, files: Sequence[ScannedFile]) -> PrivateNotes:
+    """The vault's private notes, with a warning for each private glob that takes in no
+    note: a glob spelt other than the folder it means ("private/**" for "Private/") keeps
+    nothing out of answers, and says nothing else."""
+    private = PrivateNotes.from_settings(settings)
+    for glob in settings.vault_private_globs:
+        if glob.strip() and not any(glob_match(f.path, (glob,)) for f in files):
+            log.warning(
+                "vault_private_globs %r matches no note of the vault, so it keeps none "
+                "private (globs are vault-relative and case-sensitive: docs/configuration.md)",
+                glob,
+            )
+    return private
 
 
 def _say_undated(parsed: Mapping[str, ParsedNote]) -> None:

@@ -12,7 +12,10 @@ Globs are matched against the vault-relative POSIX path:
   below ``sessions/``; ``**/draft-*.md`` any draft at any depth, also at the top),
 - ``*`` and ``?`` stay inside one path segment, ``[abc]`` is a character class,
 - a pattern without ``/`` is matched against the file name at any depth (as in
-  ``.gitignore``), so ``*.excalidraw.md`` excludes such files everywhere.
+  ``.gitignore``), so ``*.excalidraw.md`` excludes such files everywhere, and against
+  folder names too (``Private`` is every note below a folder ``Private``),
+- a pattern ending in ``/`` is a folder and everything below it (``Private/``), and a
+  leading ``./`` or ``/`` is the vault itself.
 """
 
 from __future__ import annotations
@@ -59,10 +62,22 @@ class ScannedFile:
 @lru_cache(maxsize=256)
 def compile_glob(pattern: str) -> re.Pattern[str]:
     """Translate one vault glob (see the module docstring) into an anchored regex."""
-    pattern = pattern.strip().lstrip("/")
+    pattern = pattern.strip()
+    while pattern.startswith("./"):
+        pattern = pattern[2:]
+    # A trailing "/" makes a folder, as .gitignore writes it ("Private/"): all below it.
+    folder = pattern.endswith("/")
+    pattern = pattern.strip("/")
     if "/" not in pattern:
-        # A bare name pattern matches at any depth, like .gitignore.
-        pattern = "**/" + pattern
+        # A bare name matches at any depth, as in .gitignore: a file of that name, or
+        # every note below a folder of that name ("Private", "Private/").
+        below = "/.*" if folder else "(?:/.*)?"
+        return re.compile(f"(?:.*/)?{_translate(pattern)}{below}\\Z")
+    return re.compile(_translate(pattern) + ("/.*" if folder else "") + r"\Z")
+
+
+def _translate(pattern: str) -> str:
+    """A glob as an unanchored regex: ``**`` any run, ``*`` and ``?`` within a segment."""
     out: list[str] = []
     i = 0
     n = len(pattern)
@@ -94,7 +109,7 @@ def compile_glob(pattern: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(c))
         i += 1
-    return re.compile("".join(out) + r"\Z")
+    return "".join(out)
 
 
 def content_hash(raw: bytes) -> str:
@@ -167,6 +182,26 @@ def _real(path: Path) -> Path | None:
 def _dir_excluded(rel_dir: str, patterns: tuple[str, ...]) -> bool:
     # ".obsidian/**" must prune the folder itself, so test the folder with a trailing slash.
     return glob_match(rel_dir + "/", patterns)
+
+
+def scans_folder(settings: Settings, folder: Path) -> bool:
+    """Whether notes written into ``folder`` (which need not exist yet) would be read by
+    the scan: it lies in the vault, and no folder on the way is hidden, the state dir or
+    excluded (a folder reached only through a symlink is not followed here)."""
+    root = settings.vault.resolve()
+    target = folder.resolve()
+    if not _inside(target, root):
+        return False
+    state_dir = settings.state_dir.resolve() if settings.state_dir else None
+    excludes = tuple(settings.vault_exclude_globs)
+    current = root
+    for part in target.relative_to(root).parts:
+        current = current / part
+        if hidden(part) or current == state_dir:
+            return False
+        if _dir_excluded(current.relative_to(root).as_posix(), excludes):
+            return False
+    return True
 
 
 def shown_name(text: str) -> str:

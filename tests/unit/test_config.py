@@ -101,7 +101,8 @@ def test_secrets_are_masked(tmp_path: Path) -> None:
     env = {
         "VAULT_KO_GRAPH_PASSWORD": "hunter2",
         "VAULT_KO_KODB_URL": "postgresql+psycopg://ko:s3cret@db.example/ko",
-        "VAULT_KO_GRAPH_URL": "bolt://neo:pw@graph:7687",
+        # The Bolt URL takes no password (refused at load); the ArcadeDB HTTP URL may.
+        "VAULT_KO_GRAPH_HTTP_URL": "http://neo:pw@graph:2480",
     }
     shown = load_settings(tmp_path, env=env).masked()
     text = repr(shown)
@@ -209,10 +210,10 @@ def test_a_configured_password_is_masked_whatever_its_characters(
     every message that quotes one (an error, a degraded reason, a log line) hides it."""
     env = {
         "VAULT_KO_KODB_URL": f"postgresql+psycopg://postgres:{password}@127.0.0.1:5499/rt",
-        "VAULT_KO_GRAPH_URL": f"bolt://root:{quote(password, safe=' @:')}@127.0.0.1:1",
+        "VAULT_KO_GRAPH_HTTP_URL": f"http://root:{quote(password, safe=' @:')}@127.0.0.1:1",
     }
     settings = load_settings(tmp_path, env=env)
-    for url in (settings.kodb_url, settings.graph_url):
+    for url in (settings.kodb_url, settings.graph_http_url):
         assert url is not None
         for text in (url, f"graph unavailable: cannot reach {url}: refused", repr({"u": url})):
             shown = mask_url(text)

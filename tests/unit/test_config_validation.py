@@ -144,7 +144,7 @@ def test_good_values_of_every_kind_load(tmp_path: Path) -> None:
     write_toml(
         tmp_path,
         "[query]\ntop_k = 0\nretrieval = 'dense'\n[hook]\nbudget = 2\n"
-        "[graph]\nurl = 'neo4j+s://u:p%40ss@graph.example:7687'\ndialect = 'neo4j'\n"
+        "[graph]\nurl = 'neo4j+s://graph.example:7687'\ndialect = 'neo4j'\n"
         "http_url = 'http://127.0.0.1:2480'\n[freshness]\nmax_stale_ratio = 1.0\n"
         "[vault]\nprivate_globs = ['private/**']\nlanguage = 'hungarian'\n",
     )
@@ -254,7 +254,7 @@ def test_a_loaded_password_is_masked_in_every_form_a_message_quotes(
     ).render_as_string(hide_password=False)
     env = {
         "VAULT_KO_KODB_URL": kodb,
-        "VAULT_KO_GRAPH_URL": f"bolt://root:{quote(password, safe='')}@127.0.0.1:1",
+        "VAULT_KO_GRAPH_HTTP_URL": f"http://root:{quote(password, safe='')}@127.0.0.1:1",
     }
     settings = load_settings(tmp_path, env=env)
     forms = {
@@ -268,7 +268,7 @@ def test_a_loaded_password_is_masked_in_every_form_a_message_quotes(
     for form in forms:
         # A driver that quotes the password alone, out of its URL, in any encoding.
         assert form not in mask_url(f"auth failed for user postgres with password {form} !")
-    for text in (kodb, env["VAULT_KO_GRAPH_URL"], json.dumps({"u": kodb}), repr(kodb)):
+    for text in (kodb, env["VAULT_KO_GRAPH_HTTP_URL"], json.dumps({"u": kodb}), repr(kodb)):
         assert password not in mask_url(text)
     assert password not in json.dumps(settings.masked(), ensure_ascii=False)
 
@@ -315,8 +315,20 @@ def test_an_invalid_url_is_refused_with_its_password_masked(tmp_path: Path) -> N
     with pytest.raises(ConfigError) as info:
         load_settings(tmp_path, env={"VAULT_KO_GRAPH_URL": url})
     text = str(info.value)
-    assert text.startswith("VAULT_KO_GRAPH_URL must have a numeric port, got ")
+    assert text.startswith("VAULT_KO_GRAPH_URL takes no user or password, got ")
     assert "'bolt://root:***@127.0.0.1:notaport'" in text and "GrPw9" not in text
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["bolt://root:pw@127.0.0.1:7687", "bolt://root@127.0.0.1", "neo4j://u:p/a@ss@h:7687"],
+)
+def test_a_graph_url_with_user_info_is_refused_at_load(url: str, tmp_path: Path) -> None:
+    # The neo4j driver refuses it only at the first connection, as "invalid configuration".
+    with pytest.raises(ConfigError, match="graph_password_file") as info:
+        load_settings(tmp_path, env={"VAULT_KO_GRAPH_URL": url})
+    assert str(info.value).startswith("VAULT_KO_GRAPH_URL takes no user or password, got ")
+    assert "pw" not in str(info.value).replace("password", "")
 
 
 def test_remember_secret_ignores_short_and_empty_secrets() -> None:

@@ -638,6 +638,18 @@ def private_vault(tmp_path: Path) -> Path:
 PRIVATE = {"vault_private_globs": ("private/**",)}
 
 
+def test_a_private_glob_that_matches_no_note_is_warned_of_at_every_ingest(
+    private_vault: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    globs = {"vault_private_globs": ("private/**", "Private/", "privte/**")}
+    with KoDB.open(f"sqlite:///{tmp_path / 'ko.db'}") as db, caplog.at_level("WARNING"):
+        run(private_vault, db, **globs)
+        run(private_vault, db, **globs)
+    warned = [r.getMessage() for r in caplog.records if "matches no note" in r.getMessage()]
+    assert len(warned) == 4
+    assert all("'Private/'" in w or "'privte/**'" in w for w in warned)
+
+
 def test_a_public_link_to_a_private_note_keeps_the_target_as_written(
     private_vault: Path, tmp_path: Path
 ) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import load_settings
-from pipeline.vault.scan import glob_match, scan_vault
+from pipeline.vault.scan import glob_match, scan_vault, scans_folder
 
 
 def make(root: Path, *paths: str) -> None:
@@ -170,3 +170,44 @@ def test_a_folder_listed_but_not_entered_is_unreadable(
     settings = load_settings(tmp_path, env={}, cwd=tmp_path)
     assert [f.path for f in scan_vault(settings, unreadable=unreadable)] == ["a.md"]
     assert unreadable == [("locked", "Permission denied")]
+
+
+def test_a_folder_is_scanned_when_notes_written_there_would_be_read(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    make(vault, "wiki/a.md")
+    settings = load_settings(vault, overrides={"vault_exclude_globs": ["x/**"]}, env={}, cwd=vault)
+    for folder, read in (
+        (vault, True),
+        (vault / "packs", True),  # not made yet
+        (vault / "wiki" / "deep" / "packs", True),
+        (vault / ".packs", False),
+        (vault / "wiki" / ".hidden" / "packs", False),
+        (vault / ".vault-ko" / "packs", False),
+        (vault / "x" / "packs", False),
+        (tmp_path / "packs", False),
+        (vault / ".." / "packs", False),
+    ):
+        assert scans_folder(settings, folder) is read, folder
+
+
+@pytest.mark.parametrize(
+    ("path", "pattern", "expected"),
+    [
+        # As .gitignore writes a folder, and a leading "./".
+        ("Private/diary.md", "Private/", True),
+        ("Private/deep/diary.md", "Private/", True),
+        ("wiki/Private/diary.md", "Private/", True),
+        ("Private.md", "Private/", False),
+        ("Private/diary.md", "Private", True),
+        ("wiki/Private/diary.md", "Private", True),
+        ("wiki/Privately.md", "Private", False),
+        ("Private/diary.md", "./Private/**", True),
+        ("wiki/Private/diary.md", "./Private/**", False),
+        ("docs/Private/a.md", "docs/Private/", True),
+        ("Private/diary.md", "private/**", False),  # case-sensitive, as the file system
+    ],
+)
+def test_folder_globs_are_read_as_gitignore_reads_them(
+    path: str, pattern: str, expected: bool
+) -> None:
+    assert glob_match(path, [pattern]) is expected
