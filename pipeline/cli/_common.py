@@ -8,9 +8,10 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -142,6 +143,47 @@ def no_wait_option(func: F) -> F:
         help="Exit 2 at once when another vault-ko run is writing to this vault, "
         "instead of waiting for it.",
     )(func)
+
+
+def check_output(
+    out: Path,
+    option: str,
+    inputs: Iterable[tuple[str, Path]] = (),
+    folders: Iterable[Path] = (),
+) -> None:
+    """Refuse, before any work, an output file that cannot be written (its folder missing
+    or not writable), that is one of the command's inputs by any path to it (written after
+    it was read, what it held would be lost; ``inputs``: what it is, and its path), or an
+    existing file in one of the ``folders`` the command reads."""
+    folder = out.parent
+    if not folder.is_dir():
+        raise click.BadParameter(f"{folder} is not a folder", param_hint=option)
+    if not os.access(out if out.exists() else folder, os.W_OK):
+        raise click.BadParameter(f"{out} cannot be written (permission denied)", param_hint=option)
+    refuse_same_file(out, option, inputs)
+    for folder in folders:
+        if out.is_file() and out.resolve().is_relative_to(folder.resolve()):
+            raise click.BadParameter(
+                f"{out} is a file in {folder}, which this command reads: write it elsewhere",
+                param_hint=option,
+            )
+
+
+def refuse_same_file(out: Path, option: str, inputs: Iterable[tuple[str, Path]]) -> None:
+    """Refuse an output that is one of the command's inputs, by any path to it."""
+    for name, path in inputs:
+        if _same_file(out, path):
+            raise click.BadParameter(
+                f"{out} is {name}: writing it would overwrite what this command reads from it",
+                param_hint=option,
+            )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one does not exist yet
+        return a.resolve() == b.resolve()
 
 
 def require_writable_state_dir(settings: Settings, command: str) -> None:

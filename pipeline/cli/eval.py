@@ -3,14 +3,13 @@ collection or on a vault with judged questions."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from pipeline.cli._common import emit_json, err, json_option
+from pipeline.cli._common import check_output, emit_json, err, json_option
 from pipeline.errors import InputError
 
 if TYPE_CHECKING:
@@ -102,8 +101,9 @@ def eval_cmd(
     from pipeline.app import App
     from pipeline.evaluate import read_offtopic
 
-    if out is not None:
-        _check_out(out)  # before minutes of work, not after
+    if out is not None:  # before minutes of work, not after
+        files, folders = _read_by_eval(paths, judged, offtopic_dirs, collections)
+        check_output(out, "--out", files, folders)
     if fit_bands or collections:
         if not fit_bands:
             raise click.UsageError("--collection is for --fit-bands")
@@ -211,13 +211,19 @@ def _emit(
         _write_out(out, markdown)
 
 
-def _check_out(out: Path) -> None:
-    """--out names a file that can be written: its folder exists and takes new files."""
-    folder = out.parent
-    if not folder.is_dir():
-        raise click.BadParameter(f"{folder} is not a folder", param_hint="--out")
-    if not os.access(out if out.exists() else folder, os.W_OK):
-        raise click.BadParameter(f"{out} cannot be written (permission denied)", param_hint="--out")
+def _read_by_eval(
+    paths: Sequence[Path],
+    judged: Path | None,
+    offtopic: Sequence[Path],
+    collections: Sequence[str],
+) -> tuple[list[tuple[str, Path]], list[Path]]:
+    """What eval reads that --out could name: the judged files, and the folders it measures
+    (their files: the documents, questions and judgements of a collection, a vault's notes)."""
+    files = [("the --judged file", judged)] if judged is not None else []
+    files += [("a --collection's judged file", Path(c.partition("=")[2]))
+              for c in collections if "=" in c]  # fmt: skip
+    folders = [*paths, *offtopic, *(Path(c.partition("=")[0]) for c in collections)]
+    return files, folders
 
 
 def _write_out(out: Path, markdown: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter, defaultdict
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import click
@@ -12,6 +13,7 @@ from rich.text import Text
 
 from pipeline.cli._common import (
     AppContext,
+    check_output,
     emit_json,
     err,
     json_option,
@@ -82,6 +84,8 @@ def facts_import(
         raise click.UsageError("--skip-invalid needs --rejects FILE for the invalid rows")
     if rejects and not skip_invalid:
         raise click.UsageError("--rejects is only used with --skip-invalid")
+    if rejects:  # before anything is imported, not after
+        check_output(Path(rejects), "--rejects", [("the file imported", Path(file))])
     fact_file = FactStream(file, fmt)
     settings = app.settings()
     # One pass, one transaction: the rows are validated as they stream into KO-DB, and a

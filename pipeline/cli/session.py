@@ -18,12 +18,14 @@ from pipeline.cli._common import (
     out,
     pass_app,
     progress_bar,
+    refuse_same_file,
 )
 from pipeline.errors import EXIT_FAILURE, InputError
 from pipeline.query import MAX_COUNT
 
 if TYPE_CHECKING:
     from pipeline.batch.input import BadLine
+    from pipeline.config import Settings
     from pipeline.session import SessionReport
 
 
@@ -110,6 +112,7 @@ def load_context_cmd(
     from pipeline.session import load_context
 
     settings = app.settings()
+    _check_out_dir(settings, out_dir, input_path, fmt)
     opts = QueryOptions.from_settings(
         settings, top_k=top_k, facts_per_subject=facts_per_subject, retrieval=retrieval
     )
@@ -151,6 +154,24 @@ def summary_line(report: SessionReport) -> str:
         f"wrote {report.written} pack(s) to {report.out} in {report.seconds:.1f} s "
         f"(search {report.search_path}){extra}; labels: {labels}; modes: {modes}"
     )
+
+
+def _check_out_dir(settings: Settings, out_dir: Path, input_path: str, fmt: str) -> None:
+    """Refuse, before any work, a --out whose packs would be read as the vault's notes at
+    the next sync (they quote the prompts, secrets and all), or whose packs.jsonl is the
+    input itself (opened for writing, it would be emptied before it is read)."""
+    from pipeline.batch.packs import PACKS_FILE
+    from pipeline.vault.scan import scans_folder
+
+    if scans_folder(settings, out_dir):
+        raise click.BadParameter(
+            f"{out_dir} is inside the vault {settings.vault}, so the packs would be read as "
+            "notes at the next sync: write them outside it (or into a folder the vault "
+            "excludes, vault_exclude_globs)",
+            param_hint="--out",
+        )
+    if fmt == "jsonl" and input_path != "-":
+        refuse_same_file(out_dir / PACKS_FILE, "--out", [("the input", Path(input_path))])
 
 
 def _report_bad_line(input_path: str) -> Callable[[BadLine], None]:

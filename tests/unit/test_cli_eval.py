@@ -217,3 +217,21 @@ def test_fit_bands_evaluates_each_collection_and_fits_on_them(
     assert "## Leave one collection out" in text.stdout
     assert "What each band means by the seed's cut-offs" in text.stdout
     assert "| judged | 0.300 | 0.100 | – | 0.200 | no | 0.300 |" in text.stdout
+
+
+def test_an_out_file_that_eval_reads_is_refused_before_the_eval_runs(
+    tmp_path: Path, judged: Path, calls: list[Any]
+) -> None:
+    note = tmp_path / "note.md"
+    note.write_text("# A note\n")
+    kept = judged.read_bytes()
+    args = ["eval", str(tmp_path), "--judged", str(judged)]
+    for out, said in (
+        (judged, "is the --judged file"),
+        (tmp_path / "." / judged.name, "is the --judged file"),  # another path to it
+        (note, "which this command reads"),
+    ):
+        result = CliRunner().invoke(cli, [*args, "--out", str(out)])
+        assert result.exit_code == 2 and said in result.output, result.output
+    assert calls == [] and judged.read_bytes() == kept
+    assert note.read_text() == "# A note\n"

@@ -67,6 +67,19 @@ def test_skip_invalid_imports_good_rows_and_writes_rejects(
     assert kodb_count(vault) == 3
 
 
+def test_a_rejects_file_that_is_the_input_or_cannot_be_written_stops_before_any_import(
+    vault: Path, tmp_path: Path
+) -> None:
+    facts = tmp_path / "facts.jsonl"
+    facts.write_bytes((FACTS / "bad_line3.jsonl").read_bytes())
+    kept = facts.read_bytes()
+    args = ["--vault", str(vault), "facts", "import", str(facts), "--skip-invalid", "--rejects"]
+    for rejects in (facts, tmp_path / "." / facts.name, tmp_path / "no-such-dir" / "r.jsonl"):
+        assert run([*args, str(rejects)]) == EXIT_USAGE
+    assert facts.read_bytes() == kept
+    assert kodb_count(vault) == 0
+
+
 def test_reimport_is_idempotent_and_reports_existing(
     vault: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
