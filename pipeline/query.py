@@ -436,7 +436,9 @@ class Pipeline:
         marked so (a stat per note shown; a read for one whose stamp moved)."""
         from pipeline.vault.edits import since_sync
 
-        if not (answer.unsynced and answer.unsynced.total) or not answer.hits:
+        edits = answer.unsynced
+        # A note edited into one sync cannot read is counted unreadable, not in total.
+        if not (edits and (edits.total or edits.unreadable)) or not answer.hits:
             return answer
         changed = since_sync(self.settings, stamps, (h.path for h in answer.hits))
         if not changed:

@@ -1,7 +1,7 @@
 """load-context input: one session a line, parsed lazily, bad lines reported by number.
 
-One session per line (blank lines and bad lines are reported with their line number and
-skipped):
+One session per line (blank lines are passed over; bad lines are reported with their line
+number and skipped):
 
 * plain text: the prompt; its id is the line number;
 * a plain-text line that is the vault-relative path of an existing ``.md`` note: the note's
@@ -67,6 +67,8 @@ def read_sessions(
         text = raw.rstrip("\r\n")
         if number == 1:
             text = text.removeprefix("\ufeff")
+        if not text.strip():  # a blank line (an editor's last one) holds no session
+            continue
         try:
             item = _parse_line(text, number, settings, private)
         except InputError as exc:
@@ -84,8 +86,6 @@ def _parse_line(
     text: str, number: int, settings: Settings, private: PrivateNotes | None
 ) -> SessionPrompt:
     stripped = text.strip()
-    if not stripped:
-        raise InputError("empty line")
     if stripped.startswith("{"):
         return _parse_json(stripped, number, settings, private)
     if stripped.lower().endswith(".md") and _note_file(stripped, settings) is not None:

@@ -128,7 +128,8 @@ class _StateLog:
     def _load(self) -> None:
         raw = self.path.read_bytes()
         complete = raw[: raw.rfind(b"\n") + 1]
-        lines = complete.decode("utf-8", "replace").splitlines()
+        # At "\n" only: a prompt may hold U+2028, which str.splitlines splits at.
+        lines = complete.decode("utf-8", "replace").split("\n")[:-1]
         try:
             header = json.loads(lines[0]) if lines else None
         except json.JSONDecodeError:

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -241,18 +242,45 @@ def writer_lock(
 
 #: Called as update(done, total) by long jobs (ingest, embed, load-context).
 ProgressUpdate = Callable[[int, "int | None"], None]
+#: Without a terminal, a job's first progress line comes after this many seconds (short
+#: jobs say nothing), the next ones after every ``PROGRESS_LINE_S``.
+QUIET_PROGRESS_S = 10.0
+PROGRESS_LINE_S = 30.0
+
+
+def _progress_lines(description: str) -> ProgressUpdate:
+    """``update(done, total)`` printing "description: done/total (n %)" lines on stderr."""
+    started = time.monotonic()
+    due = started + QUIET_PROGRESS_S
+
+    def update(done: int, total: int | None) -> None:
+        nonlocal due
+        now = time.monotonic()
+        if now < due:
+            return
+        due = now + PROGRESS_LINE_S
+        of = f"/{total:,} ({100 * done // total} %)" if total else ""
+        err.print(f"{description}: {done:,}{of}, {now - started:.0f} s", markup=False)
+
+    return update
 
 
 @contextmanager
 def progress_bar(
     description: str, *, enabled: bool, total: int | None = None, min_total: int = 0
 ) -> Iterator[ProgressUpdate | None]:
-    """A transient rich progress bar on stderr for people at a terminal; None otherwise.
+    """A transient rich progress bar on stderr for people at a terminal; None when not
+    ``enabled``. Without a terminal (a cron job, a pipe), a line on stderr instead, once
+    the job has run ``QUIET_PROGRESS_S`` and then every ``PROGRESS_LINE_S`` seconds, so a
+    long sync is not silent for minutes.
 
     The bar shows once the job's total reaches ``min_total`` (small jobs finish first).
     """
-    if not enabled or not err.is_terminal:
+    if not enabled:
         yield None
+        return
+    if not err.is_terminal:
+        yield _progress_lines(description)
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 

@@ -82,7 +82,10 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         raise InputError(f"not UTF-8 ({exc.reason} at byte {exc.start})", file=str(path)) from exc
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from exc
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only: str.splitlines also splits at U+2028 and other breaks a
+    # JSON string may hold raw.
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
         if line.strip():
             yield number, line
 

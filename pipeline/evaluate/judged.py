@@ -53,7 +53,10 @@ def read_judged(path: str | Path) -> list[JudgedQuestion]:
         raise InputError(f"cannot read: {exc.strerror or exc}", file=str(file)) from exc
     out: list[JudgedQuestion] = []
     seen: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only: str.splitlines also splits at U+2028 and other breaks a
+    # JSON string may hold raw.
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         item = _parse(line, str(file), number)

@@ -161,6 +161,27 @@ def test_a_cold_answer_says_which_edits_since_the_last_sync_it_cannot_see(
     }
 
 
+def test_a_note_edited_into_bad_input_is_marked_edited_in_the_answer_that_shows_it(
+    examples: Settings, graph_env: Callable[..., dict[str, str]]
+) -> None:
+    """Sync skips the note as it stands, so its answer is what it said at the last sync: the
+    answer says so beside it, as for any edit (it is counted unreadable, not changed)."""
+    import os
+
+    edited = examples.vault / "adr/0007-use-redis-as-the-warm-cache.md"
+    raw, st = edited.read_bytes(), edited.stat()
+    try:
+        edited.write_bytes(b"---\ntitle: [unclosed\n---\n" + raw)
+        args = ["--vault", str(examples.vault), "query", "--no-service", "--json", REDIS]
+        answer = json.loads(importtime_run(args, cold_env(examples, graph_env))[0].stdout)
+        assert answer["unsynced"] == {"changed": 0, "added": 0, "removed": 0, "unreadable": 1}
+        assert answer["hits"][0]["path"] == "adr/0007-use-redis-as-the-warm-cache.md"
+        assert answer["hits"][0]["since_sync"] == "edited"
+    finally:
+        edited.write_bytes(raw)
+        os.utime(edited, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
 def test_the_hook_without_a_service_injects_a_semantic_answer_without_torch(
     examples: Settings, graph_env: Callable[..., dict[str, str]]
 ) -> None:

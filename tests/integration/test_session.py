@@ -136,7 +136,7 @@ def test_cli_writes_one_pack_per_line_and_reports_bad_lines(
     )
     assert result.exit_code == 1, result.output  # bad lines were skipped
     summary = json.loads(result.stdout)
-    assert [b["line"] for b in summary["bad_lines"]] == [3, 4, 7]
+    assert [b["line"] for b in summary["bad_lines"]] == [3, 7]  # line 4 is blank
     assert f"{src}:3: skipped: bad JSON" in result.stderr
     packs = read_packs(out / "packs.jsonl")
     assert [p["id"] for p in packs] == ["1", "ok", "5", "n"]

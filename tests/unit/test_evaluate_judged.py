@@ -78,3 +78,13 @@ def test_the_shipped_judged_sets_are_clean_and_split_in_halves(name: str, minimu
     test = [q for q in questions if q.split == "test"]
     assert len(tune) + len(test) == len(questions)
     assert abs(len(tune) - len(test)) <= 1
+
+
+def test_a_line_break_character_inside_a_question_does_not_end_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    rows = [
+        {"question": "why\u2028redis?", "relevant": {"Redis": 2}},
+        {"question": "b", "relevant": {"B": 2}},
+    ]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\r\n" for r in rows), "utf-8")
+    assert [q.question for q in read_judged(path)] == ["why\u2028redis?", "b"]

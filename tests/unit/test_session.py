@@ -390,7 +390,9 @@ def test_a_batch_with_the_graph_down_never_loads_the_model(tmp_path: Path) -> No
     assert report.modes == {"fallback": len(PROMPTS)} and report.search_path == "none"
 
 
-def test_bad_lines_are_reported_with_their_numbers_and_skipped(tmp_path: Path) -> None:
+def test_bad_lines_are_reported_with_their_numbers_and_skipped_and_blank_ones_passed_over(
+    tmp_path: Path,
+) -> None:
     p, *_ = make(tmp_path)
     lines = [
         "redis why did we pick it",
@@ -402,11 +404,11 @@ def test_bad_lines_are_reported_with_their_numbers_and_skipped(tmp_path: Path) -
         '{"id": ["x"], "prompt": "spike"}',
         b"\xff\xfe broken bytes",
         '{"id": 70, "prompt": "spike notes from february"}',
+        "   ",  # an editor's last line
     ]
     seen: list[BadLine] = []
     report = load_context(p, lines, tmp_path / "out", on_bad_line=seen.append)
     assert [(b.line, b.reason.split(":")[0].split(" (")[0]) for b in seen] == [
-        (2, "empty line"),
         (4, "bad JSON"),
         (5, "missing prompt"),
         (6, "duplicate id 'a'"),
