@@ -260,13 +260,13 @@ def ingest_vault(
         settings, files, registry, force, progress, private
     )
     skipped += read_skipped
-    _say_undated(parsed)
     removed = sorted(set(registry) - set(on_disk) - unknown)
     # The registry as this run leaves it: kept rows (unchanged and skipped notes, and those
     # of folders that could not be listed) and the parsed notes' new rows.
     after = {p: n for p, n in registry.items() if p in on_disk or p in unknown} | {
         p: n.note for p, n in parsed.items()
     }
+    _say_problems(parsed, after)
     resolver = LinkResolver.build(after.values(), private.is_private)
     # The keys links resolve by (path, title, subject) are as they were unless a note came,
     # went or was renamed within: then no link can resolve differently.
@@ -325,12 +325,30 @@ def _private_notes(settings: Settings, files: Sequence[ScannedFile]) -> PrivateN
     return private
 
 
-def _say_undated(parsed: Mapping[str, ParsedNote]) -> None:
-    """A warning per note read this run that states a day it cannot be read by: it is
-    ingested all the same, undated, and time questions pass it by."""
+def _say_problems(parsed: Mapping[str, ParsedNote], after: Mapping[str, Note]) -> None:
+    """Warnings on the notes read this run: a day stated in a form that cannot be read (the
+    note is ingested all the same, undated, and time questions pass it by), and a title
+    other notes have too, with no ``subject:`` to tell them apart (their facts become one
+    subject, which then reads as corroborated by all of them)."""
     for path, note in parsed.items():
         if note.date_problem:
             log.warning("%s: %s", path, note.date_problem)
+    sharing: dict[str, list[str]] = {}
+    for path, note in after.items():
+        title = normalize_text(note.title)
+        if note.subject is None or normalize_text(note.subject) == title:  # none stated
+            sharing.setdefault(title, []).append(path)
+    for paths in sharing.values():
+        if len(paths) > 1 and any(p in parsed for p in paths):
+            paths.sort()
+            log.warning(
+                "%d notes are titled %r (%s%s): their facts are one subject; a `subject:` "
+                "in a note's frontmatter tells it apart",
+                len(paths),
+                after[paths[0]].title,
+                ", ".join(paths[:3]),
+                ", …" if len(paths) > 3 else "",
+            )
 
 
 def _unlisted(folder: str, why: str, unknown: set[str]) -> SkippedNote:

@@ -650,6 +650,29 @@ def test_a_private_glob_that_matches_no_note_is_warned_of_at_every_ingest(
     assert all("'Private/'" in w or "'privte/**'" in w for w in warned)
 
 
+def test_notes_sharing_a_title_without_a_subject_are_warned_of_when_one_is_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    vault = tmp_path / "titles"
+    write(vault, "sessions/a.md", "# Standup\n\nKafka lag.\n")
+    write(vault, "sessions/b.md", "# Standup\n\nRedis failover.\n")
+    write(vault, "wiki/c.md", "---\nsubject: Standup\n---\n# How we run standups\n\nx\n")
+    with KoDB.open(f"sqlite:///{tmp_path / 'ko.db'}") as db, caplog.at_level("WARNING"):
+        run(vault, db)
+        first = [r.getMessage() for r in caplog.records if "titled" in r.getMessage()]
+        caplog.clear()
+        run(vault, db)  # nothing read: nothing said again
+        assert not [r for r in caplog.records if "titled" in r.getMessage()]
+        write(vault, "sessions/d.md", "# standup\n\nDeploy freeze.\n")
+        run(vault, db)
+        again = [r.getMessage() for r in caplog.records if "titled" in r.getMessage()]
+    assert first == [
+        "2 notes are titled 'Standup' (sessions/a.md, sessions/b.md): their facts are one "
+        "subject; a `subject:` in a note's frontmatter tells it apart"
+    ]
+    assert len(again) == 1 and again[0].startswith("3 notes are titled")
+
+
 def test_a_public_link_to_a_private_note_keeps_the_target_as_written(
     private_vault: Path, tmp_path: Path
 ) -> None:
