@@ -10,7 +10,7 @@ imported when an answer is printed, never by the hook.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -267,6 +267,7 @@ def _subject_lines(
     notes: Mapping[str, int],
     status: str | None,
 ) -> Iterator[Text]:
+    from rich.cells import cell_len
     from rich.text import Text
 
     line = Text(s.subject, style="bold")
@@ -274,15 +275,24 @@ def _subject_lines(
         line.append(" ✦", style="bold magenta")
     if status:
         line.append(f" [{status}]", style="yellow")
-    line.append("  " + _measures(s), style="dim")
-    yield from _indented(console, line, f"{rank:>3}", SUBJECT_GUTTER, width)
+    measures = _measures(s)
+    room = width - SUBJECT_GUTTER
+    if line.cell_len + 2 + cell_len(" · ".join(measures)) <= room:
+        line.append("  " + " · ".join(measures), style="dim")
+        yield from _indented(console, line, f"{rank:>3}", SUBJECT_GUTTER, width)
+    else:
+        # The measures on lines of their own, broken only between two of them: wrapped at
+        # any space, "cos 0.621" had read as "cos" at a line's end and a number below.
+        yield from _indented(console, line, f"{rank:>3}", SUBJECT_GUTTER, width)
+        for group in _grouped(measures, room):
+            yield Text(" " * SUBJECT_GUTTER) + Text(group, style="dim")
     more = more_values(s)
     for fact in s.facts:
         text = _fact_text(console, fact, width, notes, more.pop(fact.predicate, 0))
         yield from _indented(console, text, "", FACT_INDENT, width)
 
 
-def _measures(s: SubjectRank) -> str:
+def _measures(s: SubjectRank) -> list[str]:
     parts = [p for p in (s.band, EVIDENCE_WORDS.get(s.evidence or "", s.evidence)) if p]
     if s.best_cosine is not None:
         parts.append(f"cos {s.best_cosine:.3f}")
@@ -290,7 +300,22 @@ def _measures(s: SubjectRank) -> str:
         parts.append(f"bm25 {s.best_bm25:.2f}")
     parts.append(f"score {s.score}")
     parts.append("s/w/a " + "/".join(str(s.per_type.get(t, 0)) for t in ("session", "wiki", "adr")))
-    return " · ".join(parts)
+    return parts
+
+
+def _grouped(parts: Sequence[str], width: int) -> list[str]:
+    """``parts`` joined by " · " into lines of at most ``width`` cells, broken only between
+    two parts (a part wider than a line has a line of its own)."""
+    from rich.cells import cell_len
+
+    lines: list[str] = []
+    for part in parts:
+        joined = f"{lines[-1]} · {part}" if lines else part
+        if lines and cell_len(joined) <= width:
+            lines[-1] = joined
+        else:
+            lines.append(part)
+    return lines
 
 
 def _fact_text(
