@@ -429,6 +429,16 @@ def label_elsewhere(answer: Answer) -> str | None:
     )
 
 
+def _best_place(answer: Answer) -> str:
+    """Which shown note the label measures, when it is not the first (", note 4,"): the
+    notes are in fused order, so the closest in meaning may stand lower."""
+    top = answer.relevance.top_cosine
+    for i, h in enumerate(answer.hits[:NOTES_SHOWN]):
+        if top is not None and h.cosine is not None and h.cosine >= top - SAME_COSINE:
+            return f", note {i + 1}," if i else ""
+    return ""
+
+
 def dates_shown(answer: Answer) -> bool:
     """Whether the answer's notes were chosen or ordered by their dates (a period, the
     latest), so each note says its date."""
@@ -488,7 +498,7 @@ def label_in_words(answer: Answer) -> str:
     said = f"{r.label}: {meaning}"
     if r.label != "no_match" and all(v is not None and math.isfinite(v) for v in measured):
         said += (
-            f": the best note is {r.z:.1f} σ above what off-topic "
+            f": the best note{_best_place(answer)} is {r.z:.1f} σ above what off-topic "
             f"questions reach here (cosine {r.top_cosine:.3f} against a floor of "
             f"{r.floor_cosine:.3f})"
         )

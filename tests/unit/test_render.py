@@ -314,6 +314,20 @@ def test_the_first_line_says_what_the_label_means_in_words() -> None:
     assert "1.2 σ above what off-topic questions reach here" in first
 
 
+def test_the_first_line_names_the_note_the_label_measures_when_it_is_not_the_first() -> None:
+    # Notes come in fused order: the closest in meaning (cosine 0.5, the label's) is third.
+    hits = (
+        Hit("a.md", "A", "wiki", 0.46, bm25=9.0),
+        Hit("b.md", "B", "wiki", 0.47),
+        Hit("c.md", "C", "wiki", 0.5),
+    )
+    answer = Answer("why redis?", "semantic", None, relevance("moderate"), hits, ())
+    first = text_of(answer, width=300).splitlines()[1]
+    assert ": the best note, note 3, is 1.2 σ above" in first
+    first = Answer("why redis?", "semantic", None, relevance("moderate"), hits[2:], ())
+    assert ": the best note is 1.2 σ above" in text_of(first, width=300).splitlines()[1]
+
+
 def test_the_legend_explains_every_column_mark_and_evidence_value() -> None:
     """Issue 36, item 3: nothing explained `s/w/a`, `score`, `✦` or the "why" values."""
     from pipeline.render import EVIDENCE_WORDS, legend
