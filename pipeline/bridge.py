@@ -191,6 +191,19 @@ def query_terms(text: str) -> list[str]:
     return list(seen)
 
 
+def code_patterns(text: str) -> list[re.Pattern[str]]:
+    """The question's codes of letters and digits ("X-15", "COVID-19") as patterns a note's
+    text holds them by: their parts in order, joined by a hyphen or dash, a dot, an
+    underscore or nothing ("X-15", "X15"; not "X 15", which "11 x 15 in." also is), case
+    folded. A word search finds a code by its parts alone, which a vault of formulas holds
+    apart ("x" and "15") in most of its notes."""
+    out = []
+    for m in _CODE.finditer(normalize_text(text)):
+        parts = [re.escape(p) for p in m.group(0).split("-")]
+        out.append(re.compile(r"(?<![^\W_])" + r"[-‐–._]?".join(parts) + r"(?![^\W_])", re.I))
+    return out
+
+
 class SubjectSource(Protocol):
     """What the bridge reads from KO-DB (the store, or a batch's memoising view of it)."""
 

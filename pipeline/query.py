@@ -13,6 +13,7 @@ and MCP call ``ask`` and render its Answer.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -29,6 +30,7 @@ from pipeline.errors import (
     GraphError,
     GraphQueryError,
     GraphUnavailable,
+    InputError,
     ModelUnavailable,
     VaultKoError,
 )
@@ -149,6 +151,9 @@ PRESETS: Final[dict[str, dict[str, Any]]] = {
 #: this many do; more, and its words pick nothing out (``Pipeline._word_matches``). Three, as
 #: a pointer is read in one line: a name is in one or two notes, a common word in many.
 WORD_MATCHES: Final = 3
+#: With a code in the question ("X-15"), the notes holding its parts that are read for the
+#: code as written (``Pipeline._holds_codes``).
+CODE_POOL: Final = 50
 #: How many notes episodic recall looks through to find three session notes.
 EPISODIC_SCAN: Final = 100
 #: A word held by at least this share of the vault's notes picks none of them out ("TSC" in
@@ -856,8 +861,13 @@ class Pipeline:
         terms = [t for t in self.terms_of(text, opts) if t in topical]
         if not terms:
             return ()
+        codes = bridge.code_patterns(text)
         with timer.stage("kodb_ms"):
-            found = self.kodb.search_notes(terms, WORD_MATCHES + 1, every=True)
+            found = self.kodb.search_notes(
+                terms, CODE_POOL if codes else WORD_MATCHES + 1, every=True
+            )
+            if codes:
+                found = [(p, s) for p, s in found if self._holds_codes(p, codes)]
             if not found or len(found) > WORD_MATCHES:
                 return ()
             rows = self.kodb.notes_at(p for p, _ in found)
@@ -866,6 +876,18 @@ class Pipeline:
             for p, score in found
             if (n := rows.get(p)) is not None and _holds_text(n)
         )
+
+    def _holds_codes(self, path: str, codes: Sequence[re.Pattern[str]]) -> bool:
+        """Whether the note's file holds each code as written in it ("X-15", not an "x" here
+        and a "15" there); a file that cannot be read holds none."""
+        from pipeline.vault.scan import read_note_bytes
+
+        try:
+            raw, _ = read_note_bytes(self.settings.vault, path, self.settings.vault_max_note_bytes)
+        except (InputError, OSError):
+            return False
+        text = normalize_text(raw.decode("utf-8", "replace"))
+        return all(code.search(text) for code in codes)
 
     def window_of(self, text: str, opts: QueryOptions) -> TimeWindow | None:
         """The period ``text`` asks about, read against ``opts.today`` (else today)."""

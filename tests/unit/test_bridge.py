@@ -6,6 +6,7 @@ import pytest
 
 from pipeline.bridge import (
     asks_who,
+    code_patterns,
     content_words,
     query_terms,
     rank_cosines,
@@ -238,3 +239,21 @@ def test_hybrid_candidates_carry_their_fused_place_and_dense_ones_do_not() -> No
     assert fused["beta"].rank_cosine == pytest.approx(0.55)  # its place, not its cosine
     dense = semantic_candidates(hits, None, kodb)
     assert dense["alpha"].rank_cosine is None
+
+
+@pytest.mark.parametrize(
+    ("text", "held"),
+    [
+        ("the X-15 stabilizer", True),
+        ("the x15 airplane", True),
+        ("the X–15 (an en dash)", True),
+        ("an 11 x 15 in. tunnel", False),
+        ("x = 15 at the wall", False),
+        ("the x-150 rig", False),
+        ("max-15", False),
+    ],
+)
+def test_a_code_is_held_as_written_not_by_its_parts_apart(text: str, held: bool) -> None:
+    [code] = code_patterns("what about X-15?")
+    assert bool(code.search(text.lower())) is held
+    assert code_patterns("the 2024-03-10 meeting about 2-3 weeks") == []

@@ -389,6 +389,27 @@ def test_no_match_points_at_nothing_when_too_many_notes_hold_the_words(tmp_path:
     assert len(p.ask("warm").word_matches) == 3
 
 
+def test_a_code_points_at_the_notes_holding_it_as_written_not_its_parts_apart(
+    tmp_path: Path,
+) -> None:
+    # Five notes hold "x" and "15"; two of them write the code itself.
+    texts = {
+        "wiki/panel.md": "# Panel X-15 flutter\n\nTests on the X-15 stabilizer.\n",
+        "wiki/heated.md": "# Heated x 15 panels\n\nAs on the x15 airplane.\n",
+        "wiki/tunnel.md": "# Tunnel x 15 run\n\nIn the 11 x 15 in. tunnel.\n",
+        "wiki/grid.md": "# Grid x 15\n\nx = 15 at the wall.\n",
+        "wiki/max.md": "# Max x 15\n\nthe x-150 rig.\n",
+    }
+    for rel, body in texts.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(body)
+    notes = [note(rel, body.splitlines()[0][2:]) for rel, body in texts.items()]
+    p, _, _ = make(tmp_path, [FakeHit("wiki/grid.md", "Grid x 15", "wiki", 0.25)], notes=notes)
+    a = p.ask("X-15")
+    assert a.relevance.label == "no_match"
+    assert sorted(h.path for h in a.word_matches) == ["wiki/heated.md", "wiki/panel.md"]
+
+
 def test_a_relevant_answer_and_the_hook_get_no_word_pointer(tmp_path: Path) -> None:
     p, _, _ = make(tmp_path, HITS)
     assert p.ask("redis warm cache").word_matches == ()  # strong: its notes are shown
