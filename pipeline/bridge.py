@@ -26,7 +26,7 @@ the number of distinct words matched being how well they match.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Final, Protocol
 
 from pipeline.model import Candidate, Evidence, Hit, Note, normalize_text
@@ -101,9 +101,13 @@ _WORD = re.compile(r"\w+(?:['’]\w+)?")
 #: The ending of an English contraction or possessive: "what's" is the stop word "what",
 #: "council's" the word "council"; left on, the index's tokenizer splits off an "s" that,
 #: as a prefix, matches half of every note's words (excerpts, facts).
-#: A code of letters and digits joined by hyphens, with a letter and a digit in it ("x-15",
-#: "covid-19", "x86-64"; not a date or a range of numbers).
-_CODE = re.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[^\W\d_])[^\W_]+(?:-[^\W_]+)+(?![\w-])")
+#: The hyphen and the dashes a code may be written with ("X-15", "X‐15", "X‑15", "X–15").
+_DASHES = "\\-\u2010\u2011\u2012\u2013\u2212"  # escaped for a character class
+#: A code of letters and digits joined by hyphens, starting with a letter and holding a
+#: digit ("x-15", "covid-19", "x86-64"; not a date, a range of numbers, "3-day" or "24-hour").
+_CODE = re.compile(
+    rf"(?<![\w{_DASHES}])(?=[\w{_DASHES}]*\d)[^\W\d_][^\W_]*(?:[{_DASHES}][^\W_]+)+(?![\w{_DASHES}])"
+)
 #: One word with a letter and a digit ("s3", "ec2", "v8"), any length.
 _ALNUM = re.compile(r"(?=\w*\d)(?=\w*[^\W\d_])[^\W_]+")
 _CLITIC = re.compile(r"(?:'(?:s|re|ve|ll|d|m)|n't)$")
@@ -173,14 +177,14 @@ def query_terms(text: str) -> list[str]:
     hyphens ("X-15", "COVID-19"): the index holds each part as a word, and a question that
     names only a code has nothing else to be found by."""
     normalized = normalize_text(text)
-    coded = {part for m in _CODE.finditer(normalized) for part in m.group(0).split("-")}
+    coded = {part for m in _CODE.finditer(normalized) for part in _code_parts(m.group(0))}
     seen: dict[str, None] = {}
     for match in _WORD.finditer(normalized):
         whole, word = _word(match)
+        if word in STOP_WORDS or word in SHORT_STOP_WORDS:
+            continue
         if word in coded or _ALNUM.fullmatch(word):
             seen.setdefault(word, None)
-        elif word in STOP_WORDS or word in SHORT_STOP_WORDS:
-            continue
         else:
             if len(word) < MIN_TERM_CHARS:
                 word = whole  # "it'd": the word alone is too short to search for
@@ -191,17 +195,35 @@ def query_terms(text: str) -> list[str]:
     return list(seen)
 
 
-def code_patterns(text: str) -> list[re.Pattern[str]]:
+def code_patterns(text: str, terms: Collection[str] | None = None) -> list[re.Pattern[str]]:
     """The question's codes of letters and digits ("X-15", "COVID-19") as patterns a note's
     text holds them by: their parts in order, joined by a hyphen or dash, a dot, an
     underscore or nothing ("X-15", "X15"; not "X 15", which "11 x 15 in." also is), case
     folded. A word search finds a code by its parts alone, which a vault of formulas holds
-    apart ("x" and "15") in most of its notes."""
+    apart ("x" and "15") in most of its notes. With ``terms``, only the codes whose words
+    are among them (not a period's "mid-2023" when the period's words were left out)."""
     out = []
+    joint = f"[{_DASHES}._]?"
     for m in _CODE.finditer(normalize_text(text)):
-        parts = [re.escape(p) for p in m.group(0).split("-")]
-        out.append(re.compile(r"(?<![^\W_])" + r"[-‐–._]?".join(parts) + r"(?![^\W_])", re.I))
+        parts = _code_parts(m.group(0))
+        if terms is not None and not all(
+            p in terms for p in parts if p not in STOP_WORDS and p not in SHORT_STOP_WORDS
+        ):
+            continue
+        body = joint.join(re.escape(p) for p in parts)
+        out.append(re.compile(r"(?<![^\W_])" + body + r"(?![^\W_])", re.I))
     return out
+
+
+def _code_parts(code: str) -> list[str]:
+    return re.split(f"[{_DASHES}]", code)
+
+
+def stands_alone(term: str) -> bool:
+    """Whether a question's word picks out a paragraph by itself, matched as a word's
+    prefix as excerpts match it: three characters or more and not a number, or letters and
+    digits together ("S3"); a code's lone "x" or "15" would match half the text."""
+    return bool(_ALNUM.fullmatch(term)) or (len(term) >= MIN_TERM_CHARS and not term.isdigit())
 
 
 class SubjectSource(Protocol):

@@ -22,7 +22,7 @@ from pipeline import statefile
 
 LOG_NAME = "fallback.log"
 MARK_NAME = "fallback.mark"
-#: Past this size the log keeps its newer half (about 12,000 answers a trim).
+#: Past this size (about 12,000 answers' lines) the log keeps its newer half.
 LOG_MAX_BYTES = 1_000_000
 
 

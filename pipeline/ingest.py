@@ -310,18 +310,25 @@ def ingest_vault(
     return _report(kodb, changes, started)
 
 
+#: The (vault, private glob) pairs this process has warned of matching no note.
+_SAID: set[tuple[str, str]] = set()
+
+
 def _private_notes(settings: Settings, files: Sequence[ScannedFile]) -> PrivateNotes:
     """The vault's private notes, with a warning for each private glob that takes in no
     note: a glob spelt other than the folder it means ("private/**" for "Private/") keeps
     nothing out of answers, and says nothing else."""
     private = PrivateNotes.from_settings(settings)
     for glob in settings.vault_private_globs:
-        if glob.strip() and not any(glob_match(f.path, (glob,)) for f in files):
-            log.warning(
-                "vault_private_globs %r matches no note of the vault, so it keeps none "
-                "private (globs are vault-relative and case-sensitive: docs/configuration.md)",
-                glob,
-            )
+        said = (str(settings.vault), glob)
+        if said in _SAID or not glob.strip() or any(glob_match(f.path, (glob,)) for f in files):
+            continue
+        _SAID.add(said)  # once a process: a watcher ingests again and again
+        log.warning(
+            "vault_private_globs %r matches no note of the vault, so it keeps none "
+            "private (globs are vault-relative and case-sensitive: docs/configuration.md)",
+            glob,
+        )
     return private
 
 

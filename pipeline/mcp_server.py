@@ -53,8 +53,8 @@ INSTRUCTIONS = (
     "question. relevance.label no_match means the vault holds nothing relevant: say so and "
     "do not guess from it (but word_matches, when not empty, lists the few notes holding "
     "every word of the question, such as a name the model cannot place: look at them); "
-    "weak means loosely related; mode fallback means degraded (found by word search, not "
-    "meaning), with degraded_reason saying why."
+    "weak means loosely related (its word_matches too are worth a look); mode fallback "
+    "means degraded (found by word search, not meaning), with degraded_reason saying why."
 )
 #: The most of a question (or of a service's error) a log line quotes.
 LOGGED_CHARS = 40
@@ -282,7 +282,8 @@ def build_server(tools: VaultTools) -> FastMCP:
         and superseded_by (what replaced them): prefer the current decision, which comes
         before the one it replaced. no_match: the vault has nothing relevant by meaning;
         word_matches then lists the few notes (at most 3) holding every word of the
-        question, a pointer for a name or code the model cannot place. Options:
+        question, a pointer for a name or code the model cannot place (in a weak answer,
+        those of them not among the hits). Options:
         top_k subjects (20), hits notes (20), facts_per_subject (3), semantic (false: word
         search only), preset (session, wiki-gap, crystallize, routing, episodic). A question
         has at most 200,000 characters; counts are at most 10,000."""

@@ -349,8 +349,9 @@ class Answer:
     #: Notes edited since the last sync, which the answer cannot see (None: not checked,
     #: as a resident service or watcher keeps the stores current).
     unsynced: UnsyncedEdits | None = None
-    #: In a no_match answer, the few notes holding every word of the question (a name the
-    #: model cannot place, say), best first by BM25: not what the answer found, a pointer.
+    #: In a no_match or weak answer, the few notes holding every word of the question that
+    #: it does not show (a name the model cannot place, say), best first by BM25: not what
+    #: the answer found, a pointer.
     word_matches: tuple[Hit, ...] = ()
 
 

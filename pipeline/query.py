@@ -101,7 +101,7 @@ class QueryOptions:
     today: str | None = None  # ISO day time phrases are read against (None: today)
     excerpts: bool = True  # each hit's excerpt is the part of its note meeting the question
     newest_first: bool = True  # a question asking for the latest gets its newest notes first
-    word_matches: bool = True  # a no_match answer names the few notes holding all its words
+    word_matches: bool = True  # no_match and weak answers name few notes holding all its words
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> QueryOptions:
@@ -147,7 +147,7 @@ PRESETS: Final[dict[str, dict[str, Any]]] = {
     "episodic": {"hits": 3, "session_notes_only": True},
 }
 
-#: A no_match answer points at the notes holding every word of the question when at most
+#: A no_match or weak answer points at the notes holding every word of the question when at most
 #: this many do; more, and its words pick nothing out (``Pipeline._word_matches``). Three, as
 #: a pointer is read in one line: a name is in one or two notes, a common word in many.
 WORD_MATCHES: Final = 3
@@ -809,7 +809,7 @@ class Pipeline:
             recency=recency,
         )
         if relevance.label == "no_match" or not opts.subjects or opts.top_k == 0 or not shown:
-            return self._without_subjects(answer, opts, timer)
+            return self._pointed(answer, opts, timer)
         today = self.today_of(opts).isoformat()
         about, floor = _about(shown, window, recency, relevance.floor_cosine, today, topic)
         with timer.stage("bridge_ms"):
@@ -838,20 +838,28 @@ class Pipeline:
         )
         if opts.crystal_only and not subjects and candidates:
             notice = "no crystal-ready subject among the relevant ones"
-        return replace(answer, subjects=subjects, notice=notice)
+        return self._pointed(replace(answer, subjects=subjects, notice=notice), opts, timer)
 
-    def _without_subjects(self, answer: Answer, opts: QueryOptions, timer: Timer) -> Answer:
-        """An answer that shows no subjects; a no_match one with its ``word_matches``."""
-        if answer.relevance.label != "no_match":
+    def _pointed(self, answer: Answer, opts: QueryOptions, timer: Timer) -> Answer:
+        """A no_match or weak answer with its ``word_matches``: the few notes holding every
+        word of the question, of a weak one those it does not show already ("Maël Nison"
+        in the TSC's minutes: weak at 0.245, the three meetings naming him outside the
+        notes, whose cosines place a name poorly)."""
+        label = answer.relevance.label
+        if label not in ("no_match", "weak"):
             return answer
-        return replace(answer, word_matches=self._word_matches(answer.query, opts, timer))
+        found = self._word_matches(answer.query, opts, timer)
+        if label == "weak":
+            shown = {h.path for h in answer.hits}
+            found = tuple(h for h in found if h.path not in shown)
+        return replace(answer, word_matches=found)
 
     def _word_matches(self, text: str, opts: QueryOptions, timer: Timer) -> tuple[Hit, ...]:
-        """The notes holding every word of a question the model placed nowhere, when they
-        are few enough to point at (``WORD_MATCHES``): a name, a code or a rare term is
-        matched by words where the model's cosine cannot place it. Not when the answer
-        is for an agent's hook, which injects nothing on no_match anyway, nor for episodic
-        recall, which is of session notes alone."""
+        """The notes holding every word of a question the model placed nowhere or poorly,
+        when they are few enough to point at (``WORD_MATCHES``): a name, a code or a rare
+        term is matched by words where the model's cosine cannot place it. Not when the
+        answer is for an agent's hook, which spares its time for the answer, nor for
+        episodic recall, which is of session notes alone."""
         if not opts.word_matches or opts.session_notes_only:
             return ()
         # The words a note should hold: not the period's ("in March 2024") nor words such
@@ -861,7 +869,7 @@ class Pipeline:
         terms = [t for t in self.terms_of(text, opts) if t in topical]
         if not terms:
             return ()
-        codes = bridge.code_patterns(text)
+        codes = bridge.code_patterns(text, terms)
         with timer.stage("kodb_ms"):
             found = self.kodb.search_notes(
                 terms, CODE_POOL if codes else WORD_MATCHES + 1, every=True
@@ -1053,7 +1061,7 @@ class Pipeline:
         from pipeline import excerpts
 
         s = self.settings
-        terms = self.terms_of(text, opts)
+        terms = [t for t in self.terms_of(text, opts) if bridge.stands_alone(t)]
         with timer.stage("kodb_ms"):
             terms = self._picking_out(terms) or terms
         with timer.stage("excerpts_ms"):

@@ -35,8 +35,8 @@ _FLOAT_DIGITS = 4
 #: The answer JSON's version: 2 added ``status`` and ``superseded_by`` to hits and
 #: subjects, ``date`` to hits and ``time_window``; 3 added ``relevance.precision``; 4 its
 #: ``lowest``, and ``unsynced``; 5 ``recency``; 6 ``unsynced.unreadable`` and
-#: ``hits[].since_sync``; 7 ``word_matches``.
-ANSWER_SCHEMA_VERSION = 7
+#: ``hits[].since_sync``; 7 ``word_matches``; 8 ``word_matches`` in weak answers too.
+ANSWER_SCHEMA_VERSION = 8
 
 
 def _num(value: float | None, digits: int | None = _FLOAT_DIGITS) -> float | None:
@@ -282,11 +282,12 @@ def _unsynced_from(data: dict[str, Any] | None) -> UnsyncedEdits | None:
 
 def answer_notes(answer: Answer) -> list[str]:
     """The notes a person or an agent reads under the label: the tight-vault hint, the
-    warning (not in fallback, where the degraded line says it), the preset's notice and
-    what the answer cannot see since the last sync."""
+    warning (not in fallback, where the degraded line says it), the preset's notice, a
+    weak answer's pointer to notes holding every word of the question, and what the
+    answer cannot see since the last sync."""
     r = answer.relevance
     warning = None if answer.mode == "fallback" else r.warning
-    notes = (r.hint, warning, answer.notice, *sync_words(answer))
+    notes = (r.hint, warning, answer.notice, word_match_words(answer), *sync_words(answer))
     return [n for n in notes if n]
 
 
@@ -304,16 +305,17 @@ def silence_notes(answer: Answer) -> list[str]:
 
 
 def word_match_words(answer: Answer) -> str | None:
-    """A no_match answer's pointer, in words, to the few notes holding every word of the
-    question (``Answer.word_matches``); None when there are none."""
+    """A no_match or weak answer's pointer, in words, to the few notes holding every word
+    of the question that it does not show (``Answer.word_matches``); None when none."""
     found = answer.word_matches
     if not found:
         return None
     one = len(found) == 1
     notes = "; ".join(f"{h.title} ({h.path})" for h in found)
+    where = "" if answer.relevance.label == "no_match" else " not among the notes below"
     return (
-        f"every word of the question is in {'1 note' if one else f'{len(found)} notes'}, "
-        f"which the model did not find close in meaning: {notes}; a word search "
+        f"every word of the question is in {'1 note' if one else f'{len(found)} notes'}"
+        f"{where}, which the model did not find close in meaning: {notes}; a word search "
         f"(`--no-semantic`) answers from {'it' if one else 'them'}"
     )
 
@@ -652,7 +654,7 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
     lines.append(f"_{head}_")
     if (measured := precision_in_words(r.label, r.precision)) is not None:
         lines.append(f"_{measured}_")
-    for note in (r.hint, r.warning, answer.notice, *edits):
+    for note in (r.hint, r.warning, answer.notice, word_match_words(answer), *edits):
         if note:
             lines.append(f"_note: {note}_")
     lines += [f"_{said}_" for said in time_words(answer)]

@@ -146,28 +146,16 @@ def no_wait_option(func: F) -> F:
     )(func)
 
 
-def check_output(
-    out: Path,
-    option: str,
-    inputs: Iterable[tuple[str, Path]] = (),
-    folders: Iterable[Path] = (),
-) -> None:
+def check_output(out: Path, option: str, inputs: Iterable[tuple[str, Path]] = ()) -> None:
     """Refuse, before any work, an output file that cannot be written (its folder missing
-    or not writable), that is one of the command's inputs by any path to it (written after
-    it was read, what it held would be lost; ``inputs``: what it is, and its path), or an
-    existing file in one of the ``folders`` the command reads."""
+    or not writable), or that is one of the command's inputs by any path to it (written
+    after it was read, what it held would be lost; ``inputs``: what it is, and its path)."""
     folder = out.parent
     if not folder.is_dir():
         raise click.BadParameter(f"{folder} is not a folder", param_hint=option)
     if not os.access(out if out.exists() else folder, os.W_OK):
         raise click.BadParameter(f"{out} cannot be written (permission denied)", param_hint=option)
     refuse_same_file(out, option, inputs)
-    for folder in folders:
-        if out.is_file() and out.resolve().is_relative_to(folder.resolve()):
-            raise click.BadParameter(
-                f"{out} is a file in {folder}, which this command reads: write it elsewhere",
-                param_hint=option,
-            )
 
 
 def refuse_same_file(out: Path, option: str, inputs: Iterable[tuple[str, Path]]) -> None:

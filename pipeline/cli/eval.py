@@ -102,8 +102,7 @@ def eval_cmd(
     from pipeline.evaluate import read_offtopic
 
     if out is not None:  # before minutes of work, not after
-        files, folders = _read_by_eval(paths, judged, offtopic_dirs, collections)
-        check_output(out, "--out", files, folders)
+        check_output(out, "--out", _read_by_eval(paths, judged, offtopic_dirs, collections))
     if fit_bands or collections:
         if not fit_bands:
             raise click.UsageError("--collection is for --fit-bands")
@@ -216,14 +215,21 @@ def _read_by_eval(
     judged: Path | None,
     offtopic: Sequence[Path],
     collections: Sequence[str],
-) -> tuple[list[tuple[str, Path]], list[Path]]:
-    """What eval reads that --out could name: the judged files, and the folders it measures
-    (their files: the documents, questions and judgements of a collection, a vault's notes)."""
+) -> list[tuple[str, Path]]:
+    """The files eval reads that --out could name: the judged files, and in the folders it
+    measures, their documents, questions and judgements (the files of a collection, a
+    vault's notes). Any other file there, an earlier report included, may be written."""
     files = [("the --judged file", judged)] if judged is not None else []
     files += [("a --collection's judged file", Path(c.partition("=")[2]))
               for c in collections if "=" in c]  # fmt: skip
-    folders = [*paths, *offtopic, *(Path(c.partition("=")[0]) for c in collections)]
-    return files, folders
+    for folder in [*paths, *offtopic, *(Path(c.partition("=")[0]) for c in collections)]:
+        if folder.is_dir():
+            files += [
+                (f"read by eval in {folder}", f)
+                for pattern in ("*.jsonl", "*.tsv", "qrels/*.tsv", "**/*.md")
+                for f in folder.glob(pattern)
+            ]
+    return files
 
 
 def _write_out(out: Path, markdown: str) -> None:

@@ -157,13 +157,14 @@ def summary_line(report: SessionReport) -> str:
 
 
 def _check_out_dir(settings: Settings, out_dir: Path, input_path: str, fmt: str) -> None:
-    """Refuse, before any work, a --out whose packs would be read as the vault's notes at
-    the next sync (they quote the prompts, secrets and all), or whose packs.jsonl is the
-    input itself (opened for writing, it would be emptied before it is read)."""
+    """Refuse, before any work, a --out whose markdown packs would be read as the vault's
+    notes at the next sync (they quote the prompts, secrets and all; packs.jsonl is no
+    note), or whose packs.jsonl is the input itself (opened for writing, it would be
+    emptied before it is read)."""
     from pipeline.batch.packs import PACKS_FILE
     from pipeline.vault.scan import scans_folder
 
-    if scans_folder(settings, out_dir):
+    if fmt == "md" and scans_folder(settings, out_dir):
         raise click.BadParameter(
             f"{out_dir} is inside the vault {settings.vault}, so the packs would be read as "
             "notes at the next sync: write them outside it (or into a folder the vault "

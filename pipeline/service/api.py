@@ -116,8 +116,8 @@ class QueryRequest(BaseModel):
     )
     word_matches: bool = Field(
         default=True,
-        description="False: a no_match answer does not look up the notes holding every word "
-        "of the question (the hook, which injects nothing on no_match).",
+        description="False: a no_match or weak answer does not look up the notes holding "
+        "every word of the question (the hook, which spares its time for the answer).",
     )
 
 

@@ -15,7 +15,7 @@ Globs are matched against the vault-relative POSIX path:
   ``.gitignore``), so ``*.excalidraw.md`` excludes such files everywhere, and against
   folder names too (``Private`` is every note below a folder ``Private``),
 - a pattern ending in ``/`` is a folder and everything below it (``Private/``), and a
-  leading ``./`` or ``/`` is the vault itself.
+  leading ``./`` or ``/`` ties the pattern to the vault's top (``./Private``).
 """
 
 from __future__ import annotations
@@ -63,16 +63,19 @@ class ScannedFile:
 def compile_glob(pattern: str) -> re.Pattern[str]:
     """Translate one vault glob (see the module docstring) into an anchored regex."""
     pattern = pattern.strip()
+    # A leading "./" or "/" ties the pattern to the vault's top, as in .gitignore.
+    anchored = pattern.startswith(("./", "/"))
     while pattern.startswith("./"):
         pattern = pattern[2:]
     # A trailing "/" makes a folder, as .gitignore writes it ("Private/"): all below it.
     folder = pattern.endswith("/")
     pattern = pattern.strip("/")
     if "/" not in pattern:
-        # A bare name matches at any depth, as in .gitignore: a file of that name, or
-        # every note below a folder of that name ("Private", "Private/").
+        # A bare name matches at any depth (at the top only when anchored), as in
+        # .gitignore: a file of that name, or every note below a folder of that name
+        # ("Private", "Private/").
         below = "/.*" if folder else "(?:/.*)?"
-        return re.compile(f"(?:.*/)?{_translate(pattern)}{below}\\Z")
+        return re.compile(f"{'' if anchored else '(?:.*/)?'}{_translate(pattern)}{below}\\Z")
     return re.compile(_translate(pattern) + ("/.*" if folder else "") + r"\Z")
 
 

@@ -521,7 +521,7 @@ def test_the_last_meeting_is_the_newest_note_and_the_answer_says_so(  # type: ig
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["schema_version"] == 7
+    assert data["schema_version"] == 8
     assert data["recency"] == {"text": "the last meeting", "within_sigma": None}
     dates = [h["date"] for h in data["hits"] if h["date"] is not None]
     assert dates and dates == sorted(dates, reverse=True)

@@ -182,6 +182,13 @@ def test_a_word_too_short_without_its_clitic_is_searched_whole() -> None:
         ("flutter of the X-15 stabilizer", ["flutter", "x", "15", "stabilizer"]),
         ("COVID-19 policy", ["covid", "19", "policy"]),
         ("x86-64 builds", ["x86", "64", "builds"]),
+        ("X–15 with an en dash", ["x", "15", "dash"]),
+        # A stop word stays one in a code; a digit first makes no code.
+        ("Is the A-10 a good plane?", ["10", "good", "plane"]),
+        (
+            "1-on-1 meetings, a 3-day retention, 24-hour cover",
+            ["meetings", "day", "retention", "hour", "cover"],
+        ),
         # Numbers alone, dates and ranges are no codes.
         ("the 2024-03-10 meeting", ["meeting"]),
         ("2-3 weeks of work on RFC 2119", ["weeks", "work", "rfc"]),
@@ -257,3 +264,4 @@ def test_a_code_is_held_as_written_not_by_its_parts_apart(text: str, held: bool)
     [code] = code_patterns("what about X-15?")
     assert bool(code.search(text.lower())) is held
     assert code_patterns("the 2024-03-10 meeting about 2-3 weeks") == []
+    assert code_patterns("X-15 in mid-2023", ["x", "15"]) == [code]  # the period's left out

@@ -38,3 +38,15 @@ def test_an_input_that_is_the_packs_file_is_refused_and_kept(tmp_path: Path) -> 
     said = refused(vault, str(packs), "--out", str(out))
     assert "is the input" in said
     assert packs.read_text() == '{"id": "s1", "prompt": "why redis?"}\n'
+
+
+def test_a_jsonl_pack_file_may_be_written_in_the_vault_where_no_note_is_read_from_it(
+    tmp_path: Path,
+) -> None:
+    from pipeline.cli.session import _check_out_dir
+    from pipeline.config import load_settings
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    settings = load_settings(vault, env={}, cwd=vault)
+    _check_out_dir(settings, vault / "packs", str(tmp_path / "prompts.txt"), "jsonl")  # no error

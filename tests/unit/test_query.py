@@ -410,6 +410,19 @@ def test_a_code_points_at_the_notes_holding_it_as_written_not_its_parts_apart(
     assert sorted(h.path for h in a.word_matches) == ["wiki/heated.md", "wiki/panel.md"]
 
 
+def test_a_weak_answer_points_at_the_notes_holding_every_word_that_it_does_not_show(
+    tmp_path: Path,
+) -> None:
+    p, _, _ = make(tmp_path, [FakeHit("wiki/redis.md", "Redis", "wiki", 0.33)])
+    a = p.ask("which warmstart scripts?")
+    assert a.relevance.label == "weak"
+    assert [h.path for h in a.word_matches] == ["sessions/s2.md"]
+    shown = [FakeHit("sessions/s2.md", "2026-02-12 Warmstart scripts", "session", 0.33)]
+    p, _, _ = make(tmp_path, shown)
+    a = p.ask("which warmstart scripts?")
+    assert a.relevance.label == "weak" and a.word_matches == ()  # it is among the notes
+
+
 def test_a_relevant_answer_and_the_hook_get_no_word_pointer(tmp_path: Path) -> None:
     p, _, _ = make(tmp_path, HITS)
     assert p.ask("redis warm cache").word_matches == ()  # strong: its notes are shown

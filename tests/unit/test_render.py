@@ -120,6 +120,21 @@ def test_no_match_names_the_notes_holding_every_word_of_the_question() -> None:
     assert "is in 2 notes" in to_markdown(two) and "answers from them" in to_markdown(two)
 
 
+def test_a_weak_answer_names_the_notes_holding_every_word_that_it_does_not_show() -> None:
+    from dataclasses import replace
+
+    found = Hit("meetings/2024-01-17.md", "TSC Meeting 2024-01-17", "session", None, bm25=9.1)
+    a = Answer("Maël Nison", "semantic", None, relevance("weak", 0.245), (HIT,), ())
+    a = replace(a, word_matches=(found,))
+    said = (
+        "every word of the question is in 1 note not among the notes below, which the model "
+        "did not find close in meaning: TSC Meeting 2024-01-17 (meetings/2024-01-17.md)"
+    )
+    text = " ".join(text_of(a, 300).split())
+    assert said in text and text.index(said) < text.index("wiki/redis.md")
+    assert said in to_markdown(a) and said in (to_context_pack(a, max_chars=8000) or "")
+
+
 def test_a_label_whose_note_the_period_left_out_says_so_beside_the_period() -> None:
     from dataclasses import replace
 
@@ -264,7 +279,7 @@ def test_an_answer_says_what_its_band_is_measured_to_mean() -> None:
     rel = replace(relevance("strong"), precision=BandPrecision(0.796, 232, 6))
     answer = Answer("why redis?", "semantic", None, rel, (HIT,), (subject(),))
     d = to_dict(answer)
-    assert d["schema_version"] == 7
+    assert d["schema_version"] == 8
     assert d["relevance"]["precision"] == {
         "value": 0.796,
         "n": 232,

@@ -211,3 +211,9 @@ def test_folder_globs_are_read_as_gitignore_reads_them(
     path: str, pattern: str, expected: bool
 ) -> None:
     assert glob_match(path, [pattern]) is expected
+
+
+@pytest.mark.parametrize("pattern", ["./Private", "/Private", "./Private/", "/Private/"])
+def test_a_leading_slash_or_dot_ties_a_folder_name_to_the_vault_top(pattern: str) -> None:
+    assert glob_match("Private/a.md", [pattern])
+    assert not glob_match("notes/Private/a.md", [pattern])
