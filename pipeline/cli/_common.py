@@ -55,7 +55,10 @@ class AppContext:
     _settings: Settings | None = None
 
     def settings(self, vault: str | None = None, **overrides: Any) -> Settings:
-        """Effective settings; a positional VAULT argument means the same as --vault."""
+        """Effective settings; a positional VAULT argument means the same as --vault, and
+        the two naming other folders is refused (which one was meant?)."""
+        if vault and self.vault and Path(vault).resolve() != Path(self.vault).resolve():
+            raise click.UsageError(f"two vaults given: --vault {self.vault} and VAULT {vault}")
         merged = {**self.overrides, **{k: v for k, v in overrides.items() if v is not None}}
         return load_settings(vault or self.vault, overrides=merged)
 

@@ -110,6 +110,8 @@ def run_query(app: AppContext, vault: str | None, text: tuple[str, ...], **kw: A
     question = " ".join(text)
     if not question.strip():
         raise ConfigError("the question is empty")
+    if kw["as_json"] and kw["fmt"] not in ("text", "json"):
+        raise click.UsageError(f"--json and --format {kw['fmt']}: give one of them")
     if kw["explain"] and (kw["as_json"] or kw["fmt"] == "json"):
         raise click.UsageError(
             "--explain describes the text and md output; JSON keys are in docs/answer-json.md"

@@ -94,7 +94,9 @@ def cli(ctx: click.Context, vault: str | None, verbose: int) -> None:
     # must not print below the level asked for.
     handler.setLevel(level)
     logging.basicConfig(level=level, handlers=[handler])
-    ctx.obj = AppContext(vault=vault)
+    # From $VAULT_KO_VAULT, the settings read it themselves, and name it in their errors.
+    from_env = ctx.get_parameter_source("vault") == click.core.ParameterSource.ENVIRONMENT
+    ctx.obj = AppContext(vault=None if from_env else vault)
 
 
 def run(command: click.Command, args: list[str] | None = None) -> None:

@@ -18,13 +18,13 @@ from pipeline.kodb.dialects import Dialect, dialect_for
 
 def parse_url(url: str) -> tuple[sa.URL, Dialect]:
     """Parse a URL, with its database's driver settled (``Dialect.driver_url``), and its
-    dialect; KodbError when it is no URL or names a database KO-DB does not run on,
-    ConfigError (exit 3) when its port is no number."""
+    dialect; ConfigError (exit 3) when it is no URL, names a database KO-DB does not run
+    on, or has a port that is no number."""
     shown = mask_url(url)
     try:
         parsed = sa.make_url(url)
     except sa.exc.ArgumentError as exc:
-        raise KodbError(f"KO-DB URL {shown!r} is not a valid SQLAlchemy URL") from exc
+        raise ConfigError(f"KO-DB URL {shown!r} is not a valid SQLAlchemy URL") from exc
     except ValueError:
         # SQLAlchemy's int() of the port; its text may hold a raw "@" password's tail.
         raise ConfigError(

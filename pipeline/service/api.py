@@ -434,9 +434,14 @@ def _answer_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAn
         """Context packs for many session prompts at once (as `vault-ko load-context`)."""
         from pipeline.session import session_packs
 
-        ids = [s.id for s in body.sessions]
-        if len(set(ids)) != len(ids):
-            raise InputError("duplicate session ids", field="sessions")
+        first: dict[str, int] = {}
+        for n, session in enumerate(body.sessions):
+            was = first.setdefault(session.id, n)
+            if was != n:  # said by place: a 422 quotes nothing of the request
+                raise InputError(
+                    f"duplicate session ids: sessions[{n}] has the id of sessions[{was}]",
+                    field="sessions",
+                )
         app.kodb.check_file()
         app.refresh_calibration()
         opts = QueryOptions.from_settings(

@@ -25,3 +25,11 @@ def test_explain_is_in_the_help_of_both_query_commands() -> None:
     for command, args in ((cli, ["query", "--help"]), (query_standalone, ["--help"])):
         result = CliRunner().invoke(command, args)
         assert result.exit_code == 0 and "--explain" in result.output
+
+
+def test_json_with_another_format_is_a_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["--vault", str(tmp_path), "query", "why redis?", "--json", "--format", "md"]
+    )
+    assert result.exit_code == 2 and "--json and --format md: give one of them" in result.output
+    assert not (tmp_path / ".vault-ko" / "ko.db").exists()

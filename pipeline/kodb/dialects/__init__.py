@@ -6,7 +6,7 @@ postgresql.py  a server: array/JSON parameters, json_to_recordset inserts, tsvec
 
 from __future__ import annotations
 
-from pipeline.errors import KodbError
+from pipeline.errors import ConfigError
 from pipeline.kodb.dialects.base import Dialect
 from pipeline.kodb.dialects.postgresql import PostgresDialect
 from pipeline.kodb.dialects.sqlite import SqliteDialect
@@ -19,9 +19,11 @@ __all__ = ["DIALECTS", "Dialect", "PostgresDialect", "SqliteDialect", "dialect_f
 
 
 def dialect_for(backend: str, shown: str) -> Dialect:
-    """The dialect of a SQLAlchemy backend name; KodbError naming the URL (``shown``)
-    for a database KO-DB does not run on."""
+    """The dialect of a SQLAlchemy backend name; ConfigError (exit 3, a setting to mend)
+    naming the URL (``shown``) for a database KO-DB does not run on."""
     try:
         return DIALECTS[_ALIASES.get(backend, backend)]
     except KeyError:
-        raise KodbError(f"KO-DB URL {shown!r}: only sqlite and postgresql are supported") from None
+        raise ConfigError(
+            f"KO-DB URL {shown!r}: only sqlite and postgresql are supported"
+        ) from None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import KodbError
+from pipeline.errors import ConfigError
 from pipeline.kodb import dialects
 from pipeline.kodb.dialects import DIALECTS, Dialect, PostgresDialect, SqliteDialect, dialect_for
 from pipeline.kodb.engine import parse_url
@@ -82,9 +82,11 @@ def test_every_supported_database_has_one_dialect() -> None:
 
 
 def test_an_unsupported_database_is_refused_naming_the_url_without_its_password() -> None:
-    with pytest.raises(KodbError, match="only sqlite and postgresql") as err:
+    with pytest.raises(ConfigError, match="only sqlite and postgresql") as err:
         parse_url("mysql://me:hunter2@db/x")
-    assert "hunter2" not in str(err.value)
+    assert "hunter2" not in str(err.value) and err.value.exit_code == 3  # a setting to mend
+    with pytest.raises(ConfigError, match="is not a valid SQLAlchemy URL"):
+        parse_url("foo:/nothing")
 
 
 def test_a_bare_postgresql_url_uses_psycopg_3() -> None:
