@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import logging
 import os
 import tomllib
 from collections.abc import Mapping
@@ -656,6 +657,39 @@ def _flatten_toml(data: Mapping[str, Any], path: Path) -> dict[str, tuple[Any, s
     return flat
 
 
+#: Variables of the prefix that are no setting: the vault, the state dir and the service's
+#: token (`serve --token`), and those of the test, bench and fault suites.
+_OTHER_VARIABLES = ("VAULT_KO_VAULT", "VAULT_KO_STATE_DIR", "VAULT_KO_SERVICE_TOKEN")
+_OTHER_PREFIXES = ("VAULT_KO_TEST_", "VAULT_KO_BENCH_", "VAULT_KO_FAULTS_")
+#: The unknown variables this process has warned of.
+_SAID_UNKNOWN: set[str] = set()
+
+
+def _say_unknown_variables(env: Mapping[str, str]) -> None:
+    """A warning (once a process) for each VAULT_KO_ variable that names no setting: a
+    misspelt one ("VAULT_KO_QUERY_TOPK") is otherwise ignored without a word, where an
+    unknown key of vault-ko.toml stops the command."""
+    import difflib
+
+    known = {ENV_PREFIX + name.upper() for name in _FIELDS}
+    for name in env:
+        if (
+            not name.startswith(ENV_PREFIX)
+            or name in known
+            or name in _OTHER_VARIABLES
+            or name.startswith(_OTHER_PREFIXES)
+            or name in _SAID_UNKNOWN
+        ):
+            continue
+        _SAID_UNKNOWN.add(name)
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        logging.getLogger(__name__).warning(
+            "%s names no setting, so it is not used%s (vault-ko config show lists them)",
+            name,
+            f"; did you mean {close[0]}?" if close else "",
+        )
+
+
 def load_settings(
     vault: str | os.PathLike[str] | None = None,
     overrides: Mapping[str, Any] | None = None,
@@ -680,6 +714,7 @@ def load_settings(
         env_name = ENV_PREFIX + name.upper()
         if env_name in env and env[env_name] != "":
             values[name] = _setting(name, env[env_name], "env", env_name)
+    _say_unknown_variables(env)
 
     for name, raw in (overrides or {}).items():
         if raw is None:

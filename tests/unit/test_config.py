@@ -221,3 +221,26 @@ def test_a_configured_password_is_masked_whatever_its_characters(
             assert "***" in shown
     assert password not in repr(settings.masked())
     assert mask_url("sqlite:////tmp/a:b@c.db") == "sqlite:////tmp/a:b@c.db"
+
+
+def test_a_variable_of_the_prefix_that_names_no_setting_is_warned_of_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline import config
+
+    monkeypatch.setattr(config, "_SAID_UNKNOWN", set())  # once a process: this test's
+    env = {
+        "VAULT_KO_SERVICE_TOKEN": "t0k3n",  # serve's own option
+        "VAULT_KO_QUERY_TOPK": "5",
+        "VAULT_KO_TEST_PG_URL": "postgresql://x",  # the suites' own: no warning
+        "VAULT_KO_STATE_DIR": str(tmp_path / "state"),
+        "VAULT_KO_QUERY_TOP_K": "7",
+    }
+    with caplog.at_level("WARNING", logger="pipeline.config"):
+        settings = load_settings(tmp_path, env=env)
+        load_settings(tmp_path, env=env)
+    assert settings.query_top_k == 7
+    assert [r.getMessage() for r in caplog.records] == [
+        "VAULT_KO_QUERY_TOPK names no setting, so it is not used; did you mean "
+        "VAULT_KO_QUERY_TOP_K? (vault-ko config show lists them)"
+    ]
