@@ -217,7 +217,7 @@ def answer_context(settings: Any, prompt: str, budget: float) -> str | None:
             "top_k": HOOK_TOP_K,
             "hits": HOOK_HITS,
             "facts_per_subject": HOOK_FACTS,
-            "word_matches": False,  # the pack of a no_match answer is empty
+            "word_matches": False,  # the hook's time is the answer's; no_match injects nothing
         }
         try:
             data = service.call("POST", "/query", body, timeout=deadline.left())
@@ -252,7 +252,7 @@ def _in_process_context(settings: Any, prompt: str, budget: float) -> str | None
         top_k=HOOK_TOP_K,
         hits=HOOK_HITS,
         facts_per_subject=HOOK_FACTS,
-        word_matches=False,  # the pack of a no_match answer is empty
+        word_matches=False,  # the hook's time is the answer's; no_match injects nothing
     )
     with App(settings, torch_allowed=False, creates_kodb=False, verify_kodb=False) as app:
         check = settings.query_unsynced == "check"

@@ -557,8 +557,9 @@ def legend(answer: Answer) -> str:
         "  subjects   #: the order, relevance first (subjects whose notes are comparably "
         "relevant),",
         "             then score;",
-        "             after the name: the band of the note that makes it relevant, how it "
-        "became a candidate:",
+        "             after the name (below it when they do not fit): the band of the note "
+        "that makes",
+        "             it relevant, how it became a candidate:",
     ]
     lines += [
         f"               {words:<12} {EVIDENCE_MEANING[key]}"

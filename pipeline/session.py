@@ -137,8 +137,8 @@ class SessionLoader:
         if chunk_size < 1:
             raise ConfigError("--chunk-size must be at least 1")
         self.owner = pipeline
-        # A context pack of a no_match prompt stays empty (DESIGN §9): no word search is
-        # spent on a pointer nobody reads.
+        # A context pack of a no_match prompt stays empty (DESIGN §9), and a batch's packs
+        # carry what was found, not pointers: no word search is spent on them.
         chosen = options or QueryOptions.from_settings(pipeline.settings)
         self.options = replace(chosen, word_matches=False)
         self.search = search

@@ -46,7 +46,8 @@ _SPLITS = ("tune", "test", "all")
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the markdown report to this file.",
+    help="Also write the markdown report to this file (not one eval reads: the judged "
+    "file, a collection's documents, questions or judgements).",
 )
 @click.option(
     "--per-query",

@@ -54,7 +54,7 @@ def facts_group() -> None:
     "--rejects",
     type=click.Path(dir_okay=False, path_type=str),
     help="With --skip-invalid: where to write the invalid rows, as JSONL "
-    '{"line", "reason", "text"} (the row\'s original text).',
+    '{"line", "reason", "text"} (the row\'s original text); not FILE itself.',
 )
 @no_wait_option
 @json_option

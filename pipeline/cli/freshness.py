@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pipeline.cli._common import AppContext, emit_json, out, pass_app
+from pipeline.config import ENV_PREFIX
 from pipeline.errors import EXIT_INPUT, ConfigError, InputError, VaultKoError
 
 if TYPE_CHECKING:
@@ -111,12 +113,12 @@ def run_freshness(app: AppContext, vault: str | None, **kw: Any) -> int:
         with App(settings, creates_kodb=False) as stores:
             report = check_freshness(settings, options, app=stores)
     except VaultKoError as exc:
-        report = FreshnessReport.failed(str(exc), vault=str(vault or app.vault or "."))
+        report = FreshnessReport.failed(str(exc), vault=_named_vault(vault, app))
         bad_settings = isinstance(exc, ConfigError)
     except Exception as exc:  # a monitor must answer "error", never a traceback
         log.debug("freshness check failed", exc_info=True)
         report = FreshnessReport.failed(
-            f"{type(exc).__name__}: {exc}", vault=str(vault or app.vault or ".")
+            f"{type(exc).__name__}: {exc}", vault=_named_vault(vault, app)
         )
     if kw["textfile"] is not None:
         try:
@@ -321,3 +323,9 @@ def _down(report: FreshnessReport, url: str, reason: str | None) -> Text:
     said = reason is not None and any(reason in r for r in report.reasons)
     why = " (the reason is above)" if said or not reason else f": {reason}"
     return Text(f"DOWN {url}{why}", style="red")
+
+
+def _named_vault(vault: str | None, app: AppContext) -> str:
+    """The vault a failed check names: the positional VAULT, --vault, $VAULT_KO_VAULT, else
+    the current folder (the settings that would have found it could not load)."""
+    return str(vault or app.vault or os.environ.get(ENV_PREFIX + "VAULT") or ".")

@@ -38,9 +38,10 @@ def ingest_command(
 ) -> None:
     """Scan the vault and extract facts from new and changed notes into KO-DB.
 
-    VAULT is the same as --vault. Notes that cannot be read (invalid YAML frontmatter, not
-    UTF-8, binary, bigger than vault_max_note_bytes) are listed as skipped and keep the facts
-    of their last good version; the exit code is still 0. Removed notes lose their facts.
+    VAULT is the same as --vault (both, naming other folders, are refused). Notes that
+    cannot be read (invalid YAML frontmatter, not UTF-8, binary, bigger than
+    vault_max_note_bytes) are listed as skipped and keep the facts of their last good
+    version; the exit code is still 0. Removed notes lose their facts.
     One run writes to a vault at a time: a second one waits (or exits 2 with --no-wait).
     """
     # Imported here so `vault-ko --help` does not load SQLAlchemy or markdown-it.

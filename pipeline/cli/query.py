@@ -69,7 +69,9 @@ def query_options(func: Callable[..., Any]) -> Callable[..., Any]:
             default="text",
             help="Output format [text].",
         ),
-        click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
+        click.option(
+            "--json", "as_json", is_flag=True, help="Same as --format json (not with --format md)."
+        ),
         click.option(
             "--explain",
             is_flag=True,

@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("packs"),
     show_default=True,
-    help="Folder for the packs.",
+    help="Folder for the packs (with --format md not inside the vault, whose next sync "
+    "would read them as notes; <out>/packs.jsonl not the input).",
 )
 @click.option(
     "--format",
@@ -101,9 +102,10 @@ def load_context_cmd(
 
     Input, one session per line: a prompt (id = line number); a vault-relative path of an
     existing .md note, whose text becomes the prompt; or JSON {"id": …, "prompt": …} or
-    {"id": …, "note": "sessions/….md"}. Bad lines are reported with their number and
-    skipped (exit 1 at the end); a private note (vault_private_globs) is a bad line unless
-    --include-private. A pack holds the relevance label, the mode, the top
+    {"id": …, "note": "sessions/….md"}. Blank lines are passed over; bad lines are
+    reported with their number and skipped (exit 1 at the end); a private note
+    (vault_private_globs) is a bad line unless --include-private. A pack holds the
+    relevance label, the mode, the top
     subjects with their facts and sources, and crystal-ready marks; a no_match pack has no
     subjects. When the graph is unavailable, packs are made in fallback mode and say why.
     """

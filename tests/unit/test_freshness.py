@@ -542,6 +542,10 @@ def test_cli_bad_settings_still_print_an_error_report(tmp_path: Path) -> None:
     assert (data["kodb"]["up"], data["kodb"]["checked"]) == (None, False)
     shown = CliRunner().invoke(freshness_standalone, ["--vault", str(vault)], terminal_width=200)
     assert "DOWN" not in shown.output and "--no-calibration-check" not in shown.output
+    from_env = CliRunner().invoke(
+        freshness_standalone, ["--json"], env={"VAULT_KO_VAULT": str(vault)}
+    )
+    assert json.loads(from_env.output)["vault"] == str(vault)  # not "."
 
 
 def test_cli_textfile_is_written_whole_for_the_node_exporter(tmp_path: Path) -> None:
