@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.errors import InputError, KodbError
+from pipeline.errors import ConfigError, InputError, KodbError
 from pipeline.kodb import SCHEMA_VERSION, ImportResult, KoDB, reference_search, scratch_database
 from pipeline.kodb import schema as kodb_schema
 from pipeline.kodb import summaries as kodb_summaries
@@ -112,13 +112,16 @@ def test_database_migrated_by_a_newer_version_is_refused(tmp_path: Path) -> None
         KoDB.open(url)
 
 
-@pytest.mark.parametrize(
-    "url",
-    ["mysql://u@h/db", "not a url", "postgresql+psycopg://postgres@127.0.0.1:1/none"],
-)
-def test_unusable_urls_raise_kodb_error(url: str) -> None:
+def test_an_unreachable_url_raises_kodb_error() -> None:
     with pytest.raises(KodbError):
+        KoDB.open("postgresql+psycopg://postgres@127.0.0.1:1/none")
+
+
+@pytest.mark.parametrize("url", ["mysql://u@h/db", "not a url"])
+def test_a_url_that_is_no_kodb_url_is_a_setting_to_mend(url: str) -> None:
+    with pytest.raises(ConfigError) as info:
         KoDB.open(url)
+    assert info.value.exit_code == 3
 
 
 def test_scratch_database_is_new_and_dropped_even_with_connections_open(
@@ -135,11 +138,17 @@ def test_scratch_database_is_new_and_dropped_even_with_connections_open(
 
 
 @pytest.mark.parametrize(
-    ("url", "prefix"),
-    [("sqlite:///x.db", "vaultko"), ("not a url", "vaultko"), (PG_URL, "Bad-Name")],
+    ("url", "prefix", "refused"),
+    [
+        ("sqlite:///x.db", "vaultko", KodbError),
+        ("not a url", "vaultko", ConfigError),
+        (PG_URL, "Bad-Name", KodbError),
+    ],
 )
-def test_scratch_database_refuses_other_backends_and_bad_prefixes(url: str, prefix: str) -> None:
-    with pytest.raises(KodbError), scratch_database(url, prefix):
+def test_scratch_database_refuses_other_backends_and_bad_prefixes(
+    url: str, prefix: str, refused: type[Exception]
+) -> None:
+    with pytest.raises(refused), scratch_database(url, prefix):
         pass
 
 
