@@ -98,9 +98,6 @@ WHO_WORDS_HU: Final = frozenset(
 )
 
 _WORD = re.compile(r"\w+(?:['’]\w+)?")
-#: The ending of an English contraction or possessive: "what's" is the stop word "what",
-#: "council's" the word "council"; left on, the index's tokenizer splits off an "s" that,
-#: as a prefix, matches half of every note's words (excerpts, facts).
 #: The hyphen and the dashes a code may be written with ("X-15", "X‐15", "X‑15", "X–15").
 _DASHES = "\\-\u2010\u2011\u2012\u2013\u2212"  # escaped for a character class
 #: A code of letters and digits joined by hyphens, starting with a letter and holding a
@@ -110,6 +107,9 @@ _CODE = re.compile(
 )
 #: One word with a letter and a digit ("s3", "ec2", "v8"), any length.
 _ALNUM = re.compile(r"(?=\w*\d)(?=\w*[^\W\d_])[^\W_]+")
+#: The ending of an English contraction or possessive: "what's" is the stop word "what",
+#: "council's" the word "council"; left on, the index's tokenizer splits off an "s" that,
+#: as a prefix, matches half of every note's words (excerpts, facts).
 _CLITIC = re.compile(r"(?:'(?:s|re|ve|ll|d|m)|n't)$")
 
 
@@ -183,13 +183,10 @@ def query_terms(text: str) -> list[str]:
         whole, word = _word(match)
         if word in STOP_WORDS or word in SHORT_STOP_WORDS:
             continue
-        if word in coded or _ALNUM.fullmatch(word):
+        if word in coded or stands_alone(word):
             seen.setdefault(word, None)
-        else:
-            if len(word) < MIN_TERM_CHARS:
-                word = whole  # "it'd": the word alone is too short to search for
-            if len(word) >= MIN_TERM_CHARS and not word.isdigit():
-                seen.setdefault(word, None)
+        elif len(word) < MIN_TERM_CHARS and stands_alone(whole):
+            seen.setdefault(whole, None)  # "Jo's": the word alone is too short to search for
         if len(seen) >= MAX_QUERY_TERMS:
             break
     return list(seen)
