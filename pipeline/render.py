@@ -423,7 +423,7 @@ def label_elsewhere(answer: Answer) -> str | None:
     if r.top_cosine is None or r.label in ("no_match", "unscored") or not dates_shown(answer):
         return None
     shown = [h.cosine for h in answer.hits[:NOTES_SHOWN] if h.cosine is not None]
-    if not shown or max(shown) >= r.top_cosine - SAME_COSINE:
+    if not shown or _label_note(answer) is not None:
         return None
     return (
         f"the label is that of the best note found (cosine {r.top_cosine:.3f}), which is not "
@@ -431,14 +431,21 @@ def label_elsewhere(answer: Answer) -> str | None:
     )
 
 
-def _best_place(answer: Answer) -> str:
-    """Which shown note the label measures, when it is not the first (", note 4,"): the
-    notes are in fused order, so the closest in meaning may stand lower."""
+def _label_note(answer: Answer) -> int | None:
+    """The place among the notes shown (0 the first) of the note the label measures, the
+    best found for the question; None when it is not shown."""
     top = answer.relevance.top_cosine
     for i, h in enumerate(answer.hits[:NOTES_SHOWN]):
         if top is not None and h.cosine is not None and h.cosine >= top - SAME_COSINE:
-            return f", note {i + 1}," if i else ""
-    return ""
+            return i
+    return None
+
+
+def _best_place(answer: Answer) -> str:
+    """Which shown note the label measures, when it is not the first (", note 4,"): the
+    notes are in fused order, so the closest in meaning may stand lower."""
+    place = _label_note(answer)
+    return f", note {place + 1}," if place else ""
 
 
 def dates_shown(answer: Answer) -> bool:
