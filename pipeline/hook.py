@@ -155,7 +155,8 @@ def run_hook(
         # traceback for a bug report.
         from pipeline.errors import VaultKoError
 
-        ours = isinstance(exc, HookInputError | VaultKoError)
+        # A closed stdout is the agent's doing, not a bug of ours.
+        ours = isinstance(exc, HookInputError | VaultKoError | BrokenPipeError)
         trace = "" if ours else "\n" + traceback.format_exc()
         _log(state_dir, f"no context: {type(exc).__name__}: {exc}{trace}")
     return 0

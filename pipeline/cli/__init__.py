@@ -2,7 +2,8 @@
 
 Exit codes (also in the README): 0 success; 1 the command ran and found a problem
 (stale vault, strict mode fallback); 2 a store was unreachable or an error stopped the
-command (click's usage errors are also 2); 3 bad input (a file, a row, a setting).
+command (click's usage errors are also 2); 3 bad input (a file, a row, a setting); 141 the
+output's reader stopped reading early (``| head``), said by no word.
 
 This module stays light: `vault-ko hook` runs on every prompt an agent sends, so its plain
 form (``[--vault V] [-v] hook [--vault V] [--budget S]``) goes straight to
@@ -12,6 +13,7 @@ form (``[--vault V] [-v] hook [--vault V] [--budget S]``) goes straight to
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import Any
@@ -37,9 +39,11 @@ def main() -> None:
 
         code = run_hook(**hook_args)
         # Printed and flushed; the stores are closed, or a worker that ran past the budget
-        # is abandoned: the interpreter's teardown would only add to the agent's wait.
-        sys.stdout.flush()
-        sys.stderr.flush()
+        # is abandoned: the interpreter's teardown would only add to the agent's wait. An
+        # agent that closed the pipe early still gets the hook's exit code.
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
         os._exit(code)
     from pipeline.cli._common import leave
     from pipeline.cli.root import cli, run
@@ -64,7 +68,11 @@ def query_main() -> None:
 
 def freshness_main() -> None:
     """Entry point of `vault-embed-freshness` (the seed's name for `vault-ko freshness`)."""
+    from pipeline.cli._common import leave
     from pipeline.cli.freshness import freshness_standalone
     from pipeline.cli.root import run
 
-    run(freshness_standalone)
+    try:
+        run(freshness_standalone)
+    except SystemExit as exc:
+        leave(exc)

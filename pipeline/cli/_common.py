@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import click
 from rich.console import Console
@@ -23,6 +23,11 @@ from pipeline.errors import VaultKoError
 from pipeline.lock import Holder, vault_lock
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: The exit code when whoever read the output stopped reading (``| head``): a process that
+#: SIGPIPE ended has it (128 + 13), as ``yes | head`` leaves ``yes``. Click's and rich's own
+#: is 1, which here means "ran, and found a problem".
+READER_GONE: Final = 141
 
 
 def _tolerant(stream: Any) -> None:
@@ -42,7 +47,19 @@ _tolerant(sys.stderr)
 #: Human output goes to stdout; logs, progress and warnings go to stderr. Piped output
 #: (a pager, a log file) gets 120 columns instead of rich's 80, so tables stay readable.
 _PIPE_WIDTH = int(os.environ.get("COLUMNS") or 120)
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else _PIPE_WIDTH)
+
+
+class _Output(Console):
+    """stdout's console: when the reader stops reading, the command ends as ``leave`` says
+    (rich's own ending is exit 1, which here means "ran, and found a problem")."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        _to_nowhere()
+        raise SystemExit(READER_GONE)
+
+
+out = _Output(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else _PIPE_WIDTH)
 err = Console(stderr=True, highlight=False)
 
 
@@ -78,9 +95,36 @@ def exit_promptly() -> None:
     _prompt_exit = True
 
 
+def reader_gone() -> bool:
+    """Did the output's reader close it before all of it was written? Click has then
+    wrapped stdout to stop its own complaint; a write still buffered finds out on flush.
+    Either way the rest of the output goes nowhere, without the interpreter's complaint."""
+    # Click names its wrapper PacifyFlushWrapper or, since 8.2, _PacifyFlushWrapper.
+    gone = type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper"
+    if not gone:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            gone = True
+        except (OSError, ValueError):
+            return False
+    if gone:
+        _to_nowhere()
+    return gone
+
+
+def _to_nowhere() -> None:
+    """The rest of stdout, buffered or still to come, goes to the null device."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def leave(exc: SystemExit) -> None:
     """End the process with ``exc``'s code: at once (``os._exit``, after flushing the
-    output and the log handlers) when the command asked for it, else as Python does."""
+    output and the log handlers) when the command asked for it, else as Python does. When
+    the output's reader stopped reading, the code is ``READER_GONE`` and nothing is said."""
+    if reader_gone():
+        exc = SystemExit(READER_GONE)
     if not _prompt_exit:
         raise exc
     code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
