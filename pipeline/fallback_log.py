@@ -60,14 +60,13 @@ def _trim(state_dir: Path) -> None:
 
 
 def fallbacks_since_last_check(state_dir: Path, *, advance: bool = True) -> int:
-    """Fallback answers served since the previous check; moves the mark when advance
-    (under the mark's lock, so two checks at once never count the same answers twice)."""
+    """Fallback answers served since the previous check; moves the mark when advance.
+    Under the mark's lock either way: two checks at once never count the same answers
+    twice, and a trim between the mark's read and the log's cannot count lines twice."""
     if not (state_dir / LOG_NAME).exists():
         return 0
-    if not advance:
-        return _count_since_mark(state_dir, advance=False)
     with statefile.locked(state_dir / MARK_NAME):
-        return _count_since_mark(state_dir, advance=True)
+        return _count_since_mark(state_dir, advance=advance)
 
 
 def _count_since_mark(state_dir: Path, *, advance: bool) -> int:

@@ -81,3 +81,34 @@ def test_a_log_never_checked_is_trimmed_and_still_counted_whole(
         record_fallback(tmp_path, f"down {i}")
     assert (tmp_path / LOG_NAME).stat().st_size <= 1_000
     assert fallbacks_since_last_check(tmp_path) == 200
+
+
+def test_a_peek_waits_for_a_trim_in_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A trim replaces the log, then the mark, under the mark's lock: a peek (/freshness)
+    # that read between the two would count the cut lines once in the mark and again in
+    # the log. It waits for the lock instead.
+    import threading
+
+    from pipeline import statefile
+    from pipeline.fallback_log import MARK_NAME
+
+    monkeypatch.setattr(fallback_log, "LOG_MAX_BYTES", 2_000)
+    for i in range(30):
+        record_fallback(tmp_path, f"down {i}")
+    before = fallbacks_since_last_check(tmp_path, advance=False)
+    counted: list[int] = []
+    with statefile.locked(tmp_path / MARK_NAME):
+        log = tmp_path / LOG_NAME
+        lines = log.read_bytes().splitlines(keepends=True)
+        log.write_bytes(b"".join(lines[10:]))  # the log cut, its mark not yet written
+        peek = threading.Thread(
+            target=lambda: counted.append(fallbacks_since_last_check(tmp_path, advance=False))
+        )
+        peek.start()
+        peek.join(0.5)
+        assert peek.is_alive()  # it waits for the trim
+        (tmp_path / MARK_NAME).write_text("0 10")
+    peek.join(5)
+    assert counted == [before] == [30]
