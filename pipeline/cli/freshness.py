@@ -20,6 +20,7 @@ from pipeline.errors import EXIT_INPUT, ConfigError, InputError, VaultKoError
 
 if TYPE_CHECKING:
     from pipeline.freshness import FreshnessReport
+    from pipeline.privacy import PrivateNotes
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,12 @@ def freshness_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "node-exporter textfile collector [table].",
         ),
         click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
+        click.option(
+            "--include-private",
+            is_flag=True,
+            help="List the paths of notes under vault_private_globs too (counted always, "
+            "listed only with this flag).",
+        ),
         click.option(
             "-v",
             "--verbose",
@@ -96,8 +103,10 @@ def run_freshness(app: AppContext, vault: str | None, **kw: Any) -> int:
         check_freshness,
         write_textfile,
     )
+    from pipeline.privacy import PrivateNotes, redact_freshness
 
     bad_settings = False
+    private = PrivateNotes()
     try:
         settings = app.settings(
             vault,
@@ -110,6 +119,8 @@ def run_freshness(app: AppContext, vault: str | None, **kw: Any) -> int:
             max_stale_ratio=kw["max_stale_ratio"],
             check_calibration=False if kw["no_calibration_check"] else None,
         )
+        if not kw["include_private"]:
+            private = PrivateNotes.from_settings(settings)
         with App(settings, creates_kodb=False) as stores:
             report = check_freshness(settings, options, app=stores)
     except VaultKoError as exc:
@@ -128,13 +139,13 @@ def run_freshness(app: AppContext, vault: str | None, **kw: Any) -> int:
             raise InputError(f"cannot write the textfile: {exc.strerror}", file=where) from exc
     fmt = "json" if kw["as_json"] else kw["fmt"]
     if fmt == "json":
-        emit_json(report.to_dict())
+        emit_json(redact_freshness(report.to_dict(), private))
     elif fmt == "prometheus":
         from pipeline.freshness import to_prometheus
 
         click.echo(to_prometheus(report), nl=False)
     else:
-        out.print(to_rich(report, verbose=kw["verbose"]))
+        out.print(to_rich(report, verbose=kw["verbose"], private=private))
     # Printed too (a monitor reads "error" and no sample it cannot know), but a bad setting
     # exits as it does for every command.
     return EXIT_INPUT if bad_settings else report.exit_code
@@ -180,23 +191,41 @@ def _age(seconds: float | None) -> str:
     return f"{seconds:.0f} s"
 
 
-def _paths(paths: tuple[str, ...]) -> str:
-    shown = ", ".join(paths[:TABLE_PATHS])
-    more = len(paths) - TABLE_PATHS
-    return shown + (f" … and {more} more (--json lists all)" if more > 0 else "")
+def _paths(
+    paths: tuple[str, ...], private: PrivateNotes, path_of: Callable[[str], str] = str
+) -> str:
+    """Up to ``TABLE_PATHS`` entries; a private note's is counted, not listed."""
+    listed = tuple(p for p in paths if not private.is_private(path_of(p)))
+    hidden = len(paths) - len(listed)
+    shown = ", ".join(listed[:TABLE_PATHS])
+    more = len(listed) - TABLE_PATHS
+    return ", ".join(
+        part
+        for part in (
+            shown + (f" … and {more} more (--json lists all)" if more > 0 else ""),
+            f"{hidden} private (--include-private lists them)" if hidden else "",
+        )
+        if part
+    )
 
 
 #: What the table shows for a count the check could not know (the graph was not read).
 UNKNOWN = "unknown"
 
 
-def to_rich(report: FreshnessReport, *, verbose: bool = False) -> Group:
+def to_rich(
+    report: FreshnessReport, *, verbose: bool = False, private: PrivateNotes | None = None
+) -> Group:
     """The report as rich tables: status, notes by state, by source type, health. Each
-    reason is said once, in the status lines; ``verbose`` adds the graph driver's text."""
-    parts: list[Any] = [*_status_lines(report), _notes_table(report)]
+    reason is said once, in the status lines; ``verbose`` adds the graph driver's text.
+    The paths of ``private`` notes are counted, not listed."""
+    from pipeline.privacy import PrivateNotes
+
+    hidden = private or PrivateNotes()
+    parts: list[Any] = [*_status_lines(report), _notes_table(report, hidden)]
     if report.by_type:
         parts.append(_types_table(report))
-    parts.append(_health_table(report, verbose=verbose))
+    parts.append(_health_table(report, hidden, verbose=verbose))
     return Group(*parts)
 
 
@@ -208,7 +237,7 @@ def _status_lines(report: FreshnessReport) -> list[Text]:
     return [head, *(Text(f"  - {reason}") for reason in report.reasons)]
 
 
-def _notes_table(report: FreshnessReport) -> Table:
+def _notes_table(report: FreshnessReport, private: PrivateNotes) -> Table:
     """Notes by state, with (some of) their paths."""
     notes = Table(title="notes", title_justify="left", box=box.SIMPLE_HEAD)
     notes.add_column("state")
@@ -221,11 +250,17 @@ def _notes_table(report: FreshnessReport) -> Table:
     notes.add_row("fresh", _count(len(c.fresh), report.compared), "")
     for state in ("missing", "stale", "orphaned", "model_mismatch"):
         paths = c.paths(state)
-        notes.add_row(state.replace("_", " "), _count(len(paths), report.compared), _paths(paths))
+        notes.add_row(
+            state.replace("_", " "), _count(len(paths), report.compared), _paths(paths, private)
+        )
     notes.add_row(
         "skipped (bad input)",
         _count(len(report.skipped), report.notes_read),
-        _paths(tuple(f"{s.path} ({s.reason})" for s in report.skipped)),
+        _paths(
+            tuple(f"{s.path} ({s.reason})" for s in report.skipped),
+            private,
+            lambda entry: entry.rsplit(" (", 1)[0],
+        ),
     )
     return notes
 
@@ -270,7 +305,9 @@ def _types_table(report: FreshnessReport) -> Table:
     return types
 
 
-def _health_table(report: FreshnessReport, *, verbose: bool = False) -> Table:
+def _health_table(
+    report: FreshnessReport, private: PrivateNotes, *, verbose: bool = False
+) -> Table:
     """The model, the stores, the calibration, fallbacks, the check itself, warnings."""
     health = Table(title="health", title_justify="left", show_header=False, box=box.SIMPLE)
     health.add_column("what")
@@ -281,7 +318,7 @@ def _health_table(report: FreshnessReport, *, verbose: bool = False) -> Table:
     health.add_row("graph", _graph_health(report))
     if verbose and report.graph.detail:
         health.add_row("graph driver said", report.graph.detail)
-    health.add_row("KO-DB", _kodb_health(report))
+    health.add_row("KO-DB", _kodb_health(report, private))
     cal = report.calibration
     detail = "; ".join(cal.reasons) if cal.reasons else f"{_age(cal.age_seconds)} old"
     ran = report.kodb.checked  # a check stopped before KO-DB did not read the calibration
@@ -306,14 +343,14 @@ def _graph_health(report: FreshnessReport) -> str | Text:
     return _down(report, g.url or "", g.reason)
 
 
-def _kodb_health(report: FreshnessReport) -> str | Text:
+def _kodb_health(report: FreshnessReport, private: PrivateNotes) -> str | Text:
     """KO-DB's row: up with dialect, facts and orphan facts; or down and why."""
     k = report.kodb
     if not k.checked:
         return "unknown: not checked (the reason is above)"
     if k.up:
         return f"{k.dialect}, {k.facts} facts, {k.orphan_facts} whose source file is gone" + (
-            f" ({_paths(k.orphan_fact_files)})" if k.orphan_fact_files else ""
+            f" ({_paths(k.orphan_fact_files, private)})" if k.orphan_fact_files else ""
         )
     return _down(report, k.url, k.reason)
 

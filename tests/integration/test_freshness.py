@@ -141,6 +141,25 @@ def test_deleting_one_note_orphans_it_and_its_facts(vault: Path, restore: None) 
     assert data["kodb"]["orphan_facts"] > 0
 
 
+def test_a_private_notes_path_is_counted_not_listed_unless_asked(
+    vault: Path, restore: None
+) -> None:
+    # The agents' surfaces redact it; the CLI, which a script or an agent with a shell
+    # reads as well, does too, and --include-private lists it.
+    (vault / "vault-ko.toml").write_text('[vault]\nprivate_globs = ["adr/0007-*"]\n')
+    (vault / ADR_NOTE).unlink()
+    result, data = check(vault)
+    assert result.exit_code == 1
+    assert data["counts"]["orphaned"] == 1 and data["kodb"]["orphan_facts"] > 0
+    assert ADR_NOTE not in result.output
+    table = CliRunner().invoke(freshness_standalone, ["--vault", str(vault)], terminal_width=200)
+    assert ADR_NOTE not in table.output
+    assert "1 private (--include-private lists them)" in table.output
+    _, shown = check(vault, "--include-private")
+    assert shown["notes"]["orphaned"] == [ADR_NOTE]
+    assert shown["kodb"]["orphan_fact_files"] == [ADR_NOTE]
+
+
 def test_switching_the_model_in_config_mismatches_every_note(vault: Path, restore: None) -> None:
     # Freshness compares ids only: the other model is never loaded (nor available offline).
     (vault / "vault-ko.toml").write_text('[embed]\nmodel = "BAAI/bge-m3"\n', encoding="utf-8")

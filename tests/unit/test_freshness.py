@@ -467,6 +467,20 @@ def test_table_lists_states_types_and_health(synced) -> None:
         assert expected in text
 
 
+def test_the_table_counts_a_private_notes_path_without_listing_it(synced) -> None:
+    from rich.console import Console
+
+    from pipeline.privacy import PrivateNotes
+
+    append(synced[0], "wiki/alpha.md", "edit\n")
+    append(synced[0], "wiki/beta.md", "edit\n")
+    console = Console(width=160, record=True)
+    console.print(to_rich(run(synced), private=PrivateNotes(("wiki/alpha.md",))))
+    text = console.export_text()
+    assert "wiki/alpha.md" not in text
+    assert "wiki/beta.md, 1 private (--include-private lists them)" in text
+
+
 # -- model id without the model, and the CLI shell ----------------------------------------
 
 
