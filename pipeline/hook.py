@@ -170,7 +170,8 @@ def _prompt_of(raw: bytes) -> str:
     if len(raw) > MAX_EVENT_BYTES:
         raise HookInputError(f"the event is larger than {MAX_EVENT_BYTES} bytes")
     try:
-        event = json.loads(raw.decode("utf-8"))
+        # utf-8-sig: a byte order mark (a Windows editor's, or PowerShell's pipe) is no text.
+        event = json.loads(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise HookInputError(f"stdin is not a JSON hook event: {exc}") from None
     except RecursionError:  # 100,000 nested brackets: bad input, not a bug of ours

@@ -21,13 +21,14 @@ than the first 40 characters of a question.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 from pydantic import WithJsonSchema
 
 from pipeline.app import App
 from pipeline.config import Settings
 from pipeline.errors import InputError, ServiceError, VaultKoError
+from pipeline.hook import HOOK_FACTS, HOOK_HITS, HOOK_TOP_K
 from pipeline.query import MAX_COUNT, PRESETS, QueryOptions
 from pipeline.render import to_dict
 from pipeline.service.client import (
@@ -56,6 +57,10 @@ INSTRUCTIONS = (
     "weak means loosely related (its word_matches too are worth a look); mode fallback "
     "means degraded (found by word search, not meaning), with degraded_reason saying why."
 )
+#: What ``ask`` gives without a preset or counts: the hook's pack sizes. The defaults of
+#: `vault-ko query` (20 notes, 20 subjects) made a 48 KB answer on the sample vault, a
+#: quarter of that with these.
+AGENT_SIZES: Final = {"top_k": HOOK_TOP_K, "hits": HOOK_HITS, "facts_per_subject": HOOK_FACTS}
 #: The most of a question (or of a service's error) a log line quotes.
 LOGGED_CHARS = 40
 #: The least each count may be (the service's schema and the CLI's ranges say the same).
@@ -127,9 +132,13 @@ class VaultTools:
             return None
 
     def ask(self, question: str, **options: Any) -> dict[str, Any]:
+        """The answer JSON; without a preset, counts not given are the hook's
+        (``AGENT_SIZES``): an agent asks for more when it wants them."""
         check_text("question", question)
         options |= check_counts(**{k: options.get(k) for k in COUNT_MINIMUM if k in options})
         check_preset(options.get("preset"))
+        if options.get("preset") is None:
+            options |= {k: v for k, v in AGENT_SIZES.items() if options.get(k) is None}
         if not isinstance(options.get("semantic", True), bool):
             raise InputError("semantic must be true or false")
         opts = QueryOptions.from_settings(self.settings, **options)
@@ -241,6 +250,17 @@ Sessions = _checked(
 )
 
 
+def compact_result(data: dict[str, Any]) -> Any:
+    """A tool's result: the JSON as structured content, and as text without indentation
+    (FastMCP's own text indents it, a quarter more bytes of an agent's context)."""
+    import json
+
+    from mcp.types import CallToolResult, TextContent
+
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structuredContent=data)
+
+
 def described(fn: Any) -> str:
     """A tool's docstring as its description: one paragraph, single spaces."""
     return " ".join((fn.__doc__ or "").split())
@@ -257,11 +277,14 @@ def build_server(tools: VaultTools) -> FastMCP:
         # and line breaks, which an agent reads as part of the text.
         return server.tool(description=described(fn))(fn)
 
-    def guarded(fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        # The tools are annotated with the dict they return, which FastMCP publishes as
+        # their output schema; what goes out is that dict in a CallToolResult.
         try:
-            return fn(*args, **kwargs)  # type: ignore[no-any-return]
+            data = fn(*args, **kwargs)
         except VaultKoError as exc:  # a tool error the agent can read, not a crash
             raise ValueError(str(exc)) from exc
+        return compact_result(data)
 
     @tool
     def ask(
@@ -284,8 +307,9 @@ def build_server(tools: VaultTools) -> FastMCP:
         word_matches then lists the few notes (at most 3) holding every word of the
         question, a pointer for a name or code the model cannot place (in a weak answer,
         those of them not among the hits). Options:
-        top_k subjects (20), hits notes (20), facts_per_subject (3), semantic (false: word
-        search only), preset (session, wiki-gap, crystallize, routing, episodic). A question
+        top_k subjects (8), hits notes (5), facts_per_subject (3), semantic (false: word
+        search only), preset (session, wiki-gap, crystallize, routing, episodic; a preset
+        sets its own counts). A question
         has at most 200,000 characters; counts are at most 10,000."""
         return guarded(
             tools.ask,
@@ -305,7 +329,8 @@ def build_server(tools: VaultTools) -> FastMCP:
     ) -> dict[str, Any]:
         """Context packs for many sessions at once: sessions is a list of {"id", "prompt"}
         (at most 10,000, each id once, each prompt at most 200,000 characters); returns
-        {"packs": [...]}, each pack the answer JSON plus id and prompt."""
+        {"packs": [...]}, each pack the answer JSON plus id and prompt. A batch answers from
+        the vault as last synced: unlike ask, its packs do not mark notes edited since."""
         return guarded(
             tools.session_context, sessions, top_k=top_k, facts_per_subject=facts_per_subject
         )

@@ -108,6 +108,14 @@ def test_unreadable_events_print_nothing_exit_0_and_are_logged(vault: Path, stdi
     assert "no context: HookInputError" in (vault / ".vault-ko" / "hook.log").read_text()
 
 
+def test_an_event_with_a_byte_order_mark_is_answered(
+    vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hook, "answer_context", lambda s, p, b: f"about {p}")
+    code, out = run(vault, b'\xef\xbb\xbf{"prompt": "redis"}')
+    assert code == 0 and json.loads(out)["hookSpecificOutput"]["additionalContext"] == "about redis"
+
+
 def test_the_budget_prints_nothing(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def slow(settings: object, prompt: str, budget: float) -> str:
         time.sleep(2)

@@ -14,6 +14,7 @@ import pytest
 from pipeline import mcp_server
 from pipeline.config import load_settings
 from pipeline.errors import InputError, ServiceError
+from pipeline.hook import HOOK_FACTS, HOOK_HITS, HOOK_TOP_K
 from pipeline.mcp_server import VaultTools
 from pipeline.query import MAX_COUNT, PRESETS
 from pipeline.service.client import MAX_QUESTION_CHARS, MAX_SESSIONS, NOT_BLANK
@@ -125,6 +126,31 @@ def test_a_refusal_of_the_service_is_the_answer(tools: VaultTools) -> None:
     with pytest.raises(InputError, match="refused"):
         tools.session_context([{"id": "a", "prompt": "redis"}])
     assert tools.app.asked == []  # type: ignore[attr-defined]
+
+
+def test_ask_without_counts_takes_the_hooks_sizes_and_keeps_what_is_given(
+    tools: VaultTools,
+) -> None:
+    service = Service({"mode": "semantic"})
+    tools._service = lambda: service  # type: ignore[method-assign, assignment, return-value]
+    tools.ask("why redis?")
+    tools.ask("why redis?", top_k=20, hits=1)
+    tools.ask("why redis?", preset="crystallize")
+    sizes = [(b["top_k"], b["hits"], b["facts_per_subject"]) for b in service.bodies]
+    # Without a preset: the hook's 8 subjects, 5 notes, 3 facts, unless the agent says.
+    assert sizes[0] == (HOOK_TOP_K, HOOK_HITS, HOOK_FACTS) == (8, 5, 3)
+    assert sizes[1] == (20, 1, HOOK_FACTS)
+    # A preset sets its own counts (crystallize: 5 subjects; the rest the settings').
+    assert sizes[2] == (5, 20, 3)
+
+
+def test_a_tool_result_is_compact_json_text_beside_the_same_structured_content() -> None:
+    from pipeline.mcp_server import compact_result
+
+    data = {"relevance": {"label": "strong"}, "query": "é"}
+    result = compact_result(data)
+    assert result.content[0].text == '{"relevance":{"label":"strong"},"query":"é"}'
+    assert result.structuredContent == data and not result.isError
 
 
 @pytest.mark.parametrize(
