@@ -303,7 +303,8 @@ def build_server(tools: VaultTools) -> FastMCP:
         files and source types corroborate them, with their facts. Hits and subjects that
         are decisions carry status (current, superseded, deprecated, rejected, proposed)
         and superseded_by (what replaced them): prefer the current decision, which comes
-        before the one it replaced. no_match: the vault has nothing relevant by meaning;
+        before the one it replaced among the subjects (hits keep the search's order, each
+        marked). no_match: the vault has nothing relevant by meaning;
         word_matches then lists the few notes (at most 3) holding every word of the
         question, a pointer for a name or code the model cannot place (in a weak answer,
         those of them not among the hits). Options:
