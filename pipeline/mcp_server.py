@@ -52,8 +52,9 @@ TOOLS = ("ask", "session_context", "freshness")
 INSTRUCTIONS = (
     "vault-ko answers 'what does my notes vault know about X'. Call ask with the user's "
     "question. relevance.label no_match means the vault holds nothing relevant: say so and "
-    "do not guess from it (but word_matches, when not empty, lists the few notes holding "
-    "every word of the question, such as a name the model cannot place: look at them); "
+    "do not guess from it (but word_matches, when not empty, lists up to three notes holding "
+    "every word of the question, such as a name the model cannot place, and "
+    "word_match_count how many hold them: look at them); "
     "weak means loosely related (its word_matches too are worth a look); mode fallback "
     "means degraded (found by word search, not meaning), with degraded_reason saying why."
 )
@@ -304,10 +305,10 @@ def build_server(tools: VaultTools) -> FastMCP:
         are decisions carry status (current, superseded, deprecated, rejected, proposed)
         and superseded_by (what replaced them): prefer the current decision, which comes
         before the one it replaced among the subjects (hits keep the search's order, each
-        marked). no_match: the vault has nothing relevant by meaning;
-        word_matches then lists the few notes (at most 3) holding every word of the
-        question, a pointer for a name or code the model cannot place (in a weak answer,
-        those of them not among the hits). Options:
+        marked). no_match: the vault has nothing relevant by meaning; word_matches then
+        lists the best 3 notes holding every word of the question and word_match_count how
+        many hold them (up to 101, meaning more than 100), a pointer for a name or code the
+        model cannot place (in a weak answer, the 1 to 3 not among the hits). Options:
         top_k subjects (8), hits notes (5), facts_per_subject (3), semantic (false: word
         search only), preset (session, wiki-gap, crystallize, routing, episodic; a preset
         sets its own counts). A question

@@ -353,7 +353,17 @@ class Answer:
     #: it does not show (a name the model cannot place, say), best first by BM25: not what
     #: the answer found, a pointer.
     word_matches: tuple[Hit, ...] = ()
+    #: How many notes hold every word of the question, where ``word_matches`` lists some:
+    #: in a no_match answer up to ``WORD_POOL`` + 1 ("more than WORD_POOL"), of which it
+    #: lists the best three; in a weak one, the one to three it lists. None otherwise.
+    word_match_count: int | None = None
 
+
+#: A no_match answer counts the notes holding every word of the question up to this many
+#: (one more reads "more than"), and names the best three of them: a name its vault's
+#: notes often hold ("Okafor", a team's lead, in 31 of the sample vault's 91) is no_match
+#: by meaning, and "the vault knows nothing of it" would be false.
+WORD_POOL: Final = 100
 
 #: The reason of an answer by words that the caller asked for (the CLI's --no-semantic,
 #: the service's and MCP's semantic=false): not degraded, so never counted as a fallback.

@@ -331,7 +331,15 @@ def redact(answer: Answer, private: PrivateNotes) -> Answer:
     )
     if same and len(hits) == len(answer.hits) and len(matches) == len(answer.word_matches):
         return answer
-    return replace(answer, hits=hits, subjects=tuple(subjects), word_matches=matches)
+    # A count that held a private note would tell of it: dropped with it.
+    count = answer.word_match_count if len(matches) == len(answer.word_matches) else None
+    return replace(
+        answer,
+        hits=hits,
+        subjects=tuple(subjects),
+        word_matches=matches,
+        word_match_count=count if matches else None,
+    )
 
 
 def redact_freshness(report: dict[str, Any], private: PrivateNotes) -> dict[str, Any]:

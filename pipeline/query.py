@@ -37,6 +37,7 @@ from pipeline.errors import (
 from pipeline.fallback_log import record_fallback
 from pipeline.fusion import DENSE_WEIGHT, relative_scores
 from pipeline.model import (
+    WORD_POOL,
     WORDS_ASKED,
     Answer,
     Candidate,
@@ -848,42 +849,57 @@ class Pipeline:
         label = answer.relevance.label
         if label not in ("no_match", "weak"):
             return answer
-        found = self._word_matches(answer.query, opts, timer)
-        if label == "weak":
+        if label == "no_match":
+            # Every note holding the words counts: the answer shows none of them.
+            found = self._word_matches(answer.query, opts, timer, WORD_POOL + 1)
+            listed = self._pointers(found[:WORD_MATCHES], timer)
+            count = len(found)
+        else:
+            found = self._word_matches(answer.query, opts, timer, WORD_MATCHES + 1)
+            if len(found) > WORD_MATCHES:  # more, and the words pick nothing out
+                found = []
             shown = {h.path for h in answer.hits}
-            found = tuple(h for h in found if h.path not in shown)
-        return replace(answer, word_matches=found)
+            listed = tuple(h for h in self._pointers(found, timer) if h.path not in shown)
+            count = len(listed)
+        return replace(answer, word_matches=listed, word_match_count=count if listed else None)
 
-    def _word_matches(self, text: str, opts: QueryOptions, timer: Timer) -> tuple[Hit, ...]:
-        """The notes holding every word of a question the model placed nowhere or poorly,
-        when they are few enough to point at (``WORD_MATCHES``): a name, a code or a rare
-        term is matched by words where the model's cosine cannot place it. Not when the
-        answer is for an agent's hook, which spares its time for the answer, nor for
-        episodic recall, which is of session notes alone."""
-        if not opts.word_matches or opts.session_notes_only:
+    def _pointers(self, found: Sequence[tuple[str, float]], timer: Timer) -> tuple[Hit, ...]:
+        """Word matches as hits (BM25, no cosine); an empty note holds no words to match."""
+        if not found:
             return ()
-        # The words a note should hold: not the period's ("in March 2024") nor words such
-        # as decide or discuss, which ask about the notes rather than name their topic.
-        window, latest = self.window_of(text, opts), self.latest_of(text, opts)
-        topical = set(_topical(text, window, latest))
-        terms = [t for t in self.terms_of(text, opts) if t in topical]
-        if not terms:
-            return ()
-        codes = bridge.code_patterns(text, terms)
         with timer.stage("kodb_ms"):
-            found = self.kodb.search_notes(
-                terms, CODE_POOL if codes else WORD_MATCHES + 1, every=True
-            )
-            if codes:
-                found = [(p, s) for p, s in found if self._holds_codes(p, codes)]
-            if not found or len(found) > WORD_MATCHES:
-                return ()
             rows = self.kodb.notes_at(p for p, _ in found)
         return tuple(
             Hit(p, n.title, n.source_type, None, bm25=score)
             for p, score in found
             if (n := rows.get(p)) is not None and _holds_text(n)
         )
+
+    def _word_matches(
+        self, text: str, opts: QueryOptions, timer: Timer, limit: int
+    ) -> list[tuple[str, float]]:
+        """The notes holding every word of a question the model placed nowhere or poorly,
+        best first by BM25, at most ``limit``: a name, a code or a rare term is matched by
+        words where the model's cosine cannot place it. Not when the answer is for an
+        agent's hook, which spares its time for the answer, nor for episodic recall, which
+        is of session notes alone."""
+        if not opts.word_matches or opts.session_notes_only:
+            return []
+        # The words a note should hold: not the period's ("in March 2024") nor words such
+        # as decide or discuss, which ask about the notes rather than name their topic.
+        window, latest = self.window_of(text, opts), self.latest_of(text, opts)
+        topical = set(_topical(text, window, latest))
+        terms = [t for t in self.terms_of(text, opts) if t in topical]
+        if not terms:
+            return []
+        codes = bridge.code_patterns(text, terms)
+        with timer.stage("kodb_ms"):
+            found = self.kodb.search_notes(
+                terms, max(CODE_POOL, limit) if codes else limit, every=True
+            )
+            if codes:
+                found = [(p, s) for p, s in found if self._holds_codes(p, codes)][:limit]
+        return found
 
     def _holds_codes(self, path: str, codes: Sequence[re.Pattern[str]]) -> bool:
         """Whether the note's file holds each code as written in it ("X-15", not an "x" here

@@ -17,6 +17,7 @@ from pipeline import noisefloor as nf
 from pipeline.calibrate import Basis, is_trusted
 from pipeline.config import HOOK_LABELS
 from pipeline.model import (
+    WORD_POOL,
     Answer,
     BandPrecision,
     Calibration,
@@ -35,8 +36,9 @@ _FLOAT_DIGITS = 4
 #: The answer JSON's version: 2 added ``status`` and ``superseded_by`` to hits and
 #: subjects, ``date`` to hits and ``time_window``; 3 added ``relevance.precision``; 4 its
 #: ``lowest``, and ``unsynced``; 5 ``recency``; 6 ``unsynced.unreadable`` and
-#: ``hits[].since_sync``; 7 ``word_matches``; 8 ``word_matches`` in weak answers too.
-ANSWER_SCHEMA_VERSION = 8
+#: ``hits[].since_sync``; 7 ``word_matches``; 8 ``word_matches`` in weak answers too; 9
+#: ``word_match_count``, and a no_match's three best when more notes hold the words.
+ANSWER_SCHEMA_VERSION = 9
 
 
 def _num(value: float | None, digits: int | None = _FLOAT_DIGITS) -> float | None:
@@ -135,6 +137,7 @@ def _answer(answer: Answer, *, digits: int | None = _FLOAT_DIGITS) -> dict[str, 
             }
             for h in answer.word_matches
         ],
+        "word_match_count": answer.word_match_count,
         "timings_ms": {k: round(v, 1) for k, v in answer.timings_ms.items()},
     }
 
@@ -220,36 +223,7 @@ def answer_from_dict(data: dict[str, Any]) -> Answer:
         )
         for h in data["hits"]
     )
-    subjects = tuple(
-        SubjectRank(
-            subject=s["subject"],
-            score=int(s["score"]),
-            source_count=int(s["source_count"]),
-            per_type=dict(s["per_type"]),
-            total_facts=int(s["total_facts"]),
-            raw_facts=int(s["raw_facts"]),
-            max_confidence=float(s["max_confidence"]),
-            best_cosine=_float(s["best_cosine"]),
-            crystal_ready=bool(s["crystal_ready"]),
-            predicates=dict(s["predicates"]),
-            facts=tuple(
-                FactView(
-                    f["predicate"],
-                    f["object"],
-                    float(f["confidence"]),
-                    f["source_type"],
-                    f["source_file"],
-                )
-                for f in s["facts"]
-            ),
-            band=s.get("band"),
-            evidence=s.get("evidence"),
-            best_bm25=_float(s.get("best_bm25")),
-            status=s.get("status"),
-            superseded_by=s.get("superseded_by"),
-        )
-        for s in data["subjects"]
-    )
+    subjects = tuple(_subject_from(s) for s in data["subjects"])
     return Answer(
         query=data["query"],
         mode=data["mode"],
@@ -266,6 +240,38 @@ def answer_from_dict(data: dict[str, Any]) -> Answer:
             Hit(w["path"], w["title"], w["source_type"], None, bm25=_float(w.get("bm25")))
             for w in data.get("word_matches") or ()  # a service of schema 6 has none
         ),
+        word_match_count=data.get("word_match_count"),
+    )
+
+
+def _subject_from(s: dict[str, Any]) -> SubjectRank:
+    """One subject of an answer JSON."""
+    return SubjectRank(
+        subject=s["subject"],
+        score=int(s["score"]),
+        source_count=int(s["source_count"]),
+        per_type=dict(s["per_type"]),
+        total_facts=int(s["total_facts"]),
+        raw_facts=int(s["raw_facts"]),
+        max_confidence=float(s["max_confidence"]),
+        best_cosine=_float(s["best_cosine"]),
+        crystal_ready=bool(s["crystal_ready"]),
+        predicates=dict(s["predicates"]),
+        facts=tuple(
+            FactView(
+                f["predicate"],
+                f["object"],
+                float(f["confidence"]),
+                f["source_type"],
+                f["source_file"],
+            )
+            for f in s["facts"]
+        ),
+        band=s.get("band"),
+        evidence=s.get("evidence"),
+        best_bm25=_float(s.get("best_bm25")),
+        status=s.get("status"),
+        superseded_by=s.get("superseded_by"),
     )
 
 
@@ -310,13 +316,21 @@ def word_match_words(answer: Answer) -> str | None:
     found = answer.word_matches
     if not found:
         return None
-    one = len(found) == 1
+    count = max(answer.word_match_count or 0, len(found))
     notes = "; ".join(f"{h.title} ({h.path})" for h in found)
     where = "" if answer.relevance.label == "no_match" else " not among the notes below"
+    if count == len(found):
+        one = count == 1
+        return (
+            f"every word of the question is in {'1 note' if one else f'{count} notes'}"
+            f"{where}, which the model did not find close in meaning: {notes}; a word search "
+            f"(`--no-semantic`) answers from {'it' if one else 'them'}"
+        )
+    held = f"more than {WORD_POOL}" if count > WORD_POOL else str(count)
     return (
-        f"every word of the question is in {'1 note' if one else f'{len(found)} notes'}"
-        f"{where}, which the model did not find close in meaning: {notes}; a word search "
-        f"(`--no-semantic`) answers from {'it' if one else 'them'}"
+        f"every word of the question is in {held} notes{where}, none of which the model "
+        f"found close in meaning; those that hold them most: {notes}; a word search "
+        "(`--no-semantic`) answers from them"
     )
 
 

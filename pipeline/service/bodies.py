@@ -127,6 +127,7 @@ class AnswerBody(_Body):
     notice: str | None
     unsynced: UnsyncedBody | None
     word_matches: list[WordMatchBody]
+    word_match_count: int | None
     timings_ms: dict[str, float]
 
 

@@ -521,7 +521,7 @@ def test_the_last_meeting_is_the_newest_note_and_the_answer_says_so(  # type: ig
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["schema_version"] == 8
+    assert data["schema_version"] == 9
     assert data["recency"] == {"text": "the last meeting", "within_sigma": None}
     dates = [h["date"] for h in data["hits"] if h["date"] is not None]
     assert dates and dates == sorted(dates, reverse=True)
@@ -536,6 +536,18 @@ def test_a_name_the_model_cannot_place_is_no_match_pointing_at_the_note_holding_
     assert a.relevance.label == "no_match" and a.subjects == ()
     assert [h.path for h in a.word_matches] == ["adr/0001-record-architecture-decisions.md"]
     assert synced.ask("who is Michael Jordan?").word_matches == ()  # "jordan": in no note
+
+
+def test_a_name_many_notes_hold_is_no_match_counting_them_and_naming_three(
+    synced: Pipeline,
+) -> None:
+    """A team's lead, named in the text of several notes: no_match by meaning, but the
+    answer must not read as "the vault knows nothing of her"."""
+    a = synced.ask("Okafor")
+    assert a.relevance.label == "no_match" and a.subjects == ()
+    assert a.word_match_count is not None and a.word_match_count > 3
+    assert len(a.word_matches) == 3
+    assert a.word_matches[0].path == "wiki/platform-team.md"  # "lead:: Maya Okafor"
 
 
 @pytest.mark.parametrize("semantic", [True, False], ids=["semantic", "degraded"])

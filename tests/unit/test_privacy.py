@@ -186,10 +186,14 @@ def test_redact_drops_private_hits_facts_and_subjects_known_only_from_them() -> 
         (ModelHit("private/a.md", "A", "wiki", 0.9), ModelHit("wiki/b.md", "B", "wiki", 0.8)),
         (subject("A", ["private/a.md"]), subject("B", ["private/a.md", "wiki/b.md"])),
     )
-    matches = (ModelHit("private/a.md", "A", "wiki", None, bm25=2.0),)
-    answer = replace(answer, word_matches=matches)
+    matches = (
+        ModelHit("private/a.md", "A", "wiki", None, bm25=2.0),
+        ModelHit("wiki/b.md", "B", "wiki", None, bm25=1.0),
+    )
+    answer = replace(answer, word_matches=matches, word_match_count=7)
     out = redact(answer, PRIVATE)
-    assert out.word_matches == ()
+    # The count held a private note: it goes with it, the public match stays.
+    assert [h.path for h in out.word_matches] == ["wiki/b.md"] and out.word_match_count is None
     assert [h.path for h in out.hits] == ["wiki/b.md"]
     assert [s.subject for s in out.subjects] == ["B"]
     assert [f.source_file for f in out.subjects[0].facts] == ["wiki/b.md"]

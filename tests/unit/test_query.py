@@ -380,13 +380,38 @@ def test_no_match_points_at_nothing_when_no_note_holds_every_word(tmp_path: Path
     assert p.ask("redis banana").word_matches == ()
 
 
-def test_no_match_points_at_nothing_when_too_many_notes_hold_the_words(tmp_path: Path) -> None:
+def test_no_match_counts_the_notes_holding_the_words_and_names_the_best_three(
+    tmp_path: Path,
+) -> None:
     many = [note(f"wiki/w{i}.md", f"Warm note {i}") for i in range(5)]
     p, _, _ = make(tmp_path, [FakeHit("wiki/w0.md", "Warm note 0", "wiki", 0.25)], notes=many)
-    assert p.ask("warm").word_matches == ()  # five notes: the word picks nothing out
+    a = p.ask("warm")
+    # Five notes hold the word: "nothing in this vault" would be false; three are named.
+    assert a.relevance.label == "no_match"
+    assert len(a.word_matches) == 3 and a.word_match_count == 5
     few = many[:3]
     p, _, _ = make(tmp_path, [FakeHit("wiki/w0.md", "Warm note 0", "wiki", 0.25)], notes=few)
-    assert len(p.ask("warm").word_matches) == 3
+    a = p.ask("warm")
+    assert len(a.word_matches) == 3 and a.word_match_count == 3
+
+
+def test_no_match_counts_past_the_pool_as_more_than_it(tmp_path: Path) -> None:
+    from pipeline.model import WORD_POOL
+
+    many = [note(f"wiki/w{i}.md", f"Warm note {i}") for i in range(WORD_POOL + 5)]
+    p, _, _ = make(tmp_path, [FakeHit("wiki/w0.md", "Warm note 0", "wiki", 0.25)], notes=many)
+    a = p.ask("warm")
+    assert len(a.word_matches) == 3 and a.word_match_count == WORD_POOL + 1
+
+
+def test_a_weak_answer_points_at_nothing_when_too_many_notes_hold_the_words(
+    tmp_path: Path,
+) -> None:
+    many = [note(f"wiki/w{i}.md", f"Warm note {i}") for i in range(5)]
+    p, _, _ = make(tmp_path, [FakeHit("wiki/w0.md", "Warm note 0", "wiki", 0.33)], notes=many)
+    a = p.ask("warm")
+    assert a.relevance.label == "weak"
+    assert a.word_matches == () and a.word_match_count is None  # it picks nothing out
 
 
 def test_a_code_points_at_the_notes_holding_it_as_written_not_its_parts_apart(

@@ -61,6 +61,7 @@ def test_json_contract_keys_and_non_finite_numbers_as_null() -> None:
         "notice",
         "unsynced",
         "word_matches",
+        "word_match_count",
         "timings_ms",
     ]
     assert d["relevance"]["z"] is None
@@ -118,6 +119,27 @@ def test_no_match_names_the_notes_holding_every_word_of_the_question() -> None:
     assert answer_from_dict(d).word_matches == (found,)
     two = replace(a, word_matches=(found, HIT))
     assert "is in 2 notes" in to_markdown(two) and "answers from them" in to_markdown(two)
+
+
+def test_no_match_counts_the_notes_holding_the_words_when_it_names_three_of_them() -> None:
+    from dataclasses import replace
+
+    from pipeline.render import answer_from_dict
+
+    found = tuple(Hit(f"wiki/w{i}.md", f"Team {i}", "wiki", None, bm25=5.0 - i) for i in range(3))
+    a = Answer("Okafor", "semantic", None, relevance("no_match", 0.12), (HIT,), ())
+    a = replace(a, word_matches=found, word_match_count=31)
+    said = (
+        "every word of the question is in 31 notes, none of which the model found close in "
+        "meaning; those that hold them most: Team 0 (wiki/w0.md); Team 1 (wiki/w1.md); "
+        "Team 2 (wiki/w2.md)"
+    )
+    assert said in to_markdown(a) and said in " ".join(text_of(a, 300).split())
+    d = to_dict(a)
+    assert d["word_match_count"] == 31 and len(d["word_matches"]) == 3
+    assert answer_from_dict(d).word_match_count == 31
+    many = replace(a, word_match_count=101)
+    assert "is in more than 100 notes" in to_markdown(many)
 
 
 def test_a_weak_answer_names_the_notes_holding_every_word_that_it_does_not_show() -> None:
@@ -279,7 +301,7 @@ def test_an_answer_says_what_its_band_is_measured_to_mean() -> None:
     rel = replace(relevance("strong"), precision=BandPrecision(0.796, 232, 6))
     answer = Answer("why redis?", "semantic", None, rel, (HIT,), (subject(),))
     d = to_dict(answer)
-    assert d["schema_version"] == 8
+    assert d["schema_version"] == 9
     assert d["relevance"]["precision"] == {
         "value": 0.796,
         "n": 232,
