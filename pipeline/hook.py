@@ -49,6 +49,10 @@ PROMPT_IN_LOG = 40
 EVENT_NAME = "UserPromptSubmit"
 #: The share of the hook's budget the graph's connect and retries may take in-process.
 GRAPH_SHARE = 0.3
+#: The share of the budget a running service has to answer /healthz (at most the
+#: ``service_probe_timeout`` setting): one that hangs (stopped, swapping) leaves the rest
+#: for an answer in this process, where asking it would have spent the whole budget.
+PROBE_SHARE = 0.2
 
 
 def fast_path_args(argv: Sequence[str]) -> dict[str, Any] | None:
@@ -213,6 +217,15 @@ def answer_context(settings: Any, prompt: str, budget: float) -> str | None:
         )
         prompt = prompt[:MAX_QUESTION_CHARS]
     service = find_service(settings)
+    if service is not None:
+        probe = min(settings.service_probe_timeout, budget * PROBE_SHARE)
+        if not service.healthy(probe):
+            _log(
+                settings.state_dir,
+                f"the service did not answer /healthz within {probe:.2f} s, answering in "
+                "this process",
+            )
+            service = None
     if service is not None:
         body = {
             "question": prompt,

@@ -148,6 +148,9 @@ def test_the_log_is_private_and_never_holds_a_whole_prompt(
     prompt = "redis " + "x" * 5000 + " TAILMARKER"
 
     class Rejecting:
+        def healthy(self, timeout: float) -> bool:
+            return True
+
         def call(self, *args: object, **kwargs: object) -> object:
             raise ServiceError(f"HTTP 422: body {{'question': '{prompt}'}} is too long")
 
@@ -160,6 +163,29 @@ def test_the_log_is_private_and_never_holds_a_whole_prompt(
     assert "the service failed" in text
     assert "TAILMARKER" not in text and "x" * 200 not in text
     assert log.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_service_that_does_not_answer_its_health_check_leaves_the_budget_to_this_process(
+    vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stopped (SIGSTOP) or swapping service: asked, it would have held the whole budget.
+    probes: list[float] = []
+
+    class Hung:
+        def healthy(self, timeout: float) -> bool:
+            probes.append(timeout)
+            return False
+
+        def call(self, *args: object, **kwargs: object) -> object:
+            raise AssertionError("a service that failed its probe is not asked")
+
+    monkeypatch.setattr("pipeline.service.client.find_service", lambda settings: Hung())
+    monkeypatch.setattr(hook, "_in_process_context", lambda s, p, b: f"here, {b:.1f} s left")
+    code, out = run(vault, b'{"prompt": "redis"}', budget=1.5)
+    assert code == 0 and "here, 1." in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert probes == [pytest.approx(0.3, abs=0.01)]  # a fifth of the budget
+    log = (vault / ".vault-ko" / "hook.log").read_text()
+    assert "the service did not answer /healthz within 0.30 s, answering in this process" in log
 
 
 def test_context_is_printed_as_the_user_prompt_submit_json(
@@ -187,6 +213,9 @@ def test_a_prompt_longer_than_the_service_takes_is_asked_by_its_head(
     asked: list[str] = []
 
     class Service:
+        def healthy(self, timeout: float) -> bool:
+            return True
+
         def call(self, method: str, path: str, body: dict, **kw: object) -> dict:
             asked.append(body["question"])
             raise ServiceError("down")
@@ -291,6 +320,9 @@ def test_the_hook_holds_the_services_answer_to_the_least_label_set(
     sent: list[object] = []
 
     class Service:
+        def healthy(self, timeout: float) -> bool:
+            return True
+
         def call(self, method: str, path: str, body: object, timeout: float) -> object:
             sent.append(body)
             return to_dict(answer("weak"))
