@@ -21,6 +21,7 @@ than the first 40 characters of a question.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 from pydantic import WithJsonSchema
@@ -278,7 +279,7 @@ def build_server(tools: VaultTools) -> FastMCP:
         # and line breaks, which an agent reads as part of the text.
         return server.tool(description=described(fn))(fn)
 
-    def guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def answered(fn: Any, *args: Any, **kwargs: Any) -> Any:
         # The tools are annotated with the dict they return, which FastMCP publishes as
         # their output schema; what goes out is that dict in a CallToolResult.
         try:
@@ -287,8 +288,21 @@ def build_server(tools: VaultTools) -> FastMCP:
             raise ValueError(str(exc)) from exc
         return compact_result(data)
 
+    one_at_a_time: list[Any] = []  # made in the event loop, on the first call
+
+    async def guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """``fn``'s result, worked out in a thread: FastMCP runs a plain function on its
+        event loop, where a long batch kept pings (and cancellations) unanswered. One call
+        at a time, as the App's first question loads what later ones share."""
+        import anyio
+
+        if not one_at_a_time:
+            one_at_a_time.append(anyio.CapacityLimiter(1))
+        work = partial(answered, fn, *args, **kwargs)
+        return await anyio.to_thread.run_sync(work, limiter=one_at_a_time[0])
+
     @tool
-    def ask(
+    async def ask(
         question: Question,
         top_k: Count = None,
         hits: Hits = None,
@@ -313,7 +327,7 @@ def build_server(tools: VaultTools) -> FastMCP:
         search only), preset (session, wiki-gap, crystallize, routing, episodic; a preset
         sets its own counts). A question
         has at most 200,000 characters; counts are at most 10,000."""
-        return guarded(
+        return await guarded(
             tools.ask,
             question,
             top_k=top_k,
@@ -324,7 +338,7 @@ def build_server(tools: VaultTools) -> FastMCP:
         )
 
     @tool
-    def session_context(
+    async def session_context(
         sessions: Sessions,
         top_k: Count = None,
         facts_per_subject: Count = None,
@@ -333,15 +347,15 @@ def build_server(tools: VaultTools) -> FastMCP:
         (at most 10,000, each id once, each prompt at most 200,000 characters); returns
         {"packs": [...]}, each pack the answer JSON plus id and prompt. A batch answers from
         the vault as last synced: unlike ask, its packs do not mark notes edited since."""
-        return guarded(
+        return await guarded(
             tools.session_context, sessions, top_k=top_k, facts_per_subject=facts_per_subject
         )
 
     @tool
-    def freshness() -> dict[str, Any]:
+    async def freshness() -> dict[str, Any]:
         """Is the vault's graph current? status (fresh/stale/error), notes missing, stale or
         orphaned, calibration, graph and KO-DB health, fallback answers served."""
-        return guarded(tools.freshness)
+        return await guarded(tools.freshness)
 
     for registered in server._tool_manager.list_tools():
         _strict_arguments(registered)

@@ -258,3 +258,41 @@ def test_the_tools_schema_still_states_each_type_and_bound(tools: VaultTools) ->
     assert listed["session_context"]["properties"]["sessions"]["type"] == "array"
     assert listed["ask"]["required"] == ["question"]
     assert all(schema["additionalProperties"] is False for schema in listed.values())
+
+
+def test_a_ping_is_answered_while_a_tool_works(tools: VaultTools) -> None:
+    # FastMCP runs a plain function on its event loop: a long session_context (10,000
+    # sessions take minutes) left pings and cancellations waiting until it ended.
+    import threading
+
+    import anyio
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    release = threading.Event()
+    released: list[bool] = []
+
+    def slow_freshness() -> dict[str, Any]:
+        released.append(release.wait(10))  # False: it ran out, nothing answered the ping
+        return {"status": "fresh"}
+
+    tools.freshness = slow_freshness  # type: ignore[method-assign]
+    server = mcp_server.build_server(tools)
+    seen: dict[str, Any] = {}
+
+    async def session() -> None:
+        async with (
+            create_connected_server_and_client_session(server._mcp_server) as client,
+            anyio.create_task_group() as group,
+        ):
+
+            async def call() -> None:
+                seen["result"] = await client.call_tool("freshness", {})
+
+            group.start_soon(call)
+            await anyio.sleep(0.2)  # the tool is working
+            await client.send_ping()
+            release.set()  # the ping came back while the tool waited
+
+    anyio.run(session)
+    assert released == [True]
+    assert seen["result"].structuredContent == {"status": "fresh"}
