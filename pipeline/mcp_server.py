@@ -292,7 +292,7 @@ def build_server(tools: VaultTools) -> FastMCP:
 
     async def guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:
         """``fn``'s result, worked out in a thread: FastMCP runs a plain function on its
-        event loop, where a long batch kept pings (and cancellations) unanswered. One call
+        event loop, where a long batch kept pings unanswered till it ended. One call
         at a time, as the App's first question loads what later ones share."""
         import anyio
 

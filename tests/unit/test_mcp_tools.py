@@ -262,7 +262,7 @@ def test_the_tools_schema_still_states_each_type_and_bound(tools: VaultTools) ->
 
 def test_a_ping_is_answered_while_a_tool_works(tools: VaultTools) -> None:
     # FastMCP runs a plain function on its event loop: a long session_context (10,000
-    # sessions take minutes) left pings and cancellations waiting until it ended.
+    # sessions take minutes) left pings waiting until it ended.
     import threading
 
     import anyio
