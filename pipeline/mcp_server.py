@@ -12,7 +12,8 @@ else from this process's own App (the model loads on the first question). stdout
 the protocol: everything else goes to stderr. Private notes never appear.
 
 Every call is checked first against the service's limits (a question of at most 200,000
-characters, counts of at most 10,000, at most 10,000 sessions), with messages naming the
+characters, counts of at most 10,000, at most 10,000 sessions, a body the service would
+read), with messages naming the
 tool's parameters. A service that refuses a request (4xx) has answered: only a service that
 cannot be reached, or fails (5xx), makes this process answer itself. No log line quotes more
 than the first 40 characters of a question.
@@ -41,6 +42,7 @@ from pipeline.service.client import (
     ServiceClient,
     find_service,
     query_body,
+    request_bytes,
     whole_number,
 )
 
@@ -189,6 +191,14 @@ class VaultTools:
             "top_k": top_k,
             "facts_per_subject": facts_per_subject,
         }
+        # The service's limit on a body, whether or not it runs: the same call must not be
+        # answered here and refused there.
+        size, limit = len(request_bytes(body)), self.settings.service_max_body_bytes
+        if size > limit:
+            raise InputError(
+                f"the sessions make a request of {size:,} bytes, more than the service takes "
+                f"({limit:,}, setting service_max_body_bytes): send fewer at a time"
+            )
         data = self._ask_service("/session-context", body)
         if data is not None:
             return data
@@ -344,7 +354,8 @@ def build_server(tools: VaultTools) -> FastMCP:
         facts_per_subject: Count = None,
     ) -> dict[str, Any]:
         """Context packs for many sessions at once: sessions is a list of {"id", "prompt"}
-        (at most 10,000, each id once, each prompt at most 200,000 characters); returns
+        (at most 10,000, each id once, each prompt at most 200,000 characters, all of them at
+        most 4 MiB of JSON, setting service_max_body_bytes); returns
         {"packs": [...]}, each pack the answer JSON plus id and prompt. A batch answers from
         the vault as last synced: unlike ask, its packs do not mark notes edited since."""
         return await guarded(

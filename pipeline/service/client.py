@@ -56,7 +56,7 @@ class ServiceClient:
     def _request(
         self, method: str, path: str, body: Any | None, timeout: float
     ) -> tuple[int, bytes]:
-        data = b"" if body is None else json.dumps(body).encode("utf-8")
+        data = b"" if body is None else request_bytes(body)
         head = [
             f"{method} {path} HTTP/1.1",
             f"Host: {self._host}:{self._port}",
@@ -169,6 +169,12 @@ def find_service(settings: Any, *, probe_timeout: float | None = None) -> Servic
     if probe_timeout is not None and not client.healthy(probe_timeout):
         return None
     return client
+
+
+def request_bytes(body: Any) -> bytes:
+    """A request's JSON body as the client sends it (what ``service_max_body_bytes``
+    measures)."""
+    return json.dumps(body).encode("utf-8")
 
 
 class Deadline:

@@ -113,6 +113,18 @@ def test_session_context_checks_the_limits_before_anything(
         tools.session_context(sessions, **options)
 
 
+def test_session_context_takes_no_more_than_the_service_would_whether_it_runs_or_not(
+    tmp_path: Path,
+) -> None:
+    # 35 prompts of 144,000 characters were answered here and refused (413) by a service.
+    settings = load_settings(tmp_path, env={"VAULT_KO_SERVICE_MAX_BODY_BYTES": "1000"})
+    tools = VaultTools(settings, app=LocalApp())  # type: ignore[arg-type]
+    tools._service = lambda: pytest.fail("checked before the service is looked for")  # type: ignore[method-assign]
+    sessions = [{"id": str(i), "prompt": "é" * 100} for i in range(10)]
+    with pytest.raises(InputError, match=r"request of [\d,]+ bytes, more than the service takes"):
+        tools.session_context(sessions)
+
+
 def test_a_refusal_of_the_service_is_the_answer(tools: VaultTools) -> None:
     """A 4xx is not a reason to load a model and answer here: it is the error."""
     refused = ServiceError(
