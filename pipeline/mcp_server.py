@@ -13,10 +13,9 @@ the protocol: everything else goes to stderr. Private notes never appear.
 
 Every call is checked first against the service's limits (a question of at most 200,000
 characters, counts of at most 10,000, at most 10,000 sessions, a body the service would
-read), with messages naming the
-tool's parameters. A service that refuses a request (4xx) has answered: only a service that
-cannot be reached, or fails (5xx), makes this process answer itself. No log line quotes more
-than the first 40 characters of a question.
+read), with messages naming the tool's parameters. A service that refuses a request (4xx)
+has answered: only a service that cannot be reached, or fails (5xx), makes this process
+answer itself. No log line quotes more than the first 40 characters of a question.
 """
 
 from __future__ import annotations
