@@ -91,7 +91,7 @@ def _parse_line(
     if stripped.lower().endswith(".md") and _note_file(stripped, settings) is not None:
         prompt = _note_prompt(stripped, settings, private)
         return SessionPrompt(number, str(number), prompt, stripped)
-    return SessionPrompt(number, str(number), stripped)
+    return SessionPrompt(number, str(number), _typed(stripped))
 
 
 def _parse_json(
@@ -119,7 +119,20 @@ def _parse_json(
         return SessionPrompt(number, sid, prompt, note.strip())
     if not isinstance(prompt, str) or not prompt.strip():
         raise InputError("missing prompt (a non-empty string) or note")
-    return SessionPrompt(number, sid, prompt.strip())
+    return SessionPrompt(number, sid, _typed(prompt.strip()))
+
+
+def _typed(prompt: str) -> str:
+    """A prompt as written in the input, if it is no longer than the service takes (a 12 MB
+    line had taken minutes to answer, where the service and MCP refuse it at once)."""
+    from pipeline.service.client import MAX_QUESTION_CHARS
+
+    if len(prompt) > MAX_QUESTION_CHARS:
+        raise InputError(
+            f"the prompt has {len(prompt):,} characters; at most {MAX_QUESTION_CHARS:,} "
+            "(as the service and MCP take)"
+        )
+    return prompt
 
 
 def _note_file(rel: str, settings: Settings) -> Path | None:

@@ -420,6 +420,21 @@ def test_bad_lines_are_reported_with_their_numbers_and_skipped_and_blank_ones_pa
     assert report.sessions == 3 and report.written == 3
 
 
+def test_a_prompt_longer_than_the_service_takes_is_a_bad_line(tmp_path: Path) -> None:
+    from pipeline.service.client import MAX_QUESTION_CHARS
+
+    settings = load_settings(tmp_path, env={})
+    long = "redis " * (MAX_QUESTION_CHARS // 6 + 1)
+    lines = [long, json.dumps({"id": "j", "prompt": long}), "redis", "x" * MAX_QUESTION_CHARS]
+    read = list(read_sessions(lines, settings))
+    assert [(r.line, r.reason) for r in read if isinstance(r, BadLine)] == [
+        (n, f"the prompt has {len(long.strip()):,} characters; at most 200,000 (as the "
+         "service and MCP take)")
+        for n in (1, 2)
+    ]  # fmt: skip
+    assert [r.line for r in read if isinstance(r, SessionPrompt)] == [3, 4]
+
+
 def test_note_paths_become_prompts(tmp_path: Path) -> None:
     p, *_ = make(tmp_path)
     note = p.settings.vault / "sessions" / "s9.md"
