@@ -13,6 +13,7 @@ is lost to the count.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -65,8 +66,15 @@ def fallbacks_since_last_check(state_dir: Path, *, advance: bool = True) -> int:
     twice, and a trim between the mark's read and the log's cannot count lines twice."""
     if not (state_dir / LOG_NAME).exists():
         return 0
-    with statefile.locked(state_dir / MARK_NAME):
-        return _count_since_mark(state_dir, advance=advance)
+    try:
+        with statefile.locked(state_dir / MARK_NAME):
+            return _count_since_mark(state_dir, advance=advance)
+    except OSError as exc:
+        if advance or exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+    # A monitor's account may read the state dir but not write its lock file: its peek
+    # counts unlocked, as every peek did before the lock (a trim meanwhile aside).
+    return _count_since_mark(state_dir, advance=False)
 
 
 def _count_since_mark(state_dir: Path, *, advance: bool) -> int:

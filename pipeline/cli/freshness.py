@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -191,14 +191,17 @@ def _age(seconds: float | None) -> str:
     return f"{seconds:.0f} s"
 
 
-def _paths(
-    paths: tuple[str, ...], private: PrivateNotes, path_of: Callable[[str], str] = str
-) -> str:
-    """Up to ``TABLE_PATHS`` entries; a private note's is counted, not listed."""
-    listed = tuple(p for p in paths if not private.is_private(path_of(p)))
-    hidden = len(paths) - len(listed)
-    shown = ", ".join(listed[:TABLE_PATHS])
-    more = len(listed) - TABLE_PATHS
+def _paths(paths: Sequence[str], private: PrivateNotes, said: Sequence[str] | None = None) -> str:
+    """Up to ``TABLE_PATHS`` entries (``said``: each path's words, else the path); a
+    private note's is counted, not listed."""
+    entries = [
+        text
+        for path, text in zip(paths, paths if said is None else said, strict=True)
+        if not private.is_private(path)
+    ]
+    hidden = len(paths) - len(entries)
+    shown = ", ".join(entries[:TABLE_PATHS])
+    more = len(entries) - TABLE_PATHS
     return ", ".join(
         part
         for part in (
@@ -257,9 +260,9 @@ def _notes_table(report: FreshnessReport, private: PrivateNotes) -> Table:
         "skipped (bad input)",
         _count(len(report.skipped), report.notes_read),
         _paths(
-            tuple(f"{s.path} ({s.reason})" for s in report.skipped),
+            [s.path for s in report.skipped],
             private,
-            lambda entry: entry.rsplit(" (", 1)[0],
+            [f"{s.path} ({s.reason})" for s in report.skipped],
         ),
     )
     return notes

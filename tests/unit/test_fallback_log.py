@@ -112,3 +112,24 @@ def test_a_peek_waits_for_a_trim_in_progress(
         (tmp_path / MARK_NAME).write_text("0 10")
     peek.join(5)
     assert counted == [before] == [30]
+
+
+def test_a_peek_from_an_account_that_cannot_write_the_lock_still_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import contextlib
+
+    from pipeline import statefile
+
+    for i in range(3):
+        record_fallback(tmp_path, f"down {i}")
+
+    @contextlib.contextmanager
+    def read_only(path: Path):  # type: ignore[no-untyped-def]
+        raise PermissionError(13, "Permission denied", str(path) + ".lock")
+        yield
+
+    monkeypatch.setattr(statefile, "locked", read_only)
+    assert fallbacks_since_last_check(tmp_path, advance=False) == 3
+    with pytest.raises(PermissionError):  # moving the mark needs the lock
+        fallbacks_since_last_check(tmp_path)

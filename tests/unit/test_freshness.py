@@ -481,6 +481,20 @@ def test_the_table_counts_a_private_notes_path_without_listing_it(synced) -> Non
     assert "wiki/beta.md, 1 private (--include-private lists them)" in text
 
 
+def test_the_table_counts_a_private_skipped_note_whatever_its_reason_says(synced) -> None:
+    from rich.console import Console
+
+    from pipeline.privacy import PrivateNotes
+
+    (synced[0].vault / "wiki" / "diary-1.md").write_bytes(b"# Diary\n\n\xff\xfe secret\n")
+    report = run(synced)
+    assert "(" in report.skipped[0].reason  # "line 3: not valid UTF-8 (byte 0xff …)"
+    console = Console(width=200, record=True)
+    console.print(to_rich(report, private=PrivateNotes(("**/diary-*.md",))))
+    text = console.export_text()
+    assert "diary-1.md" not in text and "1 private (--include-private lists them)" in text
+
+
 # -- model id without the model, and the CLI shell ----------------------------------------
 
 
