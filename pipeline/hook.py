@@ -222,8 +222,8 @@ def answer_context(settings: Any, prompt: str, budget: float) -> str | None:
         if not service.healthy(probe):
             _log(
                 settings.state_dir,
-                f"the service did not answer /healthz within {probe:.2f} s, answering in "
-                "this process",
+                f"the service did not answer /healthz (ok) within {probe:.2f} s, answering "
+                "in this process",
             )
             service = None
     if service is not None:

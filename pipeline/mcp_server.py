@@ -60,9 +60,8 @@ INSTRUCTIONS = (
     "weak means loosely related (its word_matches too are worth a look); mode fallback "
     "means degraded (found by word search, not meaning), with degraded_reason saying why."
 )
-#: What ``ask`` gives without a preset or counts: the hook's pack sizes. The defaults of
-#: `vault-ko query` (20 notes, 20 subjects) made a 48 KB answer on the sample vault, a
-#: quarter of that with these.
+#: What ``ask`` gives without a preset or counts: the hook's pack sizes, as an agent's
+#: context pays for every byte (`vault-ko query`'s 20 notes and 20 subjects: docs/agents.md).
 AGENT_SIZES: Final = {"top_k": HOOK_TOP_K, "hits": HOOK_HITS, "facts_per_subject": HOOK_FACTS}
 #: The most of a question (or of a service's error) a log line quotes.
 LOGGED_CHARS = 40

@@ -349,9 +349,9 @@ class Answer:
     #: Notes edited since the last sync, which the answer cannot see (None: not checked,
     #: as a resident service or watcher keeps the stores current).
     unsynced: UnsyncedEdits | None = None
-    #: In a no_match or weak answer, the few notes holding every word of the question that
-    #: it does not show (a name the model cannot place, say), best first by BM25: not what
-    #: the answer found, a pointer.
+    #: In a no_match or weak answer, at most three notes holding every word of the question
+    #: that it does not show (a name the model cannot place, say), best first by BM25: not
+    #: what the answer found, a pointer.
     word_matches: tuple[Hit, ...] = ()
     #: How many notes hold every word of the question, where ``word_matches`` lists some:
     #: in a no_match answer up to ``WORD_POOL`` + 1 ("more than WORD_POOL"), of which it
@@ -360,9 +360,9 @@ class Answer:
 
 
 #: A no_match answer counts the notes holding every word of the question up to this many
-#: (one more reads "more than"), and names the best three of them: a name its vault's
-#: notes often hold ("Okafor", a team's lead, in 31 of the sample vault's 91) is no_match
-#: by meaning, and "the vault knows nothing of it" would be false.
+#: (one more reads "more than"), and names the best three of them: a name many notes hold
+#: (a team's lead) is no_match by meaning all the same, and "the vault knows nothing of it"
+#: would be false.
 WORD_POOL: Final = 100
 
 #: The reason of an answer by words that the caller asked for (the CLI's --no-semantic,

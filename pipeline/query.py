@@ -148,12 +148,14 @@ PRESETS: Final[dict[str, dict[str, Any]]] = {
     "episodic": {"hits": 3, "session_notes_only": True},
 }
 
-#: A no_match or weak answer points at the notes holding every word of the question when at most
-#: this many do; more, and its words pick nothing out (``Pipeline._word_matches``). Three, as
-#: a pointer is read in one line: a name is in one or two notes, a common word in many.
+#: The most notes holding every word of the question that an answer names (``_pointed``):
+#: a no_match the best of all it counts; a weak answer only when at most this many hold
+#: them, since beside the notes it shows more would pick nothing out. Three, as a pointer is
+#: read in one line.
 WORD_MATCHES: Final = 3
 #: With a code in the question ("X-15"), the notes holding its parts that are read for the
-#: code as written (``Pipeline._holds_codes``).
+#: code as written (``Pipeline._holds_codes``), at least: a no_match reads ``WORD_POOL`` + 1,
+#: so its count of a code's notes is of those among them.
 CODE_POOL: Final = 50
 #: How many notes episodic recall looks through to find three session notes.
 EPISODIC_SCAN: Final = 100
@@ -842,10 +844,11 @@ class Pipeline:
         return self._pointed(replace(answer, subjects=subjects, notice=notice), opts, timer)
 
     def _pointed(self, answer: Answer, opts: QueryOptions, timer: Timer) -> Answer:
-        """A no_match or weak answer with its ``word_matches``: the few notes holding every
-        word of the question, of a weak one those it does not show already ("Maël Nison"
-        in the TSC's minutes: weak at 0.245, the three meetings naming him outside the
-        notes, whose cosines place a name poorly)."""
+        """A no_match or weak answer with its ``word_matches`` and their count: a no_match
+        counts the notes holding every word of the question and names the best three; a
+        weak answer names the one to three it does not show ("Maël Nison" in the TSC's
+        minutes: weak, the meetings naming him outside the notes, as cosines place a name
+        poorly)."""
         label = answer.relevance.label
         if label not in ("no_match", "weak"):
             return answer

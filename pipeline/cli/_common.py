@@ -116,7 +116,11 @@ def reader_gone() -> bool:
 def _to_nowhere() -> None:
     """The rest of stdout, buffered or still to come, goes to the null device."""
     with contextlib.suppress(OSError, ValueError):
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, sys.stdout.fileno())
+        finally:
+            os.close(null)
 
 
 def leave(exc: SystemExit) -> None:

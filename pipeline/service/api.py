@@ -410,9 +410,9 @@ def _answer_routes(api: FastAPI, app: App, metrics: ServiceMetrics, warm: WarmAn
 
     @api.post("/query", response_model=None, responses=one)
     def query(body: QueryRequest, request: Request) -> Response:
-        """Ask the vault one question; the answer JSON (schema_version 7: label and what it
-        is measured to mean, mode, hits and subjects, each with its decision status and
-        successor; docs/answer-json.md)."""
+        """Ask the vault one question; the answer JSON (label and what it is measured to
+        mean, mode, hits and subjects, each with its decision status and successor, and a
+        no_match's or weak answer's word matches; docs/answer-json.md)."""
         opts = QueryOptions.from_settings(
             app.settings,
             top_k=body.top_k,

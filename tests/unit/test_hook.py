@@ -185,7 +185,9 @@ def test_a_service_that_does_not_answer_its_health_check_leaves_the_budget_to_th
     assert code == 0 and "here, 1." in json.loads(out)["hookSpecificOutput"]["additionalContext"]
     assert probes == [pytest.approx(0.3, abs=0.01)]  # a fifth of the budget
     log = (vault / ".vault-ko" / "hook.log").read_text()
-    assert "the service did not answer /healthz within 0.30 s, answering in this process" in log
+    assert (
+        "the service did not answer /healthz (ok) within 0.30 s, answering in this process" in log
+    )
 
 
 def test_context_is_printed_as_the_user_prompt_submit_json(
