@@ -305,9 +305,10 @@ def sync_words(answer: Answer) -> list[str]:
 
 
 def silence_notes(answer: Answer) -> list[str]:
-    """What a no_match answer says under its one line: notes its words are in, and what
-    it cannot see since the last sync."""
-    return [w for w in (word_match_words(answer), *sync_words(answer)) if w]
+    """What a no_match answer says under its one line: the period it read, notes its words
+    are in, and what it cannot see since the last sync."""
+    period = None if answer.time_window is None else window_words(answer.time_window)
+    return [w for w in (period, word_match_words(answer), *sync_words(answer)) if w]
 
 
 def word_match_words(answer: Answer) -> str | None:
@@ -386,7 +387,7 @@ EVIDENCE_MEANING = {
     "title": "its name holds the title of a note the search found",
     "mentioned": "several of the best notes link to it",
     "words": "its name holds words of the question (the notes' words were searched)",
-    "successor": "the decision that replaced one the search found (it joins right before it)",
+    "successor": "the decision replacing one the search found (it joins right before it)",
 }
 
 
@@ -557,6 +558,7 @@ def legend(answer: Answer) -> str:
             width=100,
             initial_indent="  label      ",
             subsequent_indent=" " * 13,
+            break_on_hyphens=False,  # "off-" at a line's end, "topic" below it
         ),
         "             Bands: the best note's cosine is compared with the vault's noise floor "
         "(what off-topic",
@@ -603,6 +605,13 @@ def legend(answer: Answer) -> str:
         "             properties, links and tags; a fact longer than two lines ends with …",
         "             (--json and --format md have it whole); (+N more): the property has N "
         "more values.",
+        "  marks      in brackets after a name: a decision's status when it is not current "
+        "(superseded by",
+        "             what replaced it, deprecated, rejected, proposed); a note edited or "
+        "deleted since",
+        "             the last sync (its cosine and facts are the last sync's); in an answer "
+        "chosen or",
+        "             ordered by dates, the note's date or undated.",
         "  More: docs/ranking.md (the order and the score), docs/relevance.md (the labels).",
     ]
     if answer.mode == "fallback":
@@ -623,8 +632,16 @@ def silence_line(answer: Answer) -> str:
 
 
 def _one_line(text: str | None, width: int) -> str:
+    """``text`` on one line of at most ``width`` characters, cut at a word with an
+    ellipsis if longer ("Cloudf…" read as a typo)."""
     flat = " ".join((text or "").split())
-    return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
+    if len(flat) <= width:
+        return flat
+    cut = flat[: width - 1]
+    word_end = cut.rfind(" ")
+    if word_end > width // 2:
+        cut = cut[:word_end]
+    return cut.rstrip() + "…"
 
 
 def _score_words(h: Hit) -> str:

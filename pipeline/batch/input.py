@@ -100,7 +100,7 @@ def _parse_json(
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"bad JSON: {exc.msg} at column {exc.colno}") from None
+        raise InputError(f"bad JSON at column {exc.colno}: {exc.msg}") from None
     if not isinstance(obj, dict):
         raise InputError("a JSON line must be an object with id and prompt (or note)")
     raw_id = obj.get("id", number)
@@ -153,9 +153,13 @@ def _note_prompt(rel: str, settings: Settings, private: PrivateNotes | None) -> 
     from pipeline.vault.parse import read_note
     from pipeline.vault.scan import source_type_for
 
+    shape = PurePosixPath(rel.replace("\\", "/"))
     if _note_file(rel, settings) is None:
+        inside = not shape.is_absolute() and ".." not in shape.parts
+        if inside and shape.suffix.lower() == ".md" and not (settings.vault / shape).exists():
+            raise InputError(f"no note {rel!r} in the vault")
         raise InputError(f"note {rel!r} is not a .md file inside the vault")
-    posix = PurePosixPath(rel.replace("\\", "/")).as_posix()
+    posix = shape.as_posix()
     if private is not None and private.is_private(posix):
         raise InputError(
             f"note {posix} is private (vault_private_globs): pass --include-private to use it"

@@ -380,6 +380,42 @@ def test_the_legend_explains_every_column_mark_and_evidence_value() -> None:
     assert "mode       fallback: graph down" in legend(degraded)
 
 
+def test_the_legend_fits_100_columns_breaks_no_word_and_explains_the_marks() -> None:
+    from rich.cells import cell_len
+
+    from pipeline.render import legend
+
+    answer = Answer("why redis?", "semantic", None, relevance("strong"), (HIT,), (subject(),))
+    lines = legend(answer).splitlines()
+    assert max(cell_len(line) for line in lines) <= 100
+    assert not [line for line in lines if line.endswith("-")]  # "off-" then "topic"
+    marks = " ".join(" ".join(lines).split())
+    for said in ("superseded by", "deprecated, rejected, proposed", "edited or deleted since"):
+        assert said in marks, said
+    assert "the note's date or undated" in marks
+
+
+def test_a_no_match_says_the_period_it_read() -> None:
+    from dataclasses import replace
+
+    from pipeline.model import TimeWindow
+
+    window = TimeWindow("márciusban", "2026-03-01", "2026-03-31", applied=True)
+    a = Answer("mi történt márciusban?", "semantic", None, relevance("no_match", 0.1), (), ())
+    a = replace(a, time_window=window)
+    said = "period márciusban (2026-03-01 – 2026-03-31): only notes dated within it"
+    assert said in to_markdown(a) and said in " ".join(text_of(a, 300).split())
+
+
+def test_a_markdown_excerpt_is_cut_at_a_word() -> None:
+    from dataclasses import replace
+
+    long = "Cloudfront " * 40
+    a = Answer("q", "semantic", None, relevance("strong"), (replace(HIT, excerpt=long),), ())
+    line = next(x for x in to_markdown(a).splitlines() if "wiki/redis.md" in x)
+    assert line.endswith("Cloudfront…")
+
+
 def test_an_answer_says_how_many_notes_edited_since_the_last_sync_it_cannot_see() -> None:
     """JSON ``unsynced`` (schema 4, null when not compared), read back unchanged, and the
     same words in the text, the markdown (a no_match one too) and the hook's context."""

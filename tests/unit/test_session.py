@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -408,7 +409,7 @@ def test_bad_lines_are_reported_with_their_numbers_and_skipped_and_blank_ones_pa
     ]
     seen: list[BadLine] = []
     report = load_context(p, lines, tmp_path / "out", on_bad_line=seen.append)
-    assert [(b.line, b.reason.split(":")[0].split(" (")[0]) for b in seen] == [
+    assert [(b.line, re.split(r":| \(| at column", b.reason)[0]) for b in seen] == [
         (4, "bad JSON"),
         (5, "missing prompt"),
         (6, "duplicate id 'a'"),
@@ -446,11 +447,12 @@ def test_note_paths_become_prompts(tmp_path: Path) -> None:
                 '{"id": "n", "note": "sessions/s9.md"}',
                 '{"id": "m", "note": "../outside.md"}',
                 "sessions/missing.md",
+                '{"id": "g", "note": "sessions/gone.md"}',
             ],
             p.settings,
         )
     )
-    first, second, third, fourth = items
+    first, second, third, fourth, fifth = items
     assert isinstance(first, SessionPrompt) and first.id == "1"
     assert first.note == "sessions/s9.md" and "We tried redis." in first.prompt
     assert "tags:" not in first.prompt  # the note's embed text, without frontmatter
@@ -458,6 +460,8 @@ def test_note_paths_become_prompts(tmp_path: Path) -> None:
     assert isinstance(third, BadLine) and "inside the vault" in third.reason
     # not an existing note: the line is a prompt like any other
     assert isinstance(fourth, SessionPrompt) and fourth.prompt == "sessions/missing.md"
+    # a note asked for by name that is not there is said so
+    assert isinstance(fifth, BadLine) and fifth.reason == "no note 'sessions/gone.md' in the vault"
 
 
 def test_a_private_note_as_input_is_refused_unless_private_notes_are_included(
