@@ -271,6 +271,34 @@ def compact_result(data: dict[str, Any]) -> Any:
     return CallToolResult(content=[TextContent(type="text", text=text)], structuredContent=data)
 
 
+def _answered(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn``'s dict as a tool's result; our errors as one the agent can read."""
+    # The tools are annotated with the dict they return, which FastMCP publishes as their
+    # output schema; what goes out is that dict in a CallToolResult.
+    try:
+        data = fn(*args, **kwargs)
+    except VaultKoError as exc:  # a tool error the agent can read, not a crash
+        raise ValueError(str(exc)) from exc
+    return compact_result(data)
+
+
+class _Worker:
+    """Tool calls worked out in a thread: FastMCP runs a plain function on its event loop,
+    where a long batch kept pings unanswered till it ended. One call at a time, as the
+    App's first question loads what later ones share."""
+
+    def __init__(self) -> None:
+        self._limiter: Any = None  # made in the event loop, on the first call
+
+    async def __call__(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        import anyio
+
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(1)
+        work = partial(_answered, fn, *args, **kwargs)
+        return await anyio.to_thread.run_sync(work, limiter=self._limiter)
+
+
 def described(fn: Any) -> str:
     """A tool's docstring as its description: one paragraph, single spaces."""
     return " ".join((fn.__doc__ or "").split())
@@ -287,27 +315,7 @@ def build_server(tools: VaultTools) -> FastMCP:
         # and line breaks, which an agent reads as part of the text.
         return server.tool(description=described(fn))(fn)
 
-    def answered(fn: Any, *args: Any, **kwargs: Any) -> Any:
-        # The tools are annotated with the dict they return, which FastMCP publishes as
-        # their output schema; what goes out is that dict in a CallToolResult.
-        try:
-            data = fn(*args, **kwargs)
-        except VaultKoError as exc:  # a tool error the agent can read, not a crash
-            raise ValueError(str(exc)) from exc
-        return compact_result(data)
-
-    one_at_a_time: list[Any] = []  # made in the event loop, on the first call
-
-    async def guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """``fn``'s result, worked out in a thread: FastMCP runs a plain function on its
-        event loop, where a long batch kept pings unanswered till it ended. One call
-        at a time, as the App's first question loads what later ones share."""
-        import anyio
-
-        if not one_at_a_time:
-            one_at_a_time.append(anyio.CapacityLimiter(1))
-        work = partial(answered, fn, *args, **kwargs)
-        return await anyio.to_thread.run_sync(work, limiter=one_at_a_time[0])
+    guarded = _Worker()
 
     @tool
     async def ask(
