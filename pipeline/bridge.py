@@ -105,6 +105,10 @@ _DASHES = "\\-\u2010\u2011\u2012\u2013\u2212"  # escaped for a character class
 _CODE = re.compile(
     rf"(?<![\w{_DASHES}])(?=[\w{_DASHES}]*\d)[^\W\d_][^\W_]*(?:[{_DASHES}][^\W_]+)+(?![\w{_DASHES}])"
 )
+#: An issue's or pull request's number as minutes and changelogs write it ("#51981", "PR
+#: #123"): a number that names one thing, where a bare one ("3", "2024") is an amount or a
+#: year. Two digits at least; "ADR #7" is a record's number (``_RECORD``).
+_REFERENCE = re.compile(r"(?<![\w&#])#(\d{2,})(?!\w)")
 #: One word with a letter and a digit ("s3", "ec2", "v8"), any length.
 _ALNUM = re.compile(r"(?=\w*\d)(?=\w*[^\W\d_])[^\W_]+")
 #: The ending of an English contraction or possessive: "what's" is the stop word "what",
@@ -174,10 +178,11 @@ def query_terms(text: str) -> list[str]:
     """Lower-cased words of at least 3 characters, stop words removed, in first-seen order;
     the first ``MAX_QUERY_TERMS`` of them. A word of letters and digits ("S3", "v8") is kept
     at any length, and so are the parts of a code that joins letters and digits with
-    hyphens ("X-15", "COVID-19"): the index holds each part as a word, and a question that
-    names only a code has nothing else to be found by."""
+    hyphens ("X-15", "COVID-19") and an issue's number ("#51981"): the index holds each part
+    as a word, and a question that names only a code has nothing else to be found by."""
     normalized = normalize_text(text)
     coded = {part for m in _CODE.finditer(normalized) for part in _code_parts(m.group(0))}
+    coded |= {m.group(1) for m in _REFERENCE.finditer(normalized)}
     seen: dict[str, None] = {}
     for match in _WORD.finditer(normalized):
         whole, word = _word(match)

@@ -500,7 +500,8 @@ def label_line(answer: Answer) -> str:
         parts.append(f"floor {r.floor_cosine:.3f}")
     if r.z is not None:
         parts.append(f"z {r.z:.2f}")
-    parts.append(f"calibration {r.calibration}")
+    if answer.mode != "fallback":  # words were not measured against it: "none" read as "lost"
+        parts.append(f"calibration {r.calibration}")
     return " · ".join(parts)
 
 

@@ -192,6 +192,11 @@ def test_a_word_too_short_without_its_clitic_is_searched_whole() -> None:
         # Numbers alone, dates and ranges are no codes.
         ("the 2024-03-10 meeting", ["meeting"]),
         ("2-3 weeks of work on RFC 2119", ["weeks", "work", "rfc"]),
+        # An issue's or pull request's number is searched; a bare number, "#1" or an
+        # ADR's "#7" (a record's number, read by its own rule) is not.
+        ("#51981", ["51981"]),
+        ("what happened to PR #52107?", ["happened", "52107"]),
+        ("the #1 priority, ADR #7, x#123, &#39;", ["priority", "adr"]),
     ],
 )
 def test_a_code_of_letters_and_digits_is_searched_by_its_parts(

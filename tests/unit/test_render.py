@@ -407,6 +407,15 @@ def test_a_no_match_says_the_period_it_read() -> None:
     assert said in to_markdown(a) and said in " ".join(text_of(a, 300).split())
 
 
+def test_a_word_answer_names_no_calibration_it_did_not_use() -> None:
+    from pipeline.render import label_line
+
+    words = Answer("q", "fallback", "graph down", relevance("unscored", None), (HIT,), ())
+    assert "calibration" not in label_line(words)
+    meant = Answer("q", "semantic", None, relevance("strong"), (HIT,), ())
+    assert "calibration" in label_line(meant)
+
+
 def test_a_markdown_excerpt_is_cut_at_a_word() -> None:
     from dataclasses import replace
 
