@@ -48,7 +48,7 @@ def query_options(func: Callable[..., Any]) -> Callable[..., Any]:
             type=click.Choice(RETRIEVALS),
             help="How notes are found: hybrid (the graph's vectors and KO-DB's full text, "
             "fused by their scores) or dense (the vectors alone) "
-            "[the query.retrieval setting: hybrid].",
+            "[setting query_retrieval, hybrid].",
         ),
         click.option(
             "--today",
@@ -180,7 +180,8 @@ def query_cmd(ctx: click.Context, app: AppContext, text: tuple[str, ...], **kw: 
     the vault's calibrated noise floor; no_match returns no subjects. When the graph is
     unreachable the answer comes from word search on KO-DB with mode "fallback" (exit 0,
     or 1 with --strict). With the vault's service running (`vault-ko serve`) it answers
-    in milliseconds; otherwise this process loads the model (it says so on stderr).
+    in milliseconds; otherwise this process loads the model (about a second; it says so on
+    stderr when that takes longer).
     """
     ctx.exit(run_query(app, None, text, **kw))
 

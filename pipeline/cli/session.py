@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 @click.option(
     "--retrieval",
     type=click.Choice(["dense", "hybrid"]),
-    help="How notes are found, as for `vault-ko query` [the query.retrieval setting].",
+    help="How notes are found, as for `vault-ko query` [setting query_retrieval, hybrid].",
 )
 @click.option(
     "--chunk-size",
