@@ -56,6 +56,7 @@ from pipeline.model import (
 from pipeline.noisefloor import profile_for
 from pipeline.privacy import PrivateNotes, redact
 from pipeline.rank import DEFAULT_ORDER, WHO, OrderRule, rank_summaries
+from pipeline.render import NOTES_SHOWN
 from pipeline.succession import Succession, order_with_successors
 from pipeline.timewindow import (
     RECENT_TIER_SIGMAS,
@@ -861,7 +862,9 @@ class Pipeline:
             found = self._word_matches(answer.query, opts, timer, WORD_MATCHES + 1)
             if len(found) > WORD_MATCHES:  # more, and the words pick nothing out
                 found = []
-            shown = {h.path for h in answer.hits}
+            # The notes a person reads (text and markdown show the first few of the hits):
+            # one further down is no more seen than one the search missed.
+            shown = {h.path for h in answer.hits[:NOTES_SHOWN]}
             listed = tuple(h for h in self._pointers(found, timer) if h.path not in shown)
             count = len(listed)
         return replace(answer, word_matches=listed, word_match_count=count if listed else None)

@@ -404,6 +404,19 @@ def test_no_match_counts_past_the_pool_as_more_than_it(tmp_path: Path) -> None:
     assert len(a.word_matches) == 3 and a.word_match_count == WORD_POOL + 1
 
 
+def test_a_weak_answer_points_at_a_note_holding_the_words_below_the_notes_a_person_reads(
+    tmp_path: Path,
+) -> None:
+    # Text and markdown show the first five hits: the sixth is no more seen than a miss.
+    others = [p.path for p in NOTES if p.path != "sessions/s2.md"]
+    hits = [FakeHit(p, p, "wiki", 0.33 - i / 100) for i, p in enumerate(others)]
+    hits.append(FakeHit("sessions/s2.md", "2026-02-12 Warmstart scripts", "session", 0.25))
+    p, _, _ = make(tmp_path, hits)
+    a = p.ask("which warmstart scripts?")
+    assert a.relevance.label == "weak" and [h.path for h in a.hits][6] == "sessions/s2.md"
+    assert [h.path for h in a.word_matches] == ["sessions/s2.md"]
+
+
 def test_a_weak_answer_points_at_nothing_when_too_many_notes_hold_the_words(
     tmp_path: Path,
 ) -> None:
