@@ -349,6 +349,7 @@ class Pipeline:
         graph_checked: bool = False,
         check_edits: bool = False,
         edits_reuse_s: float = 0.0,
+        sources: Sequence[str | None] | None = None,
     ) -> list[Answer]:
         """Answer several questions, in order, each exactly as ``ask`` would.
 
@@ -362,7 +363,9 @@ class Pipeline:
         ``check_edits`` (a process that answers once, cold): compare the vault on disk with
         KO-DB's registry, so each answer says how many notes it cannot see yet; a
         long-lived process (the service without a watcher) reuses a comparison made within
-        ``edits_reuse_s`` seconds.
+        ``edits_reuse_s`` seconds. ``sources``: the note each question is the text of
+        (load-context's note lines), which its answer leaves out: a note's nearest note is
+        itself (cosine 1), and it would be the answer and its label every time.
         """
         opts = options or QueryOptions.from_settings(self.settings)
         questions = [clean_text(t).strip() for t in texts]
@@ -399,6 +402,8 @@ class Pipeline:
                 with shared.stage("kodb_ms"):
                     prefetch.semantic(found, self.basis())
             for i, hits in zip(todo, found, strict=False):
+                if sources is not None and sources[i] is not None:
+                    hits = [h for h in hits if h.path != sources[i]]
                 answers[i] = self.answer_from_hits(questions[i], hits, opts, timers[i], topics)
             todo = todo[len(found) :]
         if reason is not None and todo:
@@ -406,7 +411,10 @@ class Pipeline:
                 with shared.stage("kodb_ms"):
                     prefetch.words([questions[i] for i in todo])
             for i in todo:
-                answers[i] = self.fallback_answer(questions[i], opts, timers[i], reason, topics)
+                source = None if sources is None else sources[i]
+                answers[i] = self.fallback_answer(
+                    questions[i], opts, timers[i], reason, topics, leave_out=source
+                )
         edits = edits_reuse_s if check_edits else None
         return self._finished(answers, timers, shared, t0, edits_reuse_s=edits)
 
@@ -1008,8 +1016,11 @@ class Pipeline:
         timer: Timer,
         reason: str,
         topics: dict[str, bool] | None = None,
+        *,
+        leave_out: str | None = None,
     ) -> Answer:
         """Degraded mode: word search on KO-DB, ranked the same way; never loads the model.
+        ``leave_out``: the note the question is the text of (``ask_many``'s ``sources``).
 
         Public so that batch callers (load-context, eval) answer exactly like ``ask``."""
         subjects: tuple[SubjectRank, ...] = ()
@@ -1018,7 +1029,7 @@ class Pipeline:
             return self._no_content(text, reason)
         with timer.stage("fulltext_ms"):
             hits, registry, window, recency, days = self._word_hits(text, opts, topics)
-        hits = [h for h in hits if _holds_text(registry.get(h.path))]
+        hits = [h for h in hits if _holds_text(registry.get(h.path)) and h.path != leave_out]
         with timer.stage("kodb_ms"):
             succession = self.kodb.succession()
         hits = self._excerpted(text, _marked_hits(hits, succession), registry, opts, timer)

@@ -153,9 +153,15 @@ class SessionLoader:
         self._stats = _Stats()
 
     # -- one chunk ------------------------------------------------------------------------
-    def answer_chunk(self, prompts: Sequence[str], stats: _Stats | None = None) -> list[Answer]:
+    def answer_chunk(
+        self,
+        prompts: Sequence[str],
+        stats: _Stats | None = None,
+        sources: Sequence[str | None] | None = None,
+    ) -> list[Answer]:
         """Answers for these prompts, in order; equal to ``Pipeline.ask`` for each, timings
-        aside. Each answer's timings hold its own stages plus its share of batch stages."""
+        aside. Each answer's timings hold its own stages plus its share of batch stages.
+        ``sources``: the note each prompt is the text of, left out of its answer."""
         if stats is not None:
             self._stats = stats
         if not prompts:
@@ -168,7 +174,9 @@ class SessionLoader:
             asked = (self.batch.terms_of(clean_text(p).strip(), self.options) for p in prompts)
             self.kodb.word_shares(sorted({t for terms in asked for t in terms}))
         before = self.batch.embed_batches
-        answers = self.batch.ask_many(prompts, self.options, search=self._search, prefetch=self)
+        answers = self.batch.ask_many(
+            prompts, self.options, search=self._search, prefetch=self, sources=sources
+        )
         self._stats.embed_batches += self.batch.embed_batches - before
         for answer in answers:
             if answer.degraded_reason:
@@ -319,7 +327,7 @@ class SessionLoader:
         def flush() -> None:
             if not chunk:
                 return
-            answers = self.answer_chunk([s.prompt for s in chunk])
+            answers = self.answer_chunk([s.prompt for s in chunk], sources=[s.note for s in chunk])
             for item, answer in zip(chunk, answers, strict=True):
                 sink.write(Pack(item.id, item.prompt, answer))
                 stats.written += 1

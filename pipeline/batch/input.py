@@ -90,7 +90,7 @@ def _parse_line(
         return _parse_json(stripped, number, settings, private)
     if stripped.lower().endswith(".md") and _note_file(stripped, settings) is not None:
         prompt = _note_prompt(stripped, settings, private)
-        return SessionPrompt(number, str(number), prompt, stripped)
+        return SessionPrompt(number, str(number), prompt, _note_path(stripped))
     return SessionPrompt(number, str(number), _typed(stripped))
 
 
@@ -116,7 +116,7 @@ def _parse_json(
         if not isinstance(note, str) or not note.strip():
             raise InputError("note must be a vault-relative path")
         prompt = _note_prompt(note.strip(), settings, private)
-        return SessionPrompt(number, sid, prompt, note.strip())
+        return SessionPrompt(number, sid, prompt, _note_path(note.strip()))
     if not isinstance(prompt, str) or not prompt.strip():
         raise InputError("missing prompt (a non-empty string) or note")
     return SessionPrompt(number, sid, _typed(prompt.strip()))
@@ -133,6 +133,11 @@ def _typed(prompt: str) -> str:
             "(as the service and MCP take)"
         )
     return prompt
+
+
+def _note_path(rel: str) -> str:
+    """A note line's path as the vault's notes are named ("./a\\b.md" is "a/b.md")."""
+    return PurePosixPath(rel.replace("\\", "/")).as_posix()
 
 
 def _note_file(rel: str, settings: Settings) -> Path | None:

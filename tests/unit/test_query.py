@@ -488,6 +488,20 @@ def test_short_content_words_still_count(tmp_path: Path, question: str) -> None:
     assert p.ask(question).relevance.label != "no_match" or question == "ő"
 
 
+@pytest.mark.parametrize("down", [False, True], ids=["semantic", "degraded"])
+def test_a_question_made_of_a_notes_text_is_answered_without_that_note(
+    tmp_path: Path, down: bool
+) -> None:
+    # load-context's note lines: a note is its own nearest note (cosine 1, by words too).
+    p, _, _ = make(tmp_path, HITS, down=down)
+    question = "redis warm cache"
+    alone = p.ask_many([question])[0]
+    assert "wiki/redis.md" in [h.path for h in alone.hits]
+    (left,) = p.ask_many([question], sources=["wiki/redis.md"])
+    assert "wiki/redis.md" not in [h.path for h in left.hits] and left.hits
+    assert left.mode == alone.mode == ("fallback" if down else "semantic")
+
+
 def test_fallback_when_graph_down_never_loads_the_model(tmp_path: Path) -> None:
     p, graph, emb = make(tmp_path, HITS, down=True)
     (tmp_path / ".vault-ko").mkdir(exist_ok=True)  # a synced vault's state dir
