@@ -338,10 +338,11 @@ def build_server(tools: VaultTools) -> FastMCP:
         marked). no_match: the vault has nothing relevant by meaning; word_matches then
         lists the best 3 notes holding every word of the question and word_match_count how
         many hold them (up to 101, meaning more than 100), a pointer for a name or code the
-        model cannot place (in a weak answer, the 1 to 3 not among the first 5 hits). Options:
+        model cannot place (a weak answer, when at most 3 notes hold the words, lists those
+        not among its first 5 hits). Options:
         top_k subjects (8), hits notes (5), facts_per_subject (3), semantic (false: word
-        search only), preset (session, wiki-gap, crystallize, routing, episodic; a preset
-        sets its own counts). A question
+        search only), preset (session, wiki-gap, crystallize, routing, episodic; with a
+        preset, counts it does not set are the vault's query settings, 20). A question
         has at most 200,000 characters; counts are at most 10,000."""
         return await guarded(
             tools.ask,

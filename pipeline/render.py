@@ -608,11 +608,13 @@ def legend(answer: Answer) -> str:
         "more values.",
         "  marks      in brackets after a name: a decision's status when it is not current "
         "(superseded by",
-        "             what replaced it, deprecated, rejected, proposed); a note edited or "
-        "deleted since",
-        "             the last sync (its cosine and facts are the last sync's); in an answer "
-        "chosen or",
-        "             ordered by dates, the note's date or undated.",
+        "             what replaced it, deprecated, rejected, proposed), current when what it "
+        "replaced",
+        "             is shown too; a note edited or deleted since the last sync (its cosine "
+        "and facts",
+        "             are the last sync's); in an answer chosen or ordered by dates, the note's "
+        "date or",
+        "             undated.",
         "  More: docs/ranking.md (the order and the score), docs/relevance.md (the labels).",
     ]
     if answer.mode == "fallback":
