@@ -21,6 +21,7 @@ answer itself. No log line quotes more than the first 40 characters of a questio
 from __future__ import annotations
 
 import logging
+import re
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
@@ -437,8 +438,55 @@ def run(settings: Settings) -> None:
     sdk = logging.getLogger("mcp")
     if sdk.getEffectiveLevel() < logging.INFO:
         sdk.setLevel(logging.INFO)
+    import anyio
+
     tools = VaultTools(settings)
     try:
-        build_server(tools).run("stdio")
+        anyio.run(_serve_stdio, build_server(tools))
     finally:
         tools.app.close()
+
+
+async def _serve_stdio(server: FastMCP) -> None:
+    """FastMCP's stdio loop, reading stdin through ``MendedLines``."""
+    import io
+    import sys
+
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    text = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+    async with stdio_server(stdin=anyio.wrap_file(MendedLines(text))) as (read, write):
+        low = server._mcp_server
+        await low.run(read, write, low.create_initialization_options())
+
+
+#: A UTF-16 surrogate, which no UTF-8 text holds.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class MendedLines:
+    """stdin's lines, each JSON-RPC message whose strings escape a lone UTF-16 surrogate
+    ("\\ud83d", half an emoji a client cut) written with U+FFFD there instead. JSON allows
+    the escape, but the SDK's parser refuses the line, and a line it refuses is answered
+    with a log notice and no response: the client waited for its call until it gave up."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def readline(self) -> str:
+        return mended(self._stream.readline())
+
+
+def mended(line: str) -> str:
+    """``line`` as is, unless a lone surrogate is escaped in it (see ``MendedLines``)."""
+    import json
+
+    if "\\ud" not in line.lower():
+        return line
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return line  # not JSON at all: the SDK says so as it does
+    text = json.dumps(message, ensure_ascii=False)
+    return _SURROGATE.sub("\ufffd", text) + ("\n" if line.endswith("\n") else "")

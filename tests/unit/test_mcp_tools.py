@@ -5,6 +5,7 @@ lets this process answer; no log line quotes more than the start of a question."
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -308,3 +309,78 @@ def test_a_ping_is_answered_while_a_tool_works(tools: VaultTools) -> None:
     anyio.run(session)
     assert released == [True]
     assert seen["result"].structuredContent == {"status": "fresh"}
+
+
+def test_a_lone_surrogate_is_mended_and_the_rest_of_a_line_kept() -> None:
+    from mcp import types
+
+    from pipeline.mcp_server import mended
+
+    call = (
+        '{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"ask",'
+        '"arguments":{"question":"why redis \\ud83d cache"}}}\n'
+    )
+    line = mended(call)
+    message = types.JSONRPCMessage.model_validate_json(line)  # the SDK's own parser
+    assert message.root.params["arguments"]["question"] == "why redis \ufffd cache"  # type: ignore[union-attr]
+    assert line.endswith("\n")
+    pair = '{"q":"\\ud83d\\ude00"}\n'  # a whole surrogate pair is an emoji, kept
+    assert json.loads(mended(pair)) == {"q": "\U0001f600"}
+    escaped = '{"q":"\\\\ud800 is text"}\n'  # a backslash, then the letters "ud800"
+    assert json.loads(mended(escaped)) == json.loads(escaped)
+    assert mended('{"q":"plain"}\n') == '{"q":"plain"}\n'
+    assert mended('{"q":"\\ud800"') == '{"q":"\\ud800"'  # no JSON: the SDK says so
+
+
+def test_a_call_with_a_lone_surrogate_gets_its_response(tmp_path: Path) -> None:
+    # The SDK refused the line and answered no id: the client waited until it gave up.
+    import os
+    import select
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / ".vault-ko").mkdir()
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ]
+    sent = "".join(json.dumps(m) + "\n" for m in lines)
+    sent += '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ask",'
+    sent += '"arguments":{"question":"why redis \\ud800 cache","top_k":"x"}}}\n'
+    code = "import sys; sys.argv[0] = 'vault-ko'; from pipeline.cli import main; main()"
+    server = subprocess.Popen(
+        [sys.executable, "-c", code, "--vault", str(tmp_path), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        server.stdin.write(sent.encode())
+        server.stdin.flush()  # kept open: a closed stdin ends the session before it answers
+        answers = []
+        deadline = time.monotonic() + 60
+        while not any(a.get("id") == 7 for a in answers):
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([server.stdout], [], [], max(left, 0))
+            assert ready, "no response to the call within 60 s"
+            line = server.stdout.readline()
+            assert line, "the server ended without answering the call"
+            answers.append(json.loads(line))
+    finally:
+        server.stdin.close()
+        server.wait(30)
+    (reply,) = [a for a in answers if a.get("id") == 7]
+    # Its refusal (a count that is no number), so nothing is loaded: what matters is the id.
+    assert reply["result"]["isError"] and "top_k must be an integer" in json.dumps(reply)
