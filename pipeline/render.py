@@ -9,7 +9,7 @@ import functools
 import math
 import textwrap
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -634,13 +634,20 @@ def silence_line(answer: Answer) -> str:
     return f"no_match: {LABEL_WORDS['no_match']} ({why})"
 
 
-def _one_line(text: str | None, width: int) -> str:
-    """``text`` on one line of at most ``width`` characters, cut at a word with an
-    ellipsis if longer ("Cloudf…" read as a typo)."""
+def one_line(
+    text: str | None,
+    width: int,
+    *,
+    measure: Callable[[str], int] = len,
+    clip: Callable[[str, int], str] | None = None,
+) -> str:
+    """``text`` on one line of at most ``width`` characters (or what ``measure`` counts, a
+    terminal's cells, with ``clip`` cutting to them), cut at a word with an ellipsis if
+    longer ("Cloudf…" read as a typo)."""
     flat = " ".join((text or "").split())
-    if len(flat) <= width:
+    if measure(flat) <= width:
         return flat
-    cut = flat[: width - 1]
+    cut = clip(flat, width - 1) if clip is not None else flat[: width - 1]
     word_end = cut.rfind(" ")
     if word_end > width // 2:
         cut = cut[:word_end]
@@ -708,7 +715,7 @@ def to_markdown(answer: Answer, *, heading: str | None = None) -> str:
             status = hit_marks(h, dated)
             line = f"{i}. **{h.title}** (`{h.path}`, {score}{f'; {status}' if status else ''})"
             if h.excerpt:
-                line += f" — {_one_line(h.excerpt, MD_EXCERPT_CHARS)}"
+                line += f" — {one_line(h.excerpt, MD_EXCERPT_CHARS)}"
             lines.append(line)
     if answer.subjects:
         lines += ["", "### Subjects"]
@@ -772,7 +779,7 @@ def to_context_pack(answer: Answer, *, max_chars: int, min_label: str = "weak") 
             status = hit_marks(h, dated)
             line = f"- {h.title} ({h.path}{f'; {status}' if status else ''})"
             if h.excerpt:
-                line += f": {_one_line(h.excerpt, CONTEXT_TEXT_CHARS)}"
+                line += f": {one_line(h.excerpt, CONTEXT_TEXT_CHARS)}"
             lines.append(line)
     if answer.subjects:
         lines.append("Subjects (ranked by how many files and source types corroborate them):")
@@ -784,7 +791,7 @@ def to_context_pack(answer: Answer, *, max_chars: int, min_label: str = "weak") 
         lines.append(f"- {s.subject} ({said}{_files(s)}{mark})")
         more = more_values(s)
         for f in s.facts:
-            text = _one_line(f.object, CONTEXT_TEXT_CHARS) + _more_said(more, f.predicate)
+            text = one_line(f.object, CONTEXT_TEXT_CHARS) + _more_said(more, f.predicate)
             lines.append(f"  - {f.predicate}: {text} [{f.source_file}]")
     return _cut(lines, max_chars)
 

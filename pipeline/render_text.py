@@ -24,6 +24,7 @@ from pipeline.render import (
     label_in_words,
     label_line,
     more_values,
+    one_line,
     shown_status,
     silence_line,
     silence_notes,
@@ -249,14 +250,7 @@ def _one_line(text: str, width: int) -> str:
     """``text`` on one line of ``width`` cells, cut at a word with an ellipsis if longer."""
     from rich.cells import cell_len, set_cell_size
 
-    flat = " ".join(text.split())
-    if cell_len(flat) <= width:
-        return flat
-    cut = set_cell_size(flat, width - 1)
-    word_end = cut.rfind(" ")
-    if word_end > width // 2:
-        cut = cut[:word_end]
-    return cut.rstrip() + "…"
+    return one_line(text, width, measure=cell_len, clip=set_cell_size)
 
 
 def _subject_lines(

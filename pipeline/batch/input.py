@@ -140,10 +140,18 @@ def _note_path(rel: str) -> str:
     return PurePosixPath(rel.replace("\\", "/")).as_posix()
 
 
+def _shaped(rel: str) -> PurePosixPath | None:
+    """``rel`` as a note's path may be written: relative, no "..", a ``.md`` file; else None."""
+    posix = PurePosixPath(_note_path(rel))
+    if posix.is_absolute() or ".." in posix.parts or posix.suffix.lower() != ".md":
+        return None
+    return posix
+
+
 def _note_file(rel: str, settings: Settings) -> Path | None:
     """The note file for a vault-relative path, or None when it is not one inside the vault."""
-    posix = PurePosixPath(rel.replace("\\", "/"))
-    if posix.is_absolute() or ".." in posix.parts or posix.suffix.lower() != ".md":
+    posix = _shaped(rel)
+    if posix is None:
         return None
     root = settings.vault.resolve()
     path = (root / posix).resolve()
@@ -158,10 +166,9 @@ def _note_prompt(rel: str, settings: Settings, private: PrivateNotes | None) -> 
     from pipeline.vault.parse import read_note
     from pipeline.vault.scan import source_type_for
 
-    shape = PurePosixPath(rel.replace("\\", "/"))
-    if _note_file(rel, settings) is None:
-        inside = not shape.is_absolute() and ".." not in shape.parts
-        if inside and shape.suffix.lower() == ".md" and not (settings.vault / shape).exists():
+    shape = _shaped(rel)
+    if shape is None or _note_file(rel, settings) is None:
+        if shape is not None and not (settings.vault / shape).exists():
             raise InputError(f"no note {rel!r} in the vault")
         raise InputError(f"note {rel!r} is not a .md file inside the vault")
     posix = shape.as_posix()
